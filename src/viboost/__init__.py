@@ -1,0 +1,16 @@
+"""viboost: Bayesian boosting with a model of label noise.
+
+The reference implementation of "A Bayesian Boosting Model" (Lorbert, Blei, Schapire, Ramadge):
+
+- :class:`VIBoostClassifier` (:mod:`viboost.estimator`): Algorithm 1 as a scikit-learn classifier;
+- :mod:`viboost.distributions`: the versatile logistic (v-Log) and binary logistic (b-Log);
+- :mod:`viboost.inference`: the variational updates and the dynamic ELBO;
+- :mod:`viboost.stumps`: decision stumps and the stump search;
+- :mod:`viboost.datasets`: bundled data;
+- :mod:`viboost.cli`: the ``viboost`` command.
+"""
+
+from viboost._version import __version__
+from viboost.estimator import VIBoostClassifier, ViboostVersionWarning
+
+__all__ = ["VIBoostClassifier", "ViboostVersionWarning", "__version__"]

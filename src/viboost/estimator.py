@@ -1,0 +1,556 @@
+"""VIBoost as a scikit-learn classifier (Algorithm 1 of Lorbert, Blei, Schapire and Ramadge).
+
+Structure of this module
+------------------------
+- :class:`VIBoostClassifier` holds the hyperparameters, validates the input at ``fit`` and runs the
+  outer boosting loop. Each round is one call of :meth:`VIBoostClassifier._boost`:
+
+  1. pick the stump of largest approximate mode, i.e. of least weighted error under the weights
+     ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5), through a :class:`~viboost.stumps.StumpSearch`;
+  2. run the inner variational loop of Algorithm 1 (alpha, omega, phi, eta; the updates live in
+     :mod:`viboost.inference`) until the dynamic ELBO stops rising by more than ``tol``, or for a
+     fixed number of iterations;
+  3. add ``alpha_t h_t`` to the ensemble ``H``.
+
+- Prediction is ``sign(H)`` and ``predict_proba`` is ``sigmoid(H)``: the model's probability of
+  the *true* label (section 2), not of a label that may have been corrupted by the noise process.
+
+All sums over rows run in log space (``log phi_n - tau y_n H(x_n)`` through ``logsumexp``), so the
+margins can grow without bound and nothing overflows; the prior mass ``mu_0`` is added to the
+unnormalised sums, which is the 1/Z shrinkage of eq. 1oz.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import expit, log_expit, logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from tqdm.auto import tqdm
+
+from viboost._version import __version__
+from viboost.inference import (
+    ModelPriors,
+    approx_alpha,
+    core_elbo,
+    elbo,
+    update_clean_proba,
+    update_noise_grade,
+    update_snr,
+    weight_posterior,
+)
+from viboost.stumps import DecisionStump, ExactStumpSearch, StumpSearch
+
+__all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
+
+
+class ViboostVersionWarning(UserWarning):
+    """A model is loaded with a viboost version other than the one that saved it."""
+
+
+def _check_pair(name: str, value: object) -> tuple[float, float]:
+    pair = tuple(np.asarray(value, dtype=float).ravel()) if np.ndim(value) else ()
+    if len(pair) != 2 or not all(np.isfinite(v) and v > 0 for v in pair):
+        raise ValueError(f"{name} must be a pair of positive finite numbers, got {value!r}")
+    return float(pair[0]), float(pair[1])
+
+
+def _reject_non_numeric_columns(X: object) -> None:
+    """Name the non-numeric columns of a DataFrame instead of failing on a cell value."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "columns"):
+        return
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    bad = [str(col) for col, dt in dtypes.items() if not (is_numeric_dtype(dt) or is_bool_dtype(dt))]
+    if bad:
+        raise ValueError(
+            f"X has non-numeric column(s) {bad}; VIBoostClassifier needs numbers. Encode them "
+            "first, e.g. with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder."
+        )
+
+
+class VIBoostClassifier(ClassifierMixin, BaseEstimator):
+    """VIBoost: boosting by stagewise variational inference in a model of label noise.
+
+    Each label is *true* with probability theta, drawn from the logistic model of the ensemble
+    ``H = sum_t alpha_t h_t``, or *noisy*, drawn with a fixed log-odds xi (the noise grade)
+    regardless of ``x`` (section 4). Each round adds one decision stump and updates the
+    variational posteriors of its weight, of xi, of each label's type and of theta (Algorithm 1).
+    Besides the classifier, the fit returns the noise statistics of section 6: the
+    signal-to-noise ratio ``eta_1 / eta_2``, the noise grade ``log(omega_2 / omega_1)`` and, per
+    training row, the posterior probability ``phi_n`` that its label is true.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Number of boosting rounds T (one stump per round).
+    weight_prior : float, default=1.0
+        mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each stump weight. Larger
+        values shrink the weights more (the 1/Z term of eq. 1oz); near 0 the core model is
+        discrete AdaBoost.
+    noise_grade_prior : float, default=1.0
+        mu_0': multiplicity of the prior v-Log([+1,-1], [0,0], mu_0') on the noise grade xi.
+    clean_prior : pair of float, default=(1.0, 1.0)
+        zeta = (zeta_1, zeta_2): the Beta prior on theta, the probability that a label is true.
+    tau : float, default=1.0
+        Tail parameter of the approximate mode (eq. appxmode); 1 is the closest to AdaBoost.
+    init_clean_proba : float, default=1.0
+        Initial phi_n, the probability that each training label is true.
+    init_eta : pair of float, default=(1.0, 1.0)
+        Initial (eta_1, eta_2), the Beta posterior of theta used by the first phi update.
+    noise_model : bool, default=True
+        False fits the core model of section 2 (every label true, phi_n = 1, no inner loop): the
+        smoothed AdaBoost of section 5.
+    alpha : {"approx", "exact"}, default="approx"
+        How alpha_t is taken from q(c): the closed-form approximate mode of eq. appxmode (the
+        paper's choice) or the exact mode of the v-Log posterior.
+    tol : float, default=1e-8
+        The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
+        (a fall also stops it; falls are recorded, see ``elbo_``).
+    max_vi_iter : int, default=100
+        Cap on inner iterations per round when the ELBO decides.
+    fixed_vi_iter : int or None, default=None
+        The paper's modification (a): run exactly this many inner iterations per round and
+        compute no ELBO. None lets the ELBO decide.
+    update_alpha_once : bool, default=False
+        The paper's modification (b): set alpha_t at the first inner iteration and keep it.
+    warm_start : bool, default=False
+        When True, ``fit`` on the same training data continues the previous run up to the new
+        ``n_estimators``, with the same result as one longer run.
+    verbose : int, default=0
+        1 or more shows a progress bar on stderr for fits that last over two seconds.
+
+    Attributes
+    ----------
+    estimators_ : list of DecisionStump
+        The stumps h_t (feature, threshold in the units of X, polarity, side of missing values).
+    alphas_ : ndarray of shape (n_rounds,)
+        The stump weights alpha_t.
+    snr_ : float
+        Signal-to-noise ratio ``eta_1 / eta_2`` (section 4, S.2). NaN when ``noise_model=False``.
+    noise_grade_ : float
+        ``log(omega_2 / omega_1)``, the mode of q(xi): the log-odds of a +1 among noisy labels.
+        NaN when ``noise_model=False``.
+    clean_proba_ : ndarray of shape (n_samples,)
+        phi_n: posterior probability that training label n is true (1 - phi_n: that it is noise).
+    eta_ : ndarray of shape (2,)
+        Parameters of the Beta posterior q(theta). NaN when ``noise_model=False``.
+    omega_ : ndarray of shape (2,)
+        Multiplicities of the v-Log posterior q(xi). NaN when ``noise_model=False``.
+    elbo_ : list of ndarray
+        Per round, the dynamic ELBO (S.4) of that round's model before its first inner iteration
+        and after each one; it may fall, as the paper notes. With ``noise_model=False``, the exact
+        log evidence ``log p(y | H, h_t)`` of the core model. Empty arrays with ``fixed_vi_iter``.
+    n_vi_iter_ : ndarray of shape (n_rounds,)
+        Inner iterations run in each round.
+    snr_path_, noise_grade_path_ : ndarray of shape (n_rounds,)
+        ``snr_`` and ``noise_grade_`` after each round.
+    classes_ : ndarray of shape (2,)
+        Class labels; ``classes_[1]`` is the positive class (+1 in the paper).
+    n_features_in_ : int
+        Number of features seen at fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names, when X is a DataFrame with string column names.
+
+    See Also
+    --------
+    sklearn.ensemble.AdaBoostClassifier : discrete AdaBoost, the model's limit without noise.
+
+    References
+    ----------
+    .. [1] A. Lorbert, D. M. Blei, R. E. Schapire and P. J. Ramadge, "A Bayesian Boosting Model",
+       arXiv:1209.1996, 2012.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost import VIBoostClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 3))
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> flip = rng.random(200) < 0.1
+    >>> y[flip] = 1 - y[flip]
+    >>> clf = VIBoostClassifier(n_estimators=20).fit(X, y)
+    >>> clf.score(X, y) > 0.85
+    True
+    >>> bool(clf.clean_proba_[flip].mean() < clf.clean_proba_[~flip].mean())
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "weight_prior": [Interval(Real, 0, None, closed="neither")],
+        "noise_grade_prior": [Interval(Real, 0, None, closed="neither")],
+        "clean_prior": ["array-like"],
+        "tau": [Interval(Real, 0, None, closed="neither")],
+        "init_clean_proba": [Interval(Real, 0, 1, closed="right")],
+        "init_eta": ["array-like"],
+        "noise_model": ["boolean"],
+        "alpha": [StrOptions({"approx", "exact"})],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_vi_iter": [Interval(Integral, 1, None, closed="left")],
+        "fixed_vi_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "update_alpha_once": ["boolean"],
+        "warm_start": ["boolean"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int = 100,
+        *,
+        weight_prior: float = 1.0,
+        noise_grade_prior: float = 1.0,
+        clean_prior: tuple[float, float] = (1.0, 1.0),
+        tau: float = 1.0,
+        init_clean_proba: float = 1.0,
+        init_eta: tuple[float, float] = (1.0, 1.0),
+        noise_model: bool = True,
+        alpha: str = "approx",
+        tol: float = 1e-8,
+        max_vi_iter: int = 100,
+        fixed_vi_iter: int | None = None,
+        update_alpha_once: bool = False,
+        warm_start: bool = False,
+        verbose: int = 0,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.weight_prior = weight_prior
+        self.noise_grade_prior = noise_grade_prior
+        self.clean_prior = clean_prior
+        self.tau = tau
+        self.init_clean_proba = init_clean_proba
+        self.init_eta = init_eta
+        self.noise_model = noise_model
+        self.alpha = alpha
+        self.tol = tol
+        self.max_vi_iter = max_vi_iter
+        self.fixed_vi_iter = fixed_vi_iter
+        self.update_alpha_once = update_alpha_once
+        self.warm_start = warm_start
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ scikit-learn plumbing
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_viboost_version"] = __version__
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        saved = state.pop("_viboost_version", None)
+        if saved != __version__:
+            warnings.warn(
+                f"This VIBoostClassifier was saved by viboost {saved or 'of unknown version'} and "
+                f"is loaded by viboost {__version__}; it may predict differently or fail. "
+                "Refit it with this version to be safe.",
+                ViboostVersionWarning,
+                stacklevel=2,
+            )
+        super().__setstate__(state)
+
+    def _validate_X(self, X: object, reset: bool) -> np.ndarray:
+        _reject_non_numeric_columns(X)
+        return validate_data(
+            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan"
+        )
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, sample_weight=None) -> VIBoostClassifier:
+        """Fit the ensemble by T rounds of Algorithm 1.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Numeric features; NaN marks a missing value (infinite values are rejected).
+        y : array-like of shape (n_samples,)
+            Labels of exactly two classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Nonnegative multiplicities: an integer weight k gives the same model as k copies of
+            the row. They are not normalised, so their scale matters against the priors.
+
+        Returns
+        -------
+        self : VIBoostClassifier
+            The fitted estimator.
+        """
+        self._validate_params()
+        clean_prior = _check_pair("clean_prior", self.clean_prior)
+        init_eta = _check_pair("init_eta", self.init_eta)
+        _reject_non_numeric_columns(X)
+        X, y = validate_data(
+            self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
+        )
+        check_classification_targets(y)
+        classes, y_index = np.unique(y, return_inverse=True)
+        if classes.size == 1:
+            raise ValueError(
+                f"VIBoostClassifier needs 2 classes in y, but y contains only one class: "
+                f"{classes[0]!r}."
+            )
+        if classes.size > 2:
+            raise ValueError(
+                f"VIBoostClassifier is a binary classifier, but y has {classes.size} classes. "
+                "Multi-class is not supported yet: wrap the classifier in "
+                "sklearn.multiclass.OneVsRestClassifier."
+            )
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        )
+        y_signed = np.where(y_index == 1, 1.0, -1.0)
+        weighted = sample_weight > 0
+        if np.unique(y_signed[weighted]).size < 2:
+            raise ValueError(
+                "VIBoostClassifier needs both classes to carry positive sample weight; only "
+                f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
+            )
+
+        continuing = self.warm_start and hasattr(self, "estimators_")
+        if continuing:
+            self._check_warm_start(X, classes)
+            margin = self._margin(X, len(self.estimators_))
+        self._priors = ModelPriors(
+            weight=float(self.weight_prior),
+            noise_grade=float(self.noise_grade_prior),
+            clean=clean_prior,
+        )
+        if not continuing:
+            self.classes_ = classes
+            self._init_run(y_signed, sample_weight, init_eta)
+            margin = np.zeros(X.shape[0])
+
+        search = ExactStumpSearch(X, active=weighted)
+        start = len(self.estimators_)
+        with tqdm(
+            total=self.n_estimators,
+            initial=start,
+            desc="VIBoost",
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            for _ in range(start, self.n_estimators):
+                stump, alpha, h, trace, n_iter = self._boost(
+                    search, X, y_signed, sample_weight, margin
+                )
+                margin += alpha * h
+                self._record_round(stump, alpha, trace, n_iter)
+                progress.update()
+        return self
+
+    def _init_run(
+        self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
+    ) -> None:
+        self.estimators_: list[DecisionStump] = []
+        self.alphas_ = np.empty(0)
+        self.elbo_: list[np.ndarray] = []
+        self.n_vi_iter_ = np.empty(0, dtype=int)
+        self.snr_path_ = np.empty(0)
+        self.noise_grade_path_ = np.empty(0)
+        phi0 = float(self.init_clean_proba)
+        self._log_clean = np.full(y.shape[0], np.log(phi0))
+        self._log_noise = np.full(y.shape[0], np.log1p(-phi0) if phi0 < 1 else -np.inf)
+        self._eta = np.array(init_eta)
+        # omega from the initial phi, so that every round's ELBO is defined before its first update.
+        self._omega = update_noise_grade(
+            y, sample_weight, np.exp(self._log_noise), self._priors.noise_grade
+        )
+        self._set_noise_statistics()
+
+    def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
+        if self.n_estimators < len(self.estimators_):
+            raise ValueError(
+                f"n_estimators={self.n_estimators} must be at least the {len(self.estimators_)} "
+                "rounds already fitted when warm_start=True."
+            )
+        if X.shape[0] != self._log_clean.shape[0] or not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                "warm_start=True continues the same run, so fit must get the same training data "
+                f"(it was fitted on {self._log_clean.shape[0]} rows with classes "
+                f"{self.classes_.tolist()})."
+            )
+
+    def _boost(
+        self,
+        search: StumpSearch,
+        X: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        margin: np.ndarray,
+    ) -> tuple[DecisionStump, float, np.ndarray, np.ndarray, int]:
+        """One round of Algorithm 1: pick h_t, run the inner variational loop, return alpha_t.
+
+        Updates the variational state (phi, omega, eta) in place and returns the stump, its
+        weight alpha_t, its outputs h_t(x_n), the round's ELBO trace and the inner iterations run.
+        """
+        tau = float(self.tau)
+        with np.errstate(divide="ignore"):  # log of a zero sample weight is -inf, on purpose
+            log_sample_weight = np.log(sample_weight)
+
+        def log_weight() -> np.ndarray:  # log(s_n phi_n) - tau y_n H(x_n)
+            return log_sample_weight + self._log_clean - tau * y * margin
+
+        # h_t = argmax |approximate mode| = argmin weighted error (section 5).
+        lw = log_weight()
+        stump, _ = search.best(np.exp(lw - logsumexp(lw)), y)
+        h = stump.predict(X)
+
+        def weight_alpha() -> float:
+            if self.alpha == "exact":
+                return weight_posterior(
+                    y, margin, h, sample_weight * np.exp(self._log_clean), self._priors.weight
+                ).mode()
+            return approx_alpha(y, h, log_weight(), self._priors.weight, tau)
+
+        def current_elbo() -> float:
+            multiplicity = sample_weight * np.exp(self._log_clean)
+            log_b = weight_posterior(y, margin, h, multiplicity, self._priors.weight)
+            log_b = log_b.log_normalizer()
+            if not self.noise_model:
+                return core_elbo(log_b, self._priors.weight)
+            return elbo(
+                log_b, y, sample_weight, self._log_clean, self._log_noise,
+                self._eta, self._omega, self._priors,
+            )
+
+        if not self.noise_model:  # core model: phi = 1, the weight update alone
+            return stump, weight_alpha(), h, np.array([current_elbo()]), 0
+
+        track = self.fixed_vi_iter is None
+        n_iter = self.max_vi_iter if track else self.fixed_vi_iter
+        trace = [current_elbo()] if track else []
+        alpha, it = 0.0, 0
+        for it in range(n_iter):
+            if it == 0 or not self.update_alpha_once:
+                alpha = weight_alpha()
+            noise_proba = np.exp(self._log_noise)
+            self._omega = update_noise_grade(
+                y, sample_weight, noise_proba, self._priors.noise_grade
+            )
+            self._log_clean, self._log_noise = update_clean_proba(
+                y, margin + alpha * h, self._eta, self._omega
+            )
+            self._eta = update_snr(
+                sample_weight, np.exp(self._log_clean), np.exp(self._log_noise),
+                self._priors.clean,
+            )
+            if track:
+                trace.append(current_elbo())
+                if trace[-1] - trace[-2] <= self.tol * abs(trace[-2]):
+                    break
+        return stump, alpha, h, np.array(trace), it + 1
+
+    def _record_round(
+        self, stump: DecisionStump, alpha: float, trace: np.ndarray, n_iter: int
+    ) -> None:
+        self.estimators_.append(stump)
+        self.alphas_ = np.append(self.alphas_, alpha)
+        self.elbo_.append(trace)
+        self.n_vi_iter_ = np.append(self.n_vi_iter_, n_iter)
+        self._set_noise_statistics()
+        self.snr_path_ = np.append(self.snr_path_, self.snr_)
+        self.noise_grade_path_ = np.append(self.noise_grade_path_, self.noise_grade_)
+
+    def _set_noise_statistics(self) -> None:
+        self.clean_proba_ = np.exp(self._log_clean)
+        if self.noise_model:
+            self.eta_ = self._eta.copy()
+            self.omega_ = self._omega.copy()
+            self.snr_ = float(self._eta[0] / self._eta[1])
+            self.noise_grade_ = float(np.log(self._omega[1] / self._omega[0]))
+        else:
+            self.eta_ = np.full(2, np.nan)
+            self.omega_ = np.full(2, np.nan)
+            self.snr_ = float("nan")
+            self.noise_grade_ = float("nan")
+
+    # ------------------------------------------------------------------ prediction
+    def _margin(self, X: np.ndarray, n_rounds: int) -> np.ndarray:
+        """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit."""
+        margin = np.zeros(X.shape[0])
+        for stump, alpha in zip(self.estimators_[:n_rounds], self.alphas_[:n_rounds]):
+            margin += alpha * stump.predict(X)
+        return margin
+
+    def decision_function(self, X) -> np.ndarray:
+        """The ensemble log-odds ``H(x) = sum_t alpha_t h_t(x)``; positive favours ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._margin(X, len(self.estimators_))
+
+    def staged_decision_function(self, X) -> Iterator[np.ndarray]:
+        """Yield ``H(x)`` after each round, the first after one stump."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        margin = np.zeros(X.shape[0])
+        for stump, alpha in zip(self.estimators_, self.alphas_):
+            margin += alpha * stump.predict(X)
+            yield margin.copy()
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]``."""
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def staged_predict(self, X) -> Iterator[np.ndarray]:
+        """Yield the predicted classes after each round."""
+        for margin in self.staged_decision_function(X):
+            yield self.classes_[(margin > 0).astype(int)]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Probability of each class for the *true* label: ``[sigmoid(-H), sigmoid(H)]``.
+
+        Under the model, ``H`` estimates the log-odds F(x) of a true label (section 2). An
+        observed label is noise with probability ``1 - theta``, in which case it is +1 with
+        probability ``sigmoid(xi)`` whatever x is; these probabilities leave that channel out.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            Columns in the order of ``classes_``.
+        """
+        margin = self.decision_function(X)
+        return np.column_stack([expit(-margin), expit(margin)])
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`, computed without underflow."""
+        margin = self.decision_function(X)
+        return np.column_stack([log_expit(-margin), log_expit(margin)])
+
+    def staged_predict_proba(self, X) -> Iterator[np.ndarray]:
+        """Yield :meth:`predict_proba` after each round."""
+        for margin in self.staged_decision_function(X):
+            yield np.column_stack([expit(-margin), expit(margin)])
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Share of the total |alpha_t| carried by stumps on each feature (constant stumps excluded)."""
+        check_is_fitted(self)
+        importances = np.zeros(self.n_features_in_)
+        for stump, alpha in zip(self.estimators_, self.alphas_):
+            if np.isfinite(stump.threshold) or not stump.missing_right:
+                importances[stump.feature] += abs(alpha)
+        total = importances.sum()
+        return importances / total if total > 0 else importances

@@ -1,0 +1,232 @@
+"""The variational machinery against oracles written here: a brute-force ELBO, plain AdaBoost,
+eq. 1oz, the exact v-Log mode, and the generative model of section 4."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize, stats
+from scipy.special import expit, log_expit
+
+from viboost import VIBoostClassifier
+from viboost.inference import ModelPriors, elbo, weight_posterior
+
+
+# ---------------------------------------------------------------------------- brute-force ELBO
+def _log_sigmoid(x: float) -> float:
+    return float(log_expit(x))
+
+
+def _normalised(log_kernel):
+    """Density from an unnormalised log density on the real line, by direct quadrature."""
+    z = integrate.quad(lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12,
+                       limit=500)[0]
+    return lambda t: np.exp(log_kernel(t)) / z, np.log(z)
+
+
+def _expect(pdf, f) -> float:
+    return integrate.quad(lambda t: pdf(t) * f(t), -np.inf, np.inf, epsabs=1e-13, epsrel=1e-12,
+                          limit=500)[0]
+
+
+def brute_force_elbo(y, margin, h, phi, omega, eta, priors: ModelPriors) -> float:
+    """E_q log p(joint) - E_q log q by quadrature over c, xi, theta and exact sums over w."""
+    mu0, mu0p, zeta = priors.weight, priors.noise_grade, priors.clean
+    # Normalised priors of section 4.
+    prior_c, _ = _normalised(lambda c: mu0 * (_log_sigmoid(c) + _log_sigmoid(-c)))
+    prior_xi, _ = _normalised(lambda x: mu0p * (_log_sigmoid(x) + _log_sigmoid(-x)))
+    # The variational factors.
+    log_qc_kernel = lambda c: (  # noqa: E731
+        mu0 * (_log_sigmoid(c) + _log_sigmoid(-c))
+        + sum(p * _log_sigmoid(yn * (m + c * hn)) for p, yn, m, hn in zip(phi, y, margin, h))
+    )
+    q_c, _ = _normalised(log_qc_kernel)
+    q_xi, _ = _normalised(lambda x: omega[0] * _log_sigmoid(-x) + omega[1] * _log_sigmoid(x))
+    q_theta = stats.beta(eta[0], eta[1])
+
+    def e_theta(f):
+        return integrate.quad(lambda t: q_theta.pdf(t) * f(t), 0, 1, epsabs=1e-13,
+                              epsrel=1e-12, limit=500)[0]
+
+    e_log_prior_c = _expect(q_c, lambda c: np.log(prior_c(c)))
+    e_log_prior_xi = _expect(q_xi, lambda x: np.log(prior_xi(x)))
+    e_log_prior_theta = e_theta(lambda t: stats.beta(*zeta).logpdf(t))
+    e_log_theta = e_theta(np.log)
+    e_log_1m_theta = e_theta(lambda t: np.log1p(-t))
+    e_lik_clean = [
+        _expect(q_c, lambda c, yn=yn, m=m, hn=hn: _log_sigmoid(yn * (m + c * hn)))
+        for yn, m, hn in zip(y, margin, h)
+    ]
+    e_lik_noise = [_expect(q_xi, lambda x, yn=yn: _log_sigmoid(yn * x)) for yn in y]
+
+    e_log_joint = e_log_prior_c + e_log_prior_xi + e_log_prior_theta
+    e_log_q_w = 0.0
+    for w in itertools.product([0, 1], repeat=len(y)):
+        q_w = np.prod([p if wn else 1 - p for p, wn in zip(phi, w)])
+        term = sum(
+            e_log_theta + e_lik_clean[n] if wn else e_log_1m_theta + e_lik_noise[n]
+            for n, wn in enumerate(w)
+        )
+        e_log_joint += q_w * term
+        e_log_q_w += q_w * np.log(q_w)
+    e_log_q = (
+        _expect(q_c, lambda c: np.log(q_c(c)))
+        + _expect(q_xi, lambda x: np.log(q_xi(x)))
+        + e_theta(q_theta.logpdf)
+        + e_log_q_w
+    )
+    return e_log_joint - e_log_q
+
+
+def test_closed_form_elbo_matches_brute_force():
+    rng = np.random.default_rng(7)
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    margin = np.array([0.3, -1.2, 0.5, 2.0])
+    h = np.array([1.0, -1.0, -1.0, 1.0])
+    priors = ModelPriors(weight=1.3, noise_grade=0.7, clean=(1.5, 2.0))
+    differences = []
+    for _ in range(4):
+        phi = rng.uniform(0.05, 0.95, size=4)
+        omega = rng.uniform(0.5, 5.0, size=2)
+        eta = rng.uniform(0.5, 5.0, size=2)
+        log_b = weight_posterior(y, margin, h, phi, priors.weight).log_normalizer()
+        closed = elbo(log_b, y, np.ones(4), np.log(phi), np.log1p(-phi), eta, omega, priors)
+        brute = brute_force_elbo(y, margin, h, phi, omega, eta, priors)
+        differences.append(closed - brute)
+    # One constant across variational parameters; here it is zero because the closed form
+    # includes the priors' log normalisers.
+    assert np.ptp(differences) < 1e-7
+    assert abs(np.mean(differences)) < 1e-7
+
+
+def test_elbo_weights_are_multiplicities():
+    rng = np.random.default_rng(3)
+    y = np.array([1.0, -1.0, 1.0])
+    margin = np.array([0.4, 0.1, -0.7])
+    h = np.array([1.0, 1.0, -1.0])
+    phi = rng.uniform(0.1, 0.9, size=3)
+    omega, eta, priors = np.array([1.5, 2.5]), np.array([3.0, 1.2]), ModelPriors()
+    weights = np.array([2.0, 1.0, 3.0])
+    log_b = weight_posterior(y, margin, h, weights * phi, 1.0).log_normalizer()
+    weighted = elbo(log_b, y, weights, np.log(phi), np.log1p(-phi), eta, omega, priors)
+    rep = np.repeat(np.arange(3), weights.astype(int))
+    log_b_rep = weight_posterior(y[rep], margin[rep], h[rep], phi[rep], 1.0).log_normalizer()
+    repeated = elbo(log_b_rep, y[rep], np.ones(rep.size), np.log(phi[rep]), np.log1p(-phi[rep]),
+                    eta, omega, priors)
+    assert weighted == pytest.approx(repeated, rel=1e-10)
+
+
+# ---------------------------------------------------------------------------- AdaBoost relation
+def _all_stumps(X):
+    """Every (feature, threshold, polarity), in the search's tie-breaking order."""
+    for j in range(X.shape[1]):
+        values = np.unique(X[:, j])
+        thresholds = np.concatenate([[-np.inf], (values[:-1] + values[1:]) / 2])
+        for thr in thresholds:
+            for polarity in (1, -1):
+                yield j, thr, polarity
+
+
+def _stump_output(X, j, thr, polarity):
+    return np.where(X[:, j] > thr, polarity, -polarity).astype(float)
+
+
+def reference_adaboost(X, y, n_rounds):
+    """Discrete AdaBoost with exhaustive stumps, written independently of viboost."""
+    d = np.full(len(y), 1.0 / len(y))
+    stumps, alphas = [], []
+    for _ in range(n_rounds):
+        best = None
+        for j, thr, polarity in _all_stumps(X):
+            err = d[_stump_output(X, j, thr, polarity) != y].sum()
+            if best is None or err < best[0] - 1e-15:
+                best = (err, j, thr, polarity)
+        err, j, thr, polarity = best
+        alpha = 0.5 * np.log((1 - err) / err)
+        h = _stump_output(X, j, thr, polarity)
+        d = d * np.exp(-alpha * y * h)
+        d /= d.sum()
+        stumps.append((j, thr, polarity))
+        alphas.append(alpha)
+    return stumps, np.array(alphas)
+
+
+@pytest.fixture
+def noisy_linear():
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(60, 3)), 2)
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] + rng.normal(scale=0.7, size=60) > 0, 1.0, -1.0)
+    return X, y
+
+
+def test_core_model_with_vanishing_prior_is_discrete_adaboost(noisy_linear):
+    X, y = noisy_linear
+    ref_stumps, ref_alphas = reference_adaboost(X, y, 15)
+    clf = VIBoostClassifier(15, noise_model=False, tau=1.0, weight_prior=1e-12).fit(X, y)
+    got = [(s.feature, s.threshold, s.polarity) for s in clf.estimators_]
+    assert [(j, p) for j, _, p in got] == [(j, p) for j, _, p in ref_stumps]
+    np.testing.assert_allclose([t for _, t, _ in got], [t for _, t, _ in ref_stumps])
+    np.testing.assert_allclose(clf.alphas_, ref_alphas, rtol=1e-8)
+
+
+def test_unit_prior_follows_eq_1oz(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(20, noise_model=False, tau=1.0, weight_prior=1.0).fit(X, y)
+    H = np.zeros(len(y))
+    for stump, alpha in zip(clf.estimators_, clf.alphas_):
+        h = stump.predict(X)
+        Z = np.exp(-y * H).sum()
+        d = np.exp(-y * H) / Z
+        eps = d[h != y].sum()
+        assert alpha == pytest.approx(0.5 * np.log((1 / Z + 1 - eps) / (1 / Z + eps)), rel=1e-10)
+        H += alpha * h
+        # The 1/Z term shrinks alpha below AdaBoost's for the same weighted error.
+        assert alpha < 0.5 * np.log((1 - eps) / eps)
+
+
+def test_exact_alpha_is_the_vlog_mode(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(5, alpha="exact", fixed_vi_iter=1).fit(X, y)
+    # Round 1 with phi = 1 and H = 0: alpha minimises
+    # mu0 softplus(c) + mu0 softplus(-c) + sum_n softplus(-y_n c h_n).
+    h = clf.estimators_[0].predict(X)
+
+    def neg_log_density(c):
+        return (np.logaddexp(0, c) + np.logaddexp(0, -c) + np.logaddexp(0, -y * c * h).sum())
+
+    res = optimize.minimize_scalar(neg_log_density, bounds=(-20, 20), method="bounded",
+                                   options={"xatol": 1e-12})
+    assert clf.alphas_[0] == pytest.approx(res.x, abs=1e-7)
+
+
+# ---------------------------------------------------------------------------- generative model
+def draw_step_data(theta, noise_grade, rng):
+    """Section 6's step data by the process of section 4: F = +-inf, w ~ Bern(theta)."""
+    x = np.arange(-99, 100, 2, dtype=float)
+    true = np.sign(x)
+    clean = rng.random(x.size) < theta
+    noisy = np.where(rng.random(x.size) < expit(noise_grade), 1.0, -1.0)
+    return x[:, None], np.where(clean, true, noisy)
+
+
+def _mean_statistics(theta, noise_grade, seeds=6):
+    snr, grade = [], []
+    for seed in range(seeds):
+        X, y = draw_step_data(theta, noise_grade, np.random.default_rng(seed))
+        clf = VIBoostClassifier(50).fit(X, y)
+        snr.append(clf.snr_)
+        grade.append(clf.noise_grade_)
+    return np.mean(snr), np.mean(grade)
+
+
+def test_snr_rises_with_theta():
+    snrs = [_mean_statistics(theta, np.log(3))[0] for theta in (0.1, 0.5, 0.9)]
+    assert snrs[0] < snrs[1] < snrs[2]
+
+
+def test_noise_grade_follows_xi():
+    grades = [_mean_statistics(0.2, xi)[1] for xi in (-2.0, 0.0, 2.0)]
+    assert grades[0] < grades[1] < grades[2]
+    assert grades[0] < 0 < grades[2]
