@@ -50,7 +50,7 @@ def test_fitted_attributes(data):
     # eta counts the expected clean and noisy labels on top of the prior (S.3.4).
     assert clf.eta_.sum() == pytest.approx(150 + 2.0)
     assert len(clf.elbo_) == 12 and clf.n_vi_iter_.shape == (12,)
-    assert all(len(trace) == n + 1 for trace, n in zip(clf.elbo_, clf.n_vi_iter_))
+    assert all(len(trace) == n + 1 for trace, n in zip(clf.elbo_, clf.n_vi_iter_, strict=True))
     assert np.all(np.isfinite(np.concatenate(clf.elbo_)))
     assert clf.snr_path_[-1] == clf.snr_ and clf.noise_grade_path_.shape == (12,)
     imp = clf.feature_importances_
@@ -61,7 +61,7 @@ def test_fitted_attributes(data):
 def test_inner_loop_stops_on_tolerance_or_cap(data):
     X, y = data
     clf = VIBoostClassifier(8, tol=1e-6, max_vi_iter=4).fit(X, y)
-    for trace, n_iter in zip(clf.elbo_, clf.n_vi_iter_):
+    for trace, n_iter in zip(clf.elbo_, clf.n_vi_iter_, strict=True):
         gains = np.diff(trace)
         threshold = 1e-6 * np.abs(trace[:-1])
         assert np.all(gains[:-1] > threshold[:-1])  # it only went on while the ELBO rose enough
@@ -113,7 +113,7 @@ def test_integer_sample_weights_equal_repeated_rows(data):
     repeated = VIBoostClassifier(10).fit(X[rows], y[rows])
     _same_fit(weighted, repeated, rtol=1e-8)
     np.testing.assert_allclose(weighted.clean_proba_[rows], repeated.clean_proba_, rtol=1e-8)
-    for a, b in zip(weighted.elbo_, repeated.elbo_):
+    for a, b in zip(weighted.elbo_, repeated.elbo_, strict=True):
         np.testing.assert_allclose(a[-1], b[-1], rtol=1e-8)
 
 
@@ -135,8 +135,9 @@ def test_pandas_input_keeps_feature_names(data):
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
     clf = VIBoostClassifier(8).fit(frame, pd.Series(y))
     np.testing.assert_array_equal(clf.feature_names_in_, ["a", "b", "c", "d"])
-    np.testing.assert_allclose(clf.decision_function(frame), VIBoostClassifier(8).fit(X, y)
-                               .decision_function(X))
+    np.testing.assert_allclose(
+        clf.decision_function(frame), VIBoostClassifier(8).fit(X, y).decision_function(X)
+    )
     with pytest.warns(UserWarning, match="feature names"):
         clf.predict(X)
 
@@ -156,17 +157,22 @@ def test_missing_values_go_to_the_better_side():
     assert np.all(np.isfinite(out))
 
 
-def test_huge_margins_do_not_overflow():
+@pytest.mark.parametrize("noise_model", [False, True])
+def test_huge_margins_do_not_overflow(noise_model):
+    # Separable data: H grows to about log(sum of weights / mu_0), past exp's float64 limit of 709.
     X = np.arange(40, dtype=float)[:, None]
     y = (X[:, 0] >= 20).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        clf = VIBoostClassifier(300, weight_prior=1e-3).fit(X, y)
+        clf = VIBoostClassifier(10, weight_prior=1e-12, noise_model=noise_model)
+        clf.fit(X, y, sample_weight=np.full(40, 1e300))
         H = clf.decision_function(X)
         proba = clf.predict_proba(X)
-    assert np.abs(H).max() > 700  # exp(H) would overflow in float64
+        log_proba = clf.predict_log_proba(X)
+    assert np.abs(H).max() > 709
     assert np.all(np.isfinite(np.concatenate(clf.elbo_))) and np.all(np.isfinite(proba))
-    assert clf.score(X, y) == 1.0 and np.isfinite(clf.snr_) and np.isfinite(clf.noise_grade_)
+    assert np.all(np.isfinite(log_proba)) and log_proba.min() < -709
+    assert clf.score(X, y) == 1.0
 
 
 @pytest.mark.parametrize(
@@ -177,7 +183,7 @@ def test_huge_margins_do_not_overflow():
         (np.arange(4.0), [0, 1, 0, 1], {}, "2D array"),
         (np.ones((4, 1)), [1, 1, 1, 1], {}, "only one class"),
         (np.arange(6.0)[:, None], [0, 1, 2, 0, 1, 2], {}, "OneVsRestClassifier"),
-        (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [1, -1, 1, 1]}, "negative"),
+        (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [1, -1, 1, 1]}, "Negative val"),
         (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [0, 0, 0, 0]}, "non-zero"),
         (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [1, 0, 1, 0]}, "both classes"),
         (np.arange(4.0)[:, None], [0, 1, 0], {}, "inconsistent numbers of samples"),

@@ -69,7 +69,11 @@ def _reject_non_numeric_columns(X: object) -> None:
         return
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-    bad = [str(col) for col, dt in dtypes.items() if not (is_numeric_dtype(dt) or is_bool_dtype(dt))]
+    bad = [
+        str(col)
+        for col, dtype in dtypes.items()
+        if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype))
+    ]
     if bad:
         raise ValueError(
             f"X has non-numeric column(s) {bad}; VIBoostClassifier needs numbers. Encode them "
@@ -264,9 +268,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
         _reject_non_numeric_columns(X)
-        return validate_data(
-            self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan"
-        )
+        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, sample_weight=None) -> VIBoostClassifier:
@@ -303,8 +305,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             )
         if classes.size > 2:
             raise ValueError(
-                f"VIBoostClassifier is a binary classifier, but y has {classes.size} classes. "
-                "Multi-class is not supported yet: wrap the classifier in "
+                f"Only binary classification is supported. VIBoostClassifier got {classes.size} "
+                "classes in y; multi-class is not supported yet: wrap the classifier in "
                 "sklearn.multiclass.OneVsRestClassifier."
             )
         sample_weight = _check_sample_weight(
@@ -404,8 +406,17 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         def log_weight() -> np.ndarray:  # log(s_n phi_n) - tau y_n H(x_n)
             return log_sample_weight + self._log_clean - tau * y * margin
 
-        # h_t = argmax |approximate mode| = argmin weighted error (section 5).
-        lw = log_weight()
+        # h_t = argmax_h |Mode of q(c)| (Algorithm 1), ranked without a mode search per stump:
+        # "approx": the approximate mode of eq. appxmode is monotone in the weighted error under
+        #   s phi exp(-tau y H) (section 5), so the least such error wins;
+        # "exact": one Newton step from c = 0 on the exact log-density, -g'(0)/g''(0), whose
+        #   g''(0) is the same for every h, ranks stumps by the weighted error under
+        #   s phi sigmoid(-y H) (the logistic-loss gradient). Ranking by exp-loss weights but
+        #   stepping by the exact (logistic) mode would pick stumps the exact step leaves at ~0.
+        if self.alpha == "exact":
+            lw = log_sample_weight + self._log_clean + log_expit(-y * margin)
+        else:
+            lw = log_weight()
         stump, _ = search.best(np.exp(lw - logsumexp(lw)), y)
         h = stump.predict(X)
 
@@ -423,8 +434,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             if not self.noise_model:
                 return core_elbo(log_b, self._priors.weight)
             return elbo(
-                log_b, y, sample_weight, self._log_clean, self._log_noise,
-                self._eta, self._omega, self._priors,
+                log_b,
+                y,
+                sample_weight,
+                self._log_clean,
+                self._log_noise,
+                self._eta,
+                self._omega,
+                self._priors,
             )
 
         if not self.noise_model:  # core model: phi = 1, the weight update alone
@@ -445,7 +462,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 y, margin + alpha * h, self._eta, self._omega
             )
             self._eta = update_snr(
-                sample_weight, np.exp(self._log_clean), np.exp(self._log_noise),
+                sample_weight,
+                np.exp(self._log_clean),
+                np.exp(self._log_noise),
                 self._priors.clean,
             )
             if track:
@@ -482,7 +501,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _margin(self, X: np.ndarray, n_rounds: int) -> np.ndarray:
         """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit."""
         margin = np.zeros(X.shape[0])
-        for stump, alpha in zip(self.estimators_[:n_rounds], self.alphas_[:n_rounds]):
+        for stump, alpha in zip(self.estimators_[:n_rounds], self.alphas_[:n_rounds], strict=True):
             margin += alpha * stump.predict(X)
         return margin
 
@@ -506,13 +525,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         margin = np.zeros(X.shape[0])
-        for stump, alpha in zip(self.estimators_, self.alphas_):
+        for stump, alpha in zip(self.estimators_, self.alphas_, strict=True):
             margin += alpha * stump.predict(X)
             yield margin.copy()
 
     def predict(self, X) -> np.ndarray:
         """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]``."""
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        margin = self.decision_function(X)
+        return self.classes_[(margin > 0).astype(int)]
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
         """Yield the predicted classes after each round."""
@@ -546,10 +566,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def feature_importances_(self) -> np.ndarray:
-        """Share of the total |alpha_t| carried by stumps on each feature (constant stumps excluded)."""
+        """Share of the total |alpha_t| of the stumps on each feature (constant stumps excluded)."""
         check_is_fitted(self)
         importances = np.zeros(self.n_features_in_)
-        for stump, alpha in zip(self.estimators_, self.alphas_):
+        for stump, alpha in zip(self.estimators_, self.alphas_, strict=True):
             if np.isfinite(stump.threshold) or not stump.missing_right:
                 importances[stump.feature] += abs(alpha)
         total = importances.sum()

@@ -98,8 +98,8 @@ def approx_alpha(
     """
     correct = y == h
     log_prior = np.log(weight_prior)
-    log_right = np.logaddexp(log_prior, logsumexp(log_weight[correct], initial=-np.inf))
-    log_wrong = np.logaddexp(log_prior, logsumexp(log_weight[~correct], initial=-np.inf))
+    log_right = np.logaddexp(log_prior, logsumexp(log_weight[correct]))
+    log_wrong = np.logaddexp(log_prior, logsumexp(log_weight[~correct]))
     return float((log_right - log_wrong) / (2.0 * tau))
 
 
@@ -125,14 +125,14 @@ def update_clean_proba(
     psi_eta = digamma(eta)
     psi_omega = digamma(omega)
     psi_label = np.where(y > 0, psi_omega[1], psi_omega[0])
-    log_kappa = (
-        psi_eta[0] - psi_eta[1] + digamma(omega.sum()) - psi_label - softplus(-y * margin)
-    )
+    log_kappa = psi_eta[0] - psi_eta[1] + digamma(omega.sum()) - psi_label - softplus(-y * margin)
     return log_expit(log_kappa), log_expit(-log_kappa)
 
 
 def update_snr(
-    sample_weight: np.ndarray, clean_proba: np.ndarray, noise_proba: np.ndarray,
+    sample_weight: np.ndarray,
+    clean_proba: np.ndarray,
+    noise_proba: np.ndarray,
     clean_prior: tuple[float, float],
 ) -> np.ndarray:
     """eta_1 = zeta_1 + sum s phi, eta_2 = zeta_2 + sum s (1-phi) (S.3.4)."""
@@ -176,13 +176,15 @@ def elbo(
     constant = -betaln(priors.weight, priors.weight) - betaln(mu0p, mu0p) - betaln(*zeta)
     # q(xi) entropy + E log p(xi): log B(omega) + (omega_0 - 2 mu_0') psi(omega_0) - ...
     xi_terms = (
-        gammaln(omega).sum() - gammaln(omega0)
+        gammaln(omega).sum()
+        - gammaln(omega0)
         + (omega0 - 2.0 * mu0p) * psi_omega0
         - np.dot(omega - mu0p, psi_omega)
     )
     # q(theta) entropy + E log p(theta).
     theta_terms = (
-        gammaln(eta).sum() - gammaln(eta0)
+        gammaln(eta).sum()
+        - gammaln(eta0)
         + (eta0 - zeta.sum()) * psi_eta0
         - np.dot(eta - zeta, psi_eta)
     )
@@ -202,7 +204,9 @@ def elbo(
 
 
 def core_elbo(log_normalizer_c: float, weight_prior: float) -> float:
-    """Log evidence of the round's core model (section 2, all labels true): log B_c - log B(mu0, mu0).
+    """Log evidence of the round's core model (section 2, all labels true).
+
+    ``log B_c - log B(mu0, mu0)``.
 
     With phi_n = 1 the posterior of c is exactly the v-Log of :func:`weight_posterior`, so this is
     ``log p(y | H, h)`` itself, not just a bound.

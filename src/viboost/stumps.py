@@ -27,6 +27,11 @@ import numpy as np
 
 __all__ = ["DecisionStump", "ExactStumpSearch", "StumpSearch", "predict_stumps"]
 
+#: Weighted errors (of weights summing to one) closer than this are ties. Tied stumps are broken by
+#: position, never by the rounding of a particular summation order, so that equal data weighted
+#: two ways (repeated rows, integer sample weights) pick the same stump.
+TIE_TOLERANCE = 1e-12
+
 
 @dataclass(frozen=True)
 class DecisionStump:
@@ -135,7 +140,8 @@ class ExactStumpSearch:
     def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
         """Stump of least weighted error ``sum(weights[h(X) != y])`` and that error.
 
-        Ties go to the lowest feature index, then the lowest threshold, polarity +1 first.
+        Errors within :data:`TIE_TOLERANCE` are ties; they go to the lowest feature index, then
+        the lowest threshold, polarity +1 first, NaN on the left first.
         """
         pos = np.where(y > 0, weights, 0.0)
         neg = np.where(y > 0, 0.0, weights)
@@ -162,9 +168,10 @@ class ExactStumpSearch:
             )
             if missing.size == 0:
                 errors = errors[[0, 2]]  # the missing side is decided below, not by the error
-            flat = int(np.argmin(errors.T))  # threshold-major: lowest threshold wins ties
-            error = float(errors.T.flat[flat])
-            if error < best_error:
+            by_threshold = errors.T.ravel()  # threshold-major: the lowest threshold wins ties
+            flat = int(np.argmax(by_threshold <= by_threshold.min() + TIE_TOLERANCE))
+            error = float(by_threshold[flat])
+            if error < best_error - TIE_TOLERANCE:
                 position, combo = divmod(flat, errors.shape[0])
                 if missing.size:
                     polarity = 1 if combo < 2 else -1

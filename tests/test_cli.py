@@ -1,0 +1,319 @@
+"""Tests for the viboost command line (viboost.cli) and its safe file I/O (viboost._io)."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+
+from viboost import VIBoostClassifier
+from viboost._io import atomic_dump_model, atomic_write_text, read_csv_checked
+from viboost.cli import main
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+FLIPPED_ROW = 7
+
+
+@pytest.fixture
+def easy_csv(tmp_path: Path) -> Path:
+    """An easy data set (label = f0 > 0) with one label flipped far from the boundary."""
+    rng = np.random.default_rng(0)
+    n = 120
+    f0 = rng.uniform(-1, 1, n)
+    f0[FLIPPED_ROW] = 0.95
+    f1 = rng.normal(size=n)
+    label = (f0 > 0).astype(int)
+    label[FLIPPED_ROW] = 0
+    path = tmp_path / "train.csv"
+    pd.DataFrame({"f0": f0, "f1": f1, "label": label}).to_csv(path, index=False)
+    return path
+
+
+def _fit(easy_csv: Path, model: Path, *extra: str) -> int:
+    return main(
+        ["fit", str(easy_csv), "--target", "label", "-o", str(model), "--n-estimators", "8", *extra]
+    )
+
+
+@pytest.fixture
+def model_file(easy_csv: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "model.joblib"
+    assert _fit(easy_csv, path) == 0
+    return path
+
+
+def _assert_error(capsys: pytest.CaptureFixture[str], code: int, *fragments: str) -> str:
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("viboost: error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    return err
+
+
+# ----------------------------------------------------------------------------------- fit/predict
+def test_fit_predict_round_trip(easy_csv, tmp_path, capsys):
+    model_path = tmp_path / "model.joblib"
+    assert _fit(easy_csv, model_path) == 0
+    out = capsys.readouterr().out
+    assert "8 rounds" in out and "Training accuracy" in out and "SNR" in out
+    assert "noise grade" in out and str(model_path) in out
+
+    model = joblib.load(model_path)
+    assert isinstance(model, VIBoostClassifier)
+    assert len(model.estimators_) == 8
+    assert list(model.feature_names_in_) == ["f0", "f1"]
+
+    assert main(["predict", str(model_path), str(easy_csv)]) == 0
+    printed = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(printed.columns) == ["prediction", "proba_0", "proba_1"]
+    X = pd.read_csv(easy_csv)[["f0", "f1"]]
+    np.testing.assert_array_equal(printed["prediction"], model.predict(X))
+    np.testing.assert_allclose(printed[["proba_0", "proba_1"]], model.predict_proba(X))
+
+    out_csv = tmp_path / "pred.csv"
+    assert main(["predict", str(model_path), str(easy_csv), "-o", str(out_csv)]) == 0
+    assert "Wrote 120 predictions" in capsys.readouterr().out
+    written = pd.read_csv(out_csv)
+    pd.testing.assert_frame_equal(written, printed)
+
+
+def test_predict_selects_columns_by_name(model_file, easy_csv, tmp_path, capsys):
+    frame = pd.read_csv(easy_csv)
+    shuffled = tmp_path / "shuffled.csv"
+    frame.assign(comment="text")[["comment", "f1", "label", "f0"]].to_csv(shuffled, index=False)
+    assert main(["predict", str(model_file), str(easy_csv)]) == 0
+    expected = capsys.readouterr().out
+    assert main(["predict", str(model_file), str(shuffled)]) == 0
+    assert capsys.readouterr().out == expected
+
+    missing = tmp_path / "missing.csv"
+    frame[["f1", "label"]].to_csv(missing, index=False)
+    code = main(["predict", str(model_file), str(missing)])
+    _assert_error(capsys, code, "'f0'", "lacks")
+
+
+def test_fit_string_labels_and_options(tmp_path, easy_csv, capsys):
+    frame = pd.read_csv(easy_csv)
+    frame["label"] = np.where(frame["label"] == 1, "pos", "neg")
+    data = tmp_path / "strings.csv"
+    frame.to_csv(data, index=False)
+    model_path = tmp_path / "m.joblib"
+    args = ["fit", str(data), "--target", "label", "-o", str(model_path), "--n-estimators", "4"]
+    assert main([*args, "--no-noise-model", "--alpha", "exact"]) == 0
+    assert "Noise model off" in capsys.readouterr().out
+    model = joblib.load(model_path)
+    assert model.noise_model is False and model.alpha == "exact"
+    assert main(["predict", str(model_path), str(data)]) == 0
+    printed = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(printed.columns) == ["prediction", "proba_neg", "proba_pos"]
+    assert set(printed["prediction"]) <= {"neg", "pos"}
+    assert main(["inspect", str(model_path)]) == 0
+    assert "SNR: n/a" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------- inspect
+def test_inspect(model_file, capsys):
+    assert main(["inspect", str(model_file), "--stumps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "rounds: 8" in out
+    assert "classes: 0, 1" in out
+    assert "SNR (eta1/eta2):" in out and "noise grade" in out
+    assert "eta: [" in out and "omega: [" in out
+    assert "first 3 of 8 stumps" in out
+    assert "f0" in out  # the first stump splits on the informative feature
+    assert "ELBO trajectory" in out and "fell during the inner loop" in out
+    model = joblib.load(model_file)
+    last = [trace[-1] for trace in model.elbo_]
+    assert f"{last[0]:.8g}" in out and f"{last[-1]:.8g}" in out
+
+
+# ----------------------------------------------------------------------------------------- noise
+def test_noise_ranks_flipped_row_first(easy_csv, tmp_path, capsys):
+    out_csv = tmp_path / "ranking.csv"
+    args = ["noise", str(easy_csv), "--target", "label", "--top", "5", "--n-estimators", "10"]
+    assert main([*args, "-o", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    assert "P(label false)" in out and "SNR" in out
+    ranking = pd.read_csv(out_csv)
+    assert list(ranking.columns) == ["rank", "row", "label", "noise_proba"]
+    assert len(ranking) == 120
+    assert sorted(ranking["row"]) == list(range(120))
+    assert ranking["noise_proba"].is_monotonic_decreasing
+    assert FLIPPED_ROW in ranking["row"].head(3).tolist()
+    table = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(table) == 5
+    assert str(FLIPPED_ROW) in [row[1] for row in table[:3]]
+
+
+# ------------------------------------------------------------------------------------------ demo
+def test_demo_small(capsys):
+    assert main(["demo", "--n-estimators", "5", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "test error" in out and "VIBoost" in out and "AdaBoost" in out
+    assert "SNR" in out and "noise grade" in out
+    assert "460 rows" in out and "92 labels flipped" in out
+    assert "Of the top-92 rows ranked by 1 - clean_proba_" in out
+    assert "a random ranking would get 20%" in out
+    assert "Wall time" in out
+
+
+def test_demo_top_out_of_range(capsys):
+    code = main(["demo", "--n-estimators", "1", "--top", "10000"])
+    _assert_error(capsys, code, "--top")
+
+
+# ---------------------------------------------------------------------------------------- errors
+def test_unknown_target_column(easy_csv, tmp_path, capsys):
+    code = main(["fit", str(easy_csv), "--target", "nope", "-o", str(tmp_path / "m.joblib")])
+    _assert_error(capsys, code, "no column 'nope'", "'f0', 'f1', 'label'")
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_non_numeric_column(tmp_path, capsys):
+    data = tmp_path / "text.csv"
+    data.write_text("f0,colour,label\n1,red,0\n2,blue,1\n3,red,1\n")
+    code = main(["fit", str(data), "--target", "label", "-o", str(tmp_path / "m.joblib")])
+    _assert_error(capsys, code, "non-numeric", "'colour'")
+
+
+def test_missing_file(tmp_path, capsys):
+    missing = tmp_path / "absent.csv"
+    code = main(["fit", str(missing), "--target", "y", "-o", str(tmp_path / "m.joblib")])
+    _assert_error(capsys, code, "file not found", "absent.csv")
+    code = main(["inspect", str(tmp_path / "absent.joblib")])
+    _assert_error(capsys, code, "model file not found")
+
+
+def test_malformed_csv(tmp_path, capsys):
+    data = tmp_path / "bad.csv"
+    data.write_text("f0,label\n1,0\n2,1,7,8\n")
+    code = main(["noise", str(data), "--target", "label"])
+    _assert_error(capsys, code, "could not parse", "bad.csv")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\x00\x01\x02PK\x03\x04" * 20)
+    code = main(["fit", str(binary), "--target", "label", "-o", str(tmp_path / "m.joblib")])
+    _assert_error(capsys, code, "not a CSV file")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    code = main(["fit", str(empty), "--target", "label", "-o", str(tmp_path / "m.joblib")])
+    _assert_error(capsys, code, "empty")
+
+
+def test_not_a_model_file(easy_csv, tmp_path, capsys):
+    code = main(["predict", str(easy_csv), str(easy_csv)])
+    _assert_error(capsys, code, "not a viboost model")
+    other = tmp_path / "other.joblib"
+    joblib.dump({"a": 1}, other)
+    code = main(["inspect", str(other)])
+    _assert_error(capsys, code, "not a viboost model", "dict")
+    unfitted = tmp_path / "unfitted.joblib"
+    joblib.dump(VIBoostClassifier(), unfitted)
+    code = main(["inspect", str(unfitted)])
+    _assert_error(capsys, code, "never fitted")
+
+
+def test_usage_errors(capsys):
+    assert main([]) == 2
+    assert main(["fit", "data.csv"]) == 2  # no --target, no -o
+    assert main(["demo", "--n-estimators", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "usage: viboost" in err
+    assert main(["--help"]) == 0
+    assert "demo" in capsys.readouterr().out
+
+
+def test_output_must_not_clobber_input(easy_csv, capsys):
+    before = easy_csv.read_bytes()
+    code = main(["fit", str(easy_csv), "--target", "label", "-o", str(easy_csv)])
+    _assert_error(capsys, code, "is the input file")
+    assert easy_csv.read_bytes() == before
+
+
+def test_output_directory_missing(easy_csv, tmp_path, capsys):
+    code = _fit(easy_csv, tmp_path / "no" / "such" / "model.joblib")
+    _assert_error(capsys, code, "does not exist")
+
+
+# ------------------------------------------------------------------------------- atomic writing
+def test_failed_model_write_keeps_old_file(easy_csv, tmp_path, capsys, monkeypatch):
+    model_path = tmp_path / "model.joblib"
+    model_path.write_bytes(b"old model")
+
+    def failing_dump(value, handle, *args, **kwargs):
+        handle.write(b"half a pickle")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(joblib, "dump", failing_dump)
+    before = sorted(os.listdir(tmp_path))
+    code = _fit(easy_csv, model_path)
+    _assert_error(capsys, code, "No space left on device")
+    assert model_path.read_bytes() == b"old model"
+    assert sorted(os.listdir(tmp_path)) == before  # no temporary file left behind
+
+
+def test_atomic_dump_model_failure_leaves_no_trace(tmp_path, monkeypatch):
+    target = tmp_path / "model.joblib"
+    atomic_dump_model({"version": 1}, target)
+    assert joblib.load(target) == {"version": 1}
+
+    class Unpicklable:
+        def __reduce__(self):
+            raise RuntimeError("cannot pickle this")
+
+    with pytest.raises(RuntimeError, match="cannot pickle"):
+        atomic_dump_model([1, 2, Unpicklable()], target)
+    assert joblib.load(target) == {"version": 1}
+    assert os.listdir(tmp_path) == ["model.joblib"]
+
+
+def test_failed_predict_write_keeps_old_file(model_file, easy_csv, tmp_path, capsys, monkeypatch):
+    out_csv = tmp_path / "pred.csv"
+    out_csv.write_text("old,content\n")
+    monkeypatch.setattr(os, "replace", lambda *a, **k: (_ for _ in ()).throw(OSError("boom")))
+    code = main(["predict", str(model_file), str(easy_csv), "-o", str(out_csv)])
+    _assert_error(capsys, code, "boom")
+    assert out_csv.read_text() == "old,content\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_atomic_write_text_keeps_mode(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    os.chmod(path, 0o640)
+    atomic_write_text(path, "new")
+    assert path.read_text() == "new"
+    assert (path.stat().st_mode & 0o777) == 0o640
+
+
+def test_read_csv_checked_features(easy_csv):
+    X, y = read_csv_checked(easy_csv, "label")
+    assert list(X.columns) == ["f0", "f1"] and y.name == "label"
+    X, y = read_csv_checked(easy_csv, features=["f1", "f0"])
+    assert list(X.columns) == ["f1", "f0"] and y is None
+
+
+# ------------------------------------------------------------------------------------ python -m
+def test_python_m_viboost_help():
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(
+        [sys.executable, "-m", "viboost", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: viboost")
+    for command in ("fit", "predict", "inspect", "noise", "demo"):
+        assert command in result.stdout

@@ -1,0 +1,530 @@
+"""Tests of the v-Log and b-Log distributions against independent oracles.
+
+Oracles: the closed form of supplement S.1.1 (Beta function), mpmath quadrature at 50 digits
+of integrands written here from the definition, scipy quadrature of ``pdf``, and
+``scipy.optimize.minimize_scalar`` on ``g``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from scipy.integrate import quad
+from scipy.optimize import minimize_scalar
+from scipy.special import betaln, expit
+
+from viboost._math import log_weighted_sum_exp, softplus
+from viboost.distributions import BinaryLogistic, VersatileLogistic
+from viboost.distributions import versatile_logistic as vl_module
+
+MP_DPS = 50
+
+
+def _random_valid_params(rng: np.random.Generator, n_terms: int, knot_range: float = 10.0):
+    """Random slopes of mixed sign and magnitude, knots, and multiplicities (always valid)."""
+    signs = rng.choice([-1.0, 1.0], n_terms)
+    signs[0], signs[1] = 1.0, -1.0
+    slopes = signs * np.exp(rng.uniform(np.log(0.1), np.log(10.0), n_terms))
+    knots = rng.uniform(-knot_range, knot_range, n_terms)
+    mults = rng.exponential(1.0, n_terms) + 0.01
+    return slopes, knots, mults
+
+
+def _mp_log_integral(slopes, knots, mults, center: float, width: float, extra_points=()) -> float:
+    """log of integral of prod_k (1 + exp(b_k (z - g_k)))^(-mu_k) dz with mpmath (50 digits).
+
+    The integral is split around ``center`` (a point near the mode, ``width`` about the peak
+    width; plus ``extra_points``) and truncated where the integrand has fallen below exp(-150)
+    times its value at ``center`` (log-concave integrand, so the rest is negligible at 1e-60
+    relative).
+    """
+    with mpmath.workdps(MP_DPS):
+        b = [mpmath.mpf(float(v)) for v in slopes]
+        g = [mpmath.mpf(float(v)) for v in knots]
+        m = [mpmath.mpf(float(v)) for v in mults]
+
+        def neg_log_f(z):
+            return mpmath.fsum(
+                mk * mpmath.log(1 + mpmath.exp(bk * (z - gk)))
+                for bk, gk, mk in zip(b, g, m, strict=True)
+            )
+
+        zc = mpmath.mpf(center)
+        w = mpmath.mpf(width)
+        g_c = neg_log_f(zc)
+
+        def edge(sign: int):
+            k = 1
+            while neg_log_f(zc + sign * k * w) - g_c < 150:
+                k *= 2
+            return zc + sign * k * w
+
+        lo, hi = edge(-1), edge(1)
+        inner = [zc + k * w for k in (-8, -3, 0, 3, 8)] + [mpmath.mpf(p) for p in extra_points]
+        points = [lo] + sorted(p for p in inner if lo < p < hi) + [hi]
+        integral, err = mpmath.quad(
+            lambda z: mpmath.exp(g_c - neg_log_f(z)), points, error=True, maxdegree=5
+        )
+        assert err < mpmath.mpf(10) ** -14 * integral, "mpmath oracle did not converge"
+        return float(mpmath.log(integral) - g_c)
+
+
+def _direct_neg_log_kernel(slopes, knots, mults, z: float) -> float:
+    """g(z) straight from the definition, term by term (reference for the vectorised code)."""
+    terms = zip(slopes, knots, mults, strict=True)
+    return float(sum(m * np.logaddexp(0.0, b * (z - g)) for b, g, m in terms))
+
+
+def _reference_center_width(slopes, knots, mults, lo: float, hi: float) -> tuple[float, float]:
+    """Mode by bounded Brent on the direct g, and the peak width from a finite-difference g''."""
+
+    def g(z):
+        return _direct_neg_log_kernel(slopes, knots, mults, z)
+
+    center = minimize_scalar(g, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}).x
+    width = 1e-3
+    for _ in range(3):
+        step = width / 10.0
+        curv = (g(center + step) - 2.0 * g(center) + g(center - step)) / step**2
+        width = 1.0 / math.sqrt(curv) if curv > 1e-12 else (hi - lo) / 10.0
+    return center, width
+
+
+# --------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    ("slopes", "knots", "mults", "match"),
+    [
+        ([1.0, 2.0], [0.0, 1.0], [1.0, 1.0], r"no term has slope < 0"),
+        ([-1.0, -2.0], [0.0, 1.0], [1.0, 1.0], r"no term has slope > 0"),
+        ([1.0, -1.0], [0.0, 0.0], [1.0, 0.0], r"no term has slope < 0"),
+        ([1.0, -1.0, 0.0], [0.0, 0.0, 0.0], [0.0, 2.0, 3.0], r"no term has slope > 0"),
+        ([1.0, -1.0], [0.0, 0.0], [1.0, -0.5], r"multiplicities must be nonnegative"),
+        ([1.0, np.nan], [0.0, 0.0], [1.0, 1.0], r"slopes must contain only finite"),
+        ([1.0, -1.0], [0.0, np.inf], [1.0, 1.0], r"knots must contain only finite"),
+        ([1.0, -1.0], [0.0, 0.0], [1.0, np.nan], r"multiplicities must contain only finite"),
+        ([1.0, -1.0, 2.0], [0.0, 0.0], [1.0, 1.0, 1.0], r"equal lengths; got 3, 2 and 3"),
+        ([[1.0, -1.0]], [0.0, 0.0], [1.0, 1.0], r"1-D"),
+    ],
+)
+def test_invalid_parameters_raise(slopes, knots, mults, match):
+    with pytest.raises(ValueError, match=match):
+        VersatileLogistic(slopes, knots, mults)
+
+
+def test_both_sides_missing_message():
+    with pytest.raises(ValueError, match=r"slope > 0 .*; no term has slope < 0"):
+        VersatileLogistic([0.0, 1.0], [0.0, 0.0], [1.0, 0.0])
+
+
+def test_attributes_broadcast_and_read_only():
+    d = VersatileLogistic([1.0, -1.0, 0.5], 2.0, 1.5)
+    assert d.n_terms == 3
+    np.testing.assert_array_equal(d.knots, [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(d.multiplicities, [1.5, 1.5, 1.5])
+    for arr in (d.slopes, d.knots, d.multiplicities):
+        assert arr.dtype == np.float64
+        with pytest.raises(ValueError):
+            arr[0] = 0.0
+    assert repr(d).startswith("VersatileLogistic(slopes=[ 1. , -1. ,  0.5]")
+    # The stored arrays are copies: mutating the input does not change the distribution.
+    src = np.array([1.0, -1.0])
+    d2 = VersatileLogistic(src, 0.0, 1.0)
+    src[0] = -5.0
+    assert d2.slopes[0] == 1.0
+
+
+# --------------------------------------------------------------------------- kernel
+def test_negative_log_kernel_matches_definition_and_chunks():
+    rng = np.random.default_rng(0)
+    slopes, knots, mults = _random_valid_params(rng, 3000)
+    slopes[5], mults[7] = 0.0, 0.0  # a constant term (mu log 2) and an inert term
+    d = VersatileLogistic(slopes, knots, mults)
+    z = np.linspace(-30.0, 30.0, 701)  # 701 x 3000 > one chunk of 2**20 elements
+    got = d.negative_log_kernel(z)
+    want = np.array([_direct_neg_log_kernel(slopes, knots, mults, zi) for zi in z[::50]])
+    np.testing.assert_allclose(got[::50], want, rtol=1e-13)
+    assert isinstance(d.negative_log_kernel(0.5), float)
+    assert d.negative_log_kernel(z.reshape(701, 1)).shape == (701, 1)
+    np.testing.assert_allclose(d.unnormalized_logpdf(z), -got, rtol=0, atol=0)
+    # Stable far in the tails (no overflow): g grows linearly.
+    assert np.all(np.isfinite(d.negative_log_kernel([-1e300, 1e6, 1e300])))
+
+
+def test_constant_terms_are_consistent():
+    base = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [2.0, 3.0])
+    with_const = VersatileLogistic([1.0, -1.0, 0.0, 4.0], [0.0, 0.0, 7.0, 1.0], [2.0, 3.0, 5.0, 0])
+    z = np.array([-3.0, 0.0, 2.5])
+    np.testing.assert_allclose(
+        with_const.negative_log_kernel(z), base.negative_log_kernel(z) + 5.0 * math.log(2.0)
+    )
+    assert with_const.log_normalizer() == pytest.approx(
+        base.log_normalizer() - 5.0 * math.log(2.0), rel=1e-13
+    )
+    np.testing.assert_allclose(with_const.logpdf(z), base.logpdf(z), rtol=1e-13)
+    assert with_const.mode() == pytest.approx(base.mode(), rel=1e-13)
+
+
+# --------------------------------------------------------------------------- normaliser
+MU_GRID = [1e-3, 0.5, 1.0, 7.0, 1e6]
+
+
+@pytest.mark.parametrize("gamma", [-500.0, 0.0, 3.0])
+@pytest.mark.parametrize("beta", [0.1, 1.0, 30.0])
+@pytest.mark.parametrize("mu2", MU_GRID)
+@pytest.mark.parametrize("mu1", MU_GRID)
+def test_log_normalizer_two_term_closed_form(mu1, mu2, beta, gamma):
+    # S.1.1: v-Log(beta [+1, -1], gamma [1, 1], [mu1, mu2]) has B = Beta(mu1, mu2) / beta.
+    d = VersatileLogistic([beta, -beta], [gamma, gamma], [mu1, mu2])
+    expected = betaln(mu1, mu2) - math.log(beta)
+    # (scipy's betaln itself is only good to ~1e-10 relative for e.g. (0.5, 1e6).)
+    np.testing.assert_allclose(d.log_normalizer(), expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("mu2", MU_GRID)
+@pytest.mark.parametrize("mu1", MU_GRID)
+def test_log_normalizer_two_term_mpmath_beta(mu1, mu2):
+    # Same identity with the Beta function at 50 digits, at a tighter tolerance.
+    d = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [mu1, mu2])
+    with mpmath.workdps(MP_DPS):
+        expected = float(mpmath.log(mpmath.beta(mu1, mu2)))
+    assert abs(d.log_normalizer() - expected) <= 1e-12 * max(1.0, abs(expected))
+
+
+def test_log_normalizer_one_million_identical_terms():
+    k_half = 500_000
+    slopes = np.tile([1.0, -1.0], k_half)
+    d = VersatileLogistic(slopes, 0.0, 0.5)
+    assert d.n_terms == 10**6
+    assert d.negative_log_kernel(d.mode()) > 1e5
+    expected = betaln(0.5 * k_half, 0.5 * k_half)  # multiplicities aggregate
+    np.testing.assert_allclose(d.log_normalizer(), expected, rtol=1e-9)
+    assert d.mode() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_log_normalizer_one_million_distinct_terms():
+    # Knots jittered by ~1e-7 so that no two terms coincide and the full K = 1e6 path runs.
+    # The jitters are antisymmetric within each slope group, so the first-order change of
+    # log B cancels exactly; the second-order change is ~1e-9 absolute (3e-15 relative).
+    rng = np.random.default_rng(1)
+    k_quarter = 250_000
+    jitter = rng.uniform(0.0, 1e-7, k_quarter)
+    slopes = np.repeat([1.0, 1.0, -1.0, -1.0], k_quarter)
+    knots = np.concatenate([jitter, -jitter, jitter[::-1] * 0.5, -jitter[::-1] * 0.5])
+    d = VersatileLogistic(slopes, knots, 0.5)
+    assert len(d._compressed()[0]) == 10**6  # nothing merged
+    assert d.negative_log_kernel(d.mode()) > 1e5
+    np.testing.assert_allclose(d.log_normalizer(), betaln(2.5e5, 2.5e5), rtol=1e-9)
+
+
+def test_log_normalizer_one_million_terms_two_knots_mpmath():
+    k_quarter = 250_000
+    slopes = np.tile([1.0, -1.0, 1.0, -1.0], k_quarter)
+    knots = np.tile([0.0, 0.0, 0.01, 0.01], k_quarter)
+    d = VersatileLogistic(slopes, knots, 0.5)
+    assert d.negative_log_kernel(d.mode()) > 1e5
+    # Identical factors multiply: (1 + e^t)^(-0.5) repeated n times is (1 + e^t)^(-0.5 n).
+    m = 0.5 * k_quarter
+    expected = _mp_log_integral(
+        [1.0, -1.0, 1.0, -1.0], [0.0, 0.0, 0.01, 0.01], [m, m, m, m], center=0.005, width=3e-3
+    )
+    np.testing.assert_allclose(d.log_normalizer(), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("seed", "n_terms"), [(2024, 200), (7, 40)])
+def test_log_normalizer_many_distinct_terms_mpmath(seed, n_terms):
+    rng = np.random.default_rng(seed)
+    slopes, knots, mults = _random_valid_params(rng, n_terms, knot_range=50.0)
+    d = VersatileLogistic(slopes, knots, mults)
+    center, width = _reference_center_width(slopes, knots, mults, -100.0, 100.0)
+    expected = _mp_log_integral(slopes, knots, mults, center, width)
+    np.testing.assert_allclose(d.log_normalizer(), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("slopes", "knots", "mults", "bounds"),
+    [
+        # flat top: g''(mode) underflows to 0
+        ([1.0, -1.0], [-1000.0, 1000.0], [1.0, 1.0], (-500.0, 500.0)),
+        # a cliff close to the mode (slope 200)
+        ([1.0, -1.0, 200.0], [0.0, 0.0, 0.3], [1.0, 1.0, 1.0], (-10.0, 10.0)),
+        # tiny multiplicities and steep slopes: heavy tails with a sharp kink
+        ([30.0, -30.0, 5.0], [0.0, 0.5, -2.0], [1e-3, 2e-3, 1e-3], (-10.0, 10.0)),
+        # huge knots, huge multiplicities: g(mode) ~ 4e5, peak width ~ 2e-3
+        ([3.0, -3.0, -1.0], [1e4, 1e4 + 0.5, 1e4 - 2.0], [1e5, 3e5, 2e5], (9990.0, 10010.0)),
+    ],
+)
+def test_log_normalizer_edge_cases_mpmath(slopes, knots, mults, bounds):
+    d = VersatileLogistic(slopes, knots, mults)
+    center, width = _reference_center_width(slopes, knots, mults, *bounds)
+    # Split the oracle's integral at the knots as well (kinks of the integrand).
+    extra = [g + k / abs(b) for b, g in zip(slopes, knots, strict=True) for k in (-5.0, 0.0, 5.0)]
+    expected = _mp_log_integral(slopes, knots, mults, center, width, extra)
+    np.testing.assert_allclose(d.log_normalizer(), expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trapezoid_and_quad_paths_agree(seed, monkeypatch):
+    # Both integration paths of log_normalizer (nested sinh-trapezoid, and the tan + quad
+    # fallback of S.5) on the same kernel; the trapezoid is allowed to run to convergence.
+    monkeypatch.setattr(vl_module, "_TRAP_MAX_EVALS", 100_000)
+    rng = np.random.default_rng(100 + seed)
+    slopes, knots, mults = _random_valid_params(rng, 30, knot_range=5.0)
+    mults *= 10.0 ** rng.uniform(-2, 2)
+    d = VersatileLogistic(slopes, knots, mults)
+    kernel, _, s = d._integration_setup()
+    trapezoid = vl_module._log_integral_trapezoid(kernel, s)
+    assert trapezoid is not None
+    assert trapezoid == pytest.approx(vl_module._log_integral_quad(kernel, s), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("slopes", "knots", "mults"),
+    [
+        ([1.0, -1.0], [0.0, 0.0], [1.0, 1.0]),
+        ([2.0, -0.5, 1.0, -3.0], [0.0, 1.0, -2.0, 4.0], [1.0, 2.0, 0.3, 0.7]),
+        ([0.3, -0.3], [5.0, 5.0], [0.5, 4.0]),
+        ([10.0, -1.0, -2.0], [1.0, -3.0, 0.0], [3.0, 1.0, 0.2]),
+    ],
+)
+def test_pdf_integrates_to_one(slopes, knots, mults):
+    d = VersatileLogistic(slopes, knots, mults)
+    m = d.mode()
+    total = sum(
+        quad(d.pdf, lo, hi, epsabs=0.0, epsrel=1e-12, limit=500)[0]
+        for lo, hi in ((-np.inf, m), (m, np.inf))
+    )
+    assert total == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(np.log(d.pdf(np.array([m, m + 1.0]))), d.logpdf([m, m + 1.0]))
+
+
+def test_log_normalizer_is_cached():
+    d = VersatileLogistic([1.0, -1.0], 0.0, [2.0, 3.0])
+    first = d.log_normalizer()
+    assert d.log_normalizer() is first or d.log_normalizer() == first
+    assert d._log_normalizer_cache == first
+
+
+# --------------------------------------------------------------------------- mode
+@pytest.mark.parametrize("seed", range(8))
+def test_mode_matches_minimize_scalar(seed):
+    rng = np.random.default_rng(seed)
+    n_terms = int(rng.integers(2, 60))
+    slopes, knots, mults = _random_valid_params(rng, n_terms)
+    if seed % 2:  # strongly unbalanced multiplicities: mode outside the knots' range
+        mults[slopes > 0] *= 1e3
+    d = VersatileLogistic(slopes, knots, mults)
+
+    def g(z):
+        return _direct_neg_log_kernel(slopes, knots, mults, z)
+
+    ref = minimize_scalar(g, bounds=(-200.0, 200.0), method="bounded", options={"xatol": 1e-10})
+    mode = d.mode()
+    assert mode == pytest.approx(ref.x, abs=1e-6 * (1.0 + abs(ref.x)))
+    assert g(mode) <= g(ref.x) + 1e-12 * abs(g(ref.x))
+    # g' changes sign around the mode at the 1e-9 scale.
+    assert g(mode) <= g(mode + 1e-6) and g(mode) <= g(mode - 1e-6)
+
+
+def test_mode_when_start_point_is_far_in_a_saturated_region():
+    # Regression: the weighted-mean start lies where every term is saturated, so g'' ~ 1e-99
+    # there; Newton must not stop on the (huge) g'-noise / g'' step size.
+    slopes = [7.9648, -4.1254, -0.53077, -29.463, 3.3771, 17.422, -0.23291]
+    knots = [17.006, -118.27, 193.21, -99.996, -94.680, -166.21, -94.316]
+    mults = [76.781, 0.0079563, 0.43020, 0.88399, 45.174, 1.5542, 12.753]
+    d = VersatileLogistic(slopes, knots, mults)
+
+    def g(z):
+        return _direct_neg_log_kernel(slopes, knots, mults, z)
+
+    ref = minimize_scalar(g, bounds=(-300.0, 300.0), method="bounded", options={"xatol": 1e-10})
+    assert d.mode() == pytest.approx(ref.x, abs=1e-6 * (1.0 + abs(ref.x)))
+    assert g(d.mode()) <= g(ref.x) + 1e-12 * abs(g(ref.x))
+
+
+@pytest.mark.parametrize(("mu1", "mu2"), [(1.0, 1.0), (1.0, 3.0), (1e-3, 1e6), (7.0, 0.5)])
+def test_two_term_mode_is_log_ratio(mu1, mu2):
+    d = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [mu1, mu2])
+    assert d.mode() == pytest.approx(math.log(mu2 / mu1), rel=1e-12, abs=1e-12)
+
+
+def test_mode_with_huge_knots_and_narrow_peak():
+    d = VersatileLogistic([2.0, -2.0], [1e4, 1e4], [1e6, 1e6])
+    assert d.mode() == pytest.approx(1e4, rel=1e-14)
+    d = VersatileLogistic([1.0, -1.0], [-1000.0, 1000.0], [1.0, 1.0])  # flat top
+    assert abs(d.mode()) < 1000.0
+
+
+# --------------------------------------------------------------------------- approx_mode
+@pytest.mark.parametrize(("w1", "w2"), [(1.0, 1.0), (2.0, 5.0), (1e-3, 40.0), (1e5, 3.0)])
+def test_approx_mode_tau_half_is_exact_for_two_terms(w1, w2):
+    d = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [w1, w2])
+    assert d.approx_mode(tau=0.5) == pytest.approx(math.log(w2 / w1), rel=1e-13, abs=1e-13)
+    assert d.approx_mode(tau=0.5) == pytest.approx(d.mode(), rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("tau", [0.5, 1.0, 3.0])
+def test_approx_mode_huge_knots_matches_mpmath(tau):
+    rng = np.random.default_rng(3)
+    n_terms = 50
+    beta = 2.0
+    slopes = beta * rng.choice([-1.0, 1.0], n_terms)
+    slopes[:2] = [beta, -beta]
+    knots = rng.uniform(-1e4, 1e4, n_terms)
+    mults = rng.uniform(0.1, 3.0, n_terms)
+    mults[5] = 0.0  # ignored
+    d = VersatileLogistic(slopes, knots, mults)
+    alpha = d.approx_mode(tau=tau)
+    assert math.isfinite(alpha)
+    with mpmath.workdps(MP_DPS):
+        tb = mpmath.mpf(tau) * beta
+        num = mpmath.fsum(
+            mpmath.mpf(m) * mpmath.exp(tb * mpmath.mpf(g))
+            for b, g, m in zip(slopes, knots, mults, strict=True)
+            if b < 0
+        )
+        den = mpmath.fsum(
+            mpmath.mpf(m) * mpmath.exp(-tb * mpmath.mpf(g))
+            for b, g, m in zip(slopes, knots, mults, strict=True)
+            if b > 0
+        )
+        expected = float(mpmath.log(num / den) / (2 * tb))
+    assert alpha == pytest.approx(expected, rel=1e-13, abs=1e-9)
+
+
+def test_approx_mode_errors():
+    d = VersatileLogistic([1.0, -2.0], [0.0, 0.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="same magnitude"):
+        d.approx_mode()
+    d = VersatileLogistic([1.0, -1.0, 5.0], [0.0, 0.0, 0.0], [1.0, 1.0, 0.0])  # mu=0: ignored
+    assert d.approx_mode(0.5) == pytest.approx(0.0, abs=1e-15)
+    for tau in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="tau must be"):
+            d.approx_mode(tau)
+
+
+def test_log_weighted_sum_exp_matches_definition():
+    values = np.array([1e4, 1e4 - 1.0, -1e4])
+    weights = np.array([1.0, 2.0, 3.0])
+    with mpmath.workdps(MP_DPS):
+        expected = float(
+            mpmath.log(mpmath.fsum(w * mpmath.exp(v) for v, w in zip(values, weights, strict=True)))
+        )
+    assert log_weighted_sum_exp(values, weights) == pytest.approx(expected, rel=1e-15)
+
+
+# --------------------------------------------------------------------------- conjugacy
+def _conjugacy_setup(seed: int = 11):
+    rng = np.random.default_rng(seed)
+    prior = VersatileLogistic(*_random_valid_params(rng, 4, knot_range=2.0))
+    n_obs = 6
+    lik = BinaryLogistic(rng.normal(0.0, 1.5, n_obs), rng.normal(0.0, 2.0, n_obs))
+    y = rng.choice([-1, 1], n_obs)
+    weights = rng.uniform(0.0, 2.0, n_obs)
+    return prior, lik, y, weights
+
+
+@pytest.mark.parametrize("use_weights", [False, True])
+def test_condition_is_conjugate(use_weights):
+    prior, lik, y, weights = _conjugacy_setup()
+    w = weights if use_weights else np.ones(lik.n_obs)
+    post = prior.condition(y, lik, weights=weights if use_weights else None)
+    assert post.n_terms == prior.n_terms + lik.n_obs
+    np.testing.assert_array_equal(post.slopes[prior.n_terms :], -y * lik.slope)
+    np.testing.assert_array_equal(post.knots[prior.n_terms :], lik.knot)
+    np.testing.assert_array_equal(post.multiplicities[prior.n_terms :], w)
+
+    zs = np.array([-8.0, -2.5, 0.0, 1.0, 3.7, 12.0])
+    diff = [
+        post.unnormalized_logpdf(z) - prior.unnormalized_logpdf(z) - w @ lik.logpmf(y, z)
+        for z in zs
+    ]
+    assert np.ptp(diff) < 1e-12
+
+    # Posterior normaliser = integral of prior pdf times the (weighted) likelihood.
+    def integrand(z):
+        return prior.pdf(z) * math.exp(w @ lik.logpmf(y, z))
+
+    m = post.mode()
+    evidence = sum(
+        quad(integrand, lo, hi, epsabs=0.0, epsrel=1e-12, limit=500)[0]
+        for lo, hi in ((-np.inf, m), (m, np.inf))
+    )
+    assert post.log_normalizer() - prior.log_normalizer() == pytest.approx(
+        math.log(evidence), rel=1e-9, abs=1e-10
+    )
+
+
+def test_condition_validates_inputs():
+    prior, lik, y, weights = _conjugacy_setup()
+    bad_y = y.astype(float)
+    bad_y[0] = 0.0
+    with pytest.raises(ValueError, match=r"-1 or \+1"):
+        prior.condition(bad_y, lik)
+    with pytest.raises(ValueError, match="observations"):
+        prior.condition(y[:3], lik)
+    bad_w = weights.copy()
+    bad_w[1] = -0.1
+    with pytest.raises(ValueError, match="nonnegative"):
+        prior.condition(y, lik, weights=bad_w)
+    with pytest.raises(ValueError, match="finite"):
+        prior.condition(y, lik, weights=np.full(lik.n_obs, np.nan))
+    with pytest.raises(TypeError):
+        prior.condition(y, "not a likelihood")
+
+
+# --------------------------------------------------------------------------- b-Log
+def test_binary_logistic_pmf_sums_to_one_and_matches_definition():
+    rng = np.random.default_rng(5)
+    lik = BinaryLogistic(rng.normal(0.0, 3.0, 20), rng.normal(0.0, 3.0, 20))
+    for z in (-4.0, 0.0, 0.3, 9.0):
+        total = lik.pmf(np.ones(20), z) + lik.pmf(-np.ones(20), z)
+        np.testing.assert_allclose(total, 1.0, rtol=1e-15)
+        want = 1.0 / (1.0 + np.exp(-lik.slope * (z - lik.knot)))
+        np.testing.assert_allclose(lik.pmf(1, z), want, rtol=1e-14)
+        want_log_minus = -np.log1p(np.exp(lik.slope * (z - lik.knot)))
+        np.testing.assert_allclose(lik.logpmf(-1, z), want_log_minus, rtol=1e-14)
+
+
+def test_binary_logistic_logpmf_stable_for_large_margins():
+    lik = BinaryLogistic([1.0, -1.0, 2.0], [0.0, 0.0, 0.0])
+    for z in (1e4, -1e4):
+        for label in (1, -1):
+            out = lik.logpmf(label, z)
+            assert np.all(np.isfinite(out))
+            np.testing.assert_allclose(out, -softplus(-label * lik.slope * z), rtol=1e-15)
+    assert lik.logpmf(-1, 1e4)[0] == -1e4
+
+
+def test_binary_logistic_validation():
+    with pytest.raises(ValueError, match="finite"):
+        BinaryLogistic([1.0, np.nan], 0.0)
+    with pytest.raises(ValueError, match="equal lengths"):
+        BinaryLogistic([1.0, 2.0], [0.0, 1.0, 2.0])
+    lik = BinaryLogistic(2.0, [0.0, 1.0])
+    assert lik.n_obs == 2
+    np.testing.assert_array_equal(lik.slope, [2.0, 2.0])
+    with pytest.raises(ValueError):
+        lik.slope[0] = 1.0
+    with pytest.raises(ValueError, match=r"-1 or \+1"):
+        lik.logpmf([1, 2], 0.0)
+    assert repr(lik) == "BinaryLogistic(slope=[2., 2.], knot=[0., 1.])"
+
+
+def test_binary_logistic_rvs_frequencies():
+    n_per_group = 20_000
+    slopes = np.repeat([1.0, -2.0, 0.5], n_per_group)
+    knots = np.repeat([0.0, 0.3, -4.0], n_per_group)
+    lik = BinaryLogistic(slopes, knots)
+    z = 0.7
+    draws = lik.rvs(z, random_state=123)
+    assert draws.shape == (3 * n_per_group,)
+    assert set(np.unique(draws)) <= {-1, 1}
+    np.testing.assert_array_equal(draws, lik.rvs(z, random_state=123))
+    for grp in range(3):
+        sl = slice(grp * n_per_group, (grp + 1) * n_per_group)
+        p = float(expit(slopes[sl][0] * (z - knots[sl][0])))
+        freq = np.mean(draws[sl] == 1)
+        assert abs(freq - p) <= 5.0 * math.sqrt(p * (1 - p) / n_per_group)
