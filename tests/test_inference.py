@@ -268,3 +268,20 @@ def test_noise_grade_follows_xi():
     grades = [_mean_statistics(0.2, xi)[1] for xi in (-2.0, 0.0, 2.0)]
     assert grades[0] < grades[1] < grades[2]
     assert grades[0] < 0 < grades[2]
+
+
+def test_exact_alpha_ranks_stumps_by_the_newton_step(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(3, alpha="exact", noise_model=False).fit(X, y)
+    H = clf.alphas_[0] * clf.estimators_[0].predict(X)
+    h_chosen = clf.estimators_[1].predict(X)
+
+    # Newton step from c = 0 on g(c) = softplus(c) + softplus(-c) + sum softplus(-y (H + c h)).
+    def newton_step(h):
+        grad = -(y * h * expit(-y * H)).sum()
+        hess = 0.5 + (expit(y * H) * expit(-y * H)).sum()
+        return -grad / hess
+
+    best = max(abs(newton_step(_stump_output(X, *s))) for s in _all_stumps(X))
+    assert abs(newton_step(h_chosen)) == pytest.approx(best, rel=1e-12)
+    assert clf.alphas_[1] > 0.1  # the exact step along the chosen stump is not stalled at zero

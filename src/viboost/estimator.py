@@ -115,7 +115,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         smoothed AdaBoost of section 5.
     alpha : {"approx", "exact"}, default="approx"
         How alpha_t is taken from q(c): the closed-form approximate mode of eq. appxmode (the
-        paper's choice) or the exact mode of the v-Log posterior.
+        paper's choice) or the exact mode of the v-Log posterior. Stumps are ranked to match:
+        by the approximate mode (least weighted error under ``phi exp(-tau y H)``, section 5), or
+        by one Newton step towards the exact mode (least weighted error under
+        ``phi sigmoid(-y H)``); ranking by the first but stepping by the second stalls, as the
+        exact step along an exp-loss pick is often near zero.
     tol : float, default=1e-8
         The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
         (a fall also stops it; falls are recorded, see ``elbo_``).
