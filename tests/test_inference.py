@@ -16,6 +16,8 @@ from viboost.inference import (
     approx_alpha,
     elbo,
     update_clean_proba,
+    update_noise_grade,
+    update_snr,
     weight_posterior,
 )
 
@@ -153,6 +155,61 @@ def test_updates_stay_finite_at_huge_margins():
     log_b = weight_posterior(y, margin, h, np.exp(log_clean), 1.0).log_normalizer()
     value = elbo(log_b, y, np.ones(4), log_clean, log_noise, eta, omega, ModelPriors())
     assert np.isfinite(log_b) and np.isfinite(value)
+
+
+# ---------------------------------------------------------------------------- the updates
+@pytest.fixture
+def small_state():
+    rng = np.random.default_rng(11)
+    y = np.array([1.0, -1.0, 1.0, 1.0, -1.0])
+    margin = rng.normal(size=5)
+    h = np.array([1.0, -1.0, -1.0, 1.0, 1.0])
+    phi = rng.uniform(0.1, 0.9, size=5)
+    weights = np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    priors = ModelPriors(weight=1.0, noise_grade=0.8, clean=(1.2, 0.7))
+    log_b = weight_posterior(y, margin, h, weights * phi, priors.weight).log_normalizer()
+    return y, weights, phi, priors, log_b, margin, h
+
+
+def _argmax_elbo(objective, start):
+    """Maximise over positive parameters with a generic optimiser, in log coordinates."""
+    res = optimize.minimize(
+        lambda v: -objective(np.exp(v)),
+        np.log(start),
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000},
+    )
+    return np.exp(res.x)
+
+
+def test_omega_and_eta_updates_maximise_the_elbo(small_state):
+    """The omega (S.3.2) and eta (S.3.4) updates are the coordinate-ascent maximisers."""
+    y, weights, phi, priors, log_b, _, _ = small_state
+    eta, omega = np.array([2.0, 1.5]), np.array([1.3, 2.2])
+
+    def value(eta, omega):
+        return elbo(log_b, y, weights, np.log(phi), np.log1p(-phi), eta, omega, priors)
+
+    omega_star = update_noise_grade(y, weights, 1 - phi, priors.noise_grade)
+    np.testing.assert_allclose(omega_star, _argmax_elbo(lambda o: value(eta, o), omega), rtol=1e-6)
+    eta_star = update_snr(weights, phi, 1 - phi, priors.clean)
+    np.testing.assert_allclose(eta_star, _argmax_elbo(lambda e: value(e, omega), eta), rtol=1e-6)
+
+
+def test_phi_update_is_the_bernoulli_posterior_of_the_type(small_state):
+    """kappa_n of eq. supp:eq:kappa against expectations taken by quadrature here."""
+    y, _, _, _, _, margin, h = small_state
+    eta, omega, alpha = np.array([3.0, 1.5]), np.array([1.3, 2.2]), 0.7
+    log_clean, log_noise = update_clean_proba(y, margin + alpha * h, eta, omega)
+    q_theta = stats.beta(*eta)
+    e_log_theta = integrate.quad(lambda t: q_theta.pdf(t) * np.log(t), 0, 1)[0]
+    e_log_1m_theta = integrate.quad(lambda t: q_theta.pdf(t) * np.log1p(-t), 0, 1)[0]
+    q_xi, _ = _normalised(lambda x: omega[0] * _log_sigmoid(-x) + omega[1] * _log_sigmoid(x))
+    for n in range(len(y)):
+        clean = e_log_theta + _log_sigmoid(y[n] * (margin[n] + alpha * h[n]))  # c -> alpha
+        noisy = e_log_1m_theta + _expect(q_xi, lambda x, yn=y[n]: _log_sigmoid(yn * x))
+        assert np.exp(log_clean[n]) == pytest.approx(expit(clean - noisy), rel=1e-8)
+        assert np.exp(log_noise[n]) == pytest.approx(expit(noisy - clean), rel=1e-8)
 
 
 # ---------------------------------------------------------------------------- AdaBoost relation
