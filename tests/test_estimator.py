@@ -81,7 +81,7 @@ def test_paper_modifications(data):
 
 def test_core_model_has_no_noise_statistics(data):
     X, y = data
-    clf = VIBoostClassifier(5, noise_model=False).fit(X, y)
+    clf = VIBoostClassifier(5, noise_model=False, init_clean_proba=0.5).fit(X, y)
     assert np.isnan(clf.snr_) and np.isnan(clf.noise_grade_)
     np.testing.assert_array_equal(clf.clean_proba_, 1.0)
     assert all(t.shape == (1,) for t in clf.elbo_) and np.all(clf.n_vi_iter_ == 0)

@@ -367,7 +367,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.n_vi_iter_ = np.empty(0, dtype=int)
         self.snr_path_ = np.empty(0)
         self.noise_grade_path_ = np.empty(0)
-        phi0 = float(self.init_clean_proba)
+        phi0 = float(self.init_clean_proba) if self.noise_model else 1.0  # core model: all true
         self._log_clean = np.full(y.shape[0], np.log(phi0))
         self._log_noise = np.full(y.shape[0], np.log1p(-phi0) if phi0 < 1 else -np.inf)
         self._eta = np.array(init_eta)
