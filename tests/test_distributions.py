@@ -2,21 +2,27 @@
 
 Oracles: the closed form of supplement S.1.1 (Beta function), mpmath quadrature at 50 digits
 of integrands written here from the definition, scipy quadrature of ``pdf``, and
-``scipy.optimize.minimize_scalar`` on ``g``.
+``scipy.optimize.minimize_scalar`` on ``g``.  For multiplicities over the whole float64 range
+(1e-300 to 1e307, sums that overflow) the oracles are mpmath bisection for the mode and mpmath
+Gauss-Legendre quadrature in ``u = log|z - mode|`` (tails 1e300 long), at 50 digits beyond the
+magnitude of ``g(mode)`` and of ``|mode| / width``.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import warnings
 
 import mpmath
 import numpy as np
 import pytest
-from scipy.integrate import quad
+from mpmath.calculus.quadrature import GaussLegendre
+from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import minimize_scalar
 from scipy.special import betaln, expit
 
-from viboost._math import log_weighted_sum_exp, softplus
+from viboost._math import log1mexp, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions import BinaryLogistic, VersatileLogistic
 from viboost.distributions import versatile_logistic as vl_module
 
@@ -70,6 +76,101 @@ def _mp_log_integral(slopes, knots, mults, center: float, width: float, extra_po
         )
         assert err < mpmath.mpf(10) ** -14 * integral, "mpmath oracle did not converge"
         return float(mpmath.log(integral) - g_c)
+
+
+def _mp_terms(slopes, knots, mults):
+    """(slope, knot, multiplicity) as mpf, identical pairs merged (their factors multiply)."""
+    merged: dict = {}
+    for b, c, m in zip(slopes, knots, mults, strict=True):
+        if b != 0.0 and m > 0.0:
+            key = (float(b), float(c))
+            merged[key] = merged.get(key, mpmath.mpf(0)) + mpmath.mpf(float(m))
+    return [(mpmath.mpf(b), mpmath.mpf(c), m) for (b, c), m in merged.items()]
+
+
+def _mp_g(terms, z):
+    return mpmath.fsum(m * mpmath.log1p(mpmath.exp(b * (z - c))) for b, c, m in terms)
+
+
+def _mp_derivatives(terms, z):
+    d1 = mpmath.fsum(m * b / (1 + mpmath.exp(-b * (z - c))) for b, c, m in terms)
+    d2 = mpmath.fsum(m * b * b / (2 + 2 * mpmath.cosh(b * (z - c))) for b, c, m in terms)
+    return d1, d2
+
+
+def _mp_mode(terms):
+    """Bisection on g' (increasing) to 10**(8 - dps) relative."""
+    lo, hi = mpmath.mpf(-1), mpmath.mpf(1)
+    while _mp_derivatives(terms, lo)[0] > 0:
+        lo *= 2
+    while _mp_derivatives(terms, hi)[0] < 0:
+        hi *= 2
+    tol = mpmath.mpf(10) ** (8 - mpmath.mp.dps)
+    while hi - lo > tol * max(1, abs(lo), abs(hi)):
+        mid = (lo + hi) / 2
+        if _mp_derivatives(terms, mid)[0] < 0:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _mp_log_normalizer_and_mode(slopes, knots, mults, drop: int = 60) -> tuple[float, float]:
+    """(log B, mode) for any multiplicities, e.g. 1e-300 next to 1e307 (tails 1e300 long).
+
+    Each side of the mode is integrated in ``u = log|z - mode|`` (integrand
+    ``exp(g(mode) - g(mode +- e^u) + u)``) over points stepped so that the log-integrand moves
+    by at most 12 (steps up to 16), from where ``e^u`` is negligible to where ``g - g(mode)``
+    exceeds ``drop``; each piece by 24-point Gauss-Legendre, checked against the 12-point rule
+    and bisected until they agree to 1e-16 of the total.  The working precision is 50 digits
+    beyond the magnitude of ``g(mode)`` (cancellation in ``g(mode) - g``) and of
+    ``|mode| / width`` (resolution of the peak).
+    """
+    with mpmath.workdps(MP_DPS + 10):
+        terms = _mp_terms(slopes, knots, mults)
+        z_star = _mp_mode(terms)
+        g_star = _mp_g(terms, z_star)
+        # Peak width, at most the distance to the farthest knot (+1): flat tops have g'' ~ 0.
+        reach = max(abs(c - z_star) for _, c, _ in terms) + 1
+        curv = _mp_derivatives(terms, z_star)[1]
+        width = min(reach, 1 / mpmath.sqrt(curv)) if curv > 0 else reach
+        extra = mpmath.log10(max(1, abs(g_star))) + mpmath.log10(max(1, abs(z_star) / width))
+    with mpmath.workdps(MP_DPS + int(extra) + 5):
+        rules = [GaussLegendre(mpmath.mp).calc_nodes(deg, mpmath.mp.prec) for deg in (3, 4)]
+        if extra > 10:
+            z_star = _mp_mode(terms)
+            g_star = _mp_g(terms, z_star)
+        total = mpmath.mpf(0)
+        for side in (1, -1):
+
+            def log_h(u, side=side):
+                return g_star - _mp_g(terms, z_star + side * mpmath.exp(u)) + u
+
+            u = mpmath.log(width) - 40
+            while log_h(u) > -drop - 10:
+                u -= 40
+            points, lu, step = [u], log_h(u), mpmath.mpf(16)
+            while lu > -drop or lu - u > -drop:  # stop past the peak, where g - g* > drop
+                step = min(mpmath.mpf(16), 4 * step)
+                while abs(log_h(u + step) - lu) > 12:
+                    step /= 2
+                u += step
+                lu = log_h(u)
+                points.append(u)
+            stack = list(zip(points[:-1], points[1:], strict=True))
+            while stack:
+                a, b = stack.pop()
+                top = max(log_h(a), log_h(b))
+                half, mid = (b - a) / 2, (a + b) / 2
+                coarse, fine = (
+                    half * mpmath.fsum(w * mpmath.exp(log_h(mid + half * x) - top) for x, w in rule)
+                    for rule in rules
+                )
+                if abs(fine - coarse) > mpmath.mpf(10) ** -16 * (fine + total * mpmath.exp(-top)):
+                    stack += [(a, mid), (mid, b)]
+                else:
+                    total += fine * mpmath.exp(top)
+        return float(mpmath.log(total) - g_star), float(z_star)
 
 
 def _direct_neg_log_kernel(slopes, knots, mults, z: float) -> float:
@@ -266,18 +367,19 @@ def test_log_normalizer_edge_cases_mpmath(slopes, knots, mults, bounds):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_trapezoid_and_quad_paths_agree(seed, monkeypatch):
-    # Both integration paths of log_normalizer (nested sinh-trapezoid, and the tan + quad
-    # fallback of S.5) on the same kernel; the trapezoid is allowed to run to convergence.
+def test_trapezoid_and_split_paths_agree(seed, monkeypatch):
+    # Both integration paths of log_normalizer (nested sinh-trapezoid; closed-form hinge tails
+    # plus Gauss-Kronrod middle) on the same density; the trapezoid may run to convergence.
     monkeypatch.setattr(vl_module, "_TRAP_MAX_EVALS", 100_000)
     rng = np.random.default_rng(100 + seed)
     slopes, knots, mults = _random_valid_params(rng, 30, knot_range=5.0)
     mults *= 10.0 ** rng.uniform(-2, 2)
     d = VersatileLogistic(slopes, knots, mults)
-    kernel, _, s = d._integration_setup()
+    kernel, g_star, s = d._integration_setup()
     trapezoid = vl_module._log_integral_trapezoid(kernel, s)
     assert trapezoid is not None
-    assert trapezoid == pytest.approx(vl_module._log_integral_quad(kernel, s), rel=1e-10)
+    fast = -g_star + math.log(s) + trapezoid
+    assert fast == pytest.approx(d._log_normalizer_split(), rel=1e-11, abs=1e-11)
 
 
 @pytest.mark.parametrize(
@@ -305,6 +407,152 @@ def test_log_normalizer_is_cached():
     first = d.log_normalizer()
     assert d.log_normalizer() is first or d.log_normalizer() == first
     assert d._log_normalizer_cache == first
+
+
+# --------------------------------------------------------------------------- extreme multiplicities
+def _separable_posterior(mu0: float, weight: float, n_data: int = 40):
+    """Weight posterior of the boosting loop on separable data with sample weights ``weight``:
+    two prior terms (multiplicity mu0, slopes +-1, knots 0) and n data terms of slope -1."""
+    slopes = np.r_[1.0, -1.0, -np.ones(n_data)]
+    knots = np.r_[0.0, 0.0, np.full(n_data, -700.0)]
+    mults = np.r_[mu0, mu0, np.full(n_data, weight)]
+    return slopes, knots, mults
+
+
+def _random_extreme_params(seed: int, knot_range: float):
+    """Mixed slopes in +-[0.2, 5], multiplicities log-uniform in [1e-300, 1e300]."""
+    rng = np.random.default_rng(seed)
+    n_terms = int(rng.integers(2, 7))
+    signs = rng.choice([-1.0, 1.0], n_terms)
+    signs[:2] = [1.0, -1.0]
+    slopes = signs * np.exp(rng.uniform(np.log(0.2), np.log(5.0), n_terms))
+    knots = rng.uniform(-knot_range, knot_range, n_terms)
+    mults = 10.0 ** rng.uniform(-300.0, 300.0, n_terms)
+    return slopes, knots, mults
+
+
+def _log_normalizer_and_mode_strict(slopes, knots, mults) -> tuple[float, float]:
+    """log_normalizer() and mode() of a fresh instance, with every warning an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = VersatileLogistic(slopes, knots, mults)
+        log_b, mode = d.log_normalizer(), d.mode()
+    assert math.isfinite(log_b) and math.isfinite(mode)
+    return log_b, mode
+
+
+@pytest.mark.parametrize(
+    ("params", "expected_log_b"),
+    [
+        # The four separable-data cases (tails exp(-mu0 (z - 0)) of length 1/mu0).
+        (_separable_posterior(1e-6, 1e300), 13.8155155163),
+        (_separable_posterior(1e-300, 1e30), 690.7755278982),  # ~ log(1 / mu0)
+        (_separable_posterior(1.0, 1e307), -10.5825537123),  # 40 x 1e307 overflows float64
+        (_separable_posterior(1e-12, 1e300), 27.6310211159),
+        # Random extreme-range cases: log B near 1, ~1e2, and knots ~1e6 with a flat top whose
+        # walls (cliffs) are ~7.6e5 apart, not on any panel edge.
+        (_random_extreme_params(13, 10.0), 1.2806233305),
+        (_random_extreme_params(8, 10.0), 106.7518606656),
+        (_random_extreme_params(1003, 1e6), 13.5469627293),
+        (_random_extreme_params(1004, 1e6), 7.8192313678),
+    ],
+)
+def test_extreme_multiplicities_match_mpmath(params, expected_log_b):
+    slopes, knots, mults = params
+    log_b, mode = _log_normalizer_and_mode_strict(slopes, knots, mults)
+    want_log_b, want_mode = _mp_log_normalizer_and_mode(slopes, knots, mults)
+    assert want_log_b == pytest.approx(expected_log_b, rel=1e-10)  # the oracle itself
+    assert abs(log_b - want_log_b) <= 1e-11 * max(1.0, abs(want_log_b))
+    assert abs(mode - want_mode) <= 1e-11 * max(1.0, abs(want_mode))
+
+
+EXTREME_PAIRS = [
+    (1e-300, 1e300),
+    (1e300, 1e-300),
+    (1e-300, 1e-300),
+    (1e307, 1e307),
+    (1e-300, 1e307),
+    (1e-300, 1.0),
+    (1e-6, 1e300),
+    (0.5, 1e307),
+]
+
+
+@pytest.mark.parametrize("gamma", [0.0, -1e6])
+@pytest.mark.parametrize("beta", [1.0, 3.5])
+@pytest.mark.parametrize(("mu1", "mu2"), EXTREME_PAIRS)
+def test_two_term_closed_form_extreme(mu1, mu2, beta, gamma):
+    # S.1.1: B = Beta(mu1, mu2) / beta, mode = gamma + log(mu2 / mu1) / beta.  Oracle from
+    # mpmath loggamma at 340 digits (loggamma(1e307) ~ 7e309 must keep ~30 digits after the
+    # point; rounding 1e300 + 1e-300 changes the result by ~1e-297); scipy's betaln is
+    # inaccurate at such ratios.
+    slopes, knots, mults = [beta, -beta], [gamma, gamma], [mu1, mu2]
+    log_b, mode = _log_normalizer_and_mode_strict(slopes, knots, mults)
+    with mpmath.workdps(340):
+        a, b = mpmath.mpf(mu1), mpmath.mpf(mu2)
+        want_log_b = mpmath.loggamma(a) + mpmath.loggamma(b) - mpmath.loggamma(a + b)
+        want_log_b = float(want_log_b - mpmath.log(beta))
+        want_mode = float(gamma + mpmath.log(b / a) / beta)
+    assert abs(log_b - want_log_b) <= 1e-12 * max(1.0, abs(want_log_b))
+    assert abs(mode - want_mode) <= 1e-12 * max(1.0, abs(want_mode))
+
+
+def test_extreme_weights_in_a_boosting_sized_posterior():
+    # K = 2000 terms, slopes +-1, knots within +-5, data multiplicities 1e300 (sum 1e303) or
+    # 1e-300 with a unit prior: finite, warning-free, quick, and consistent.
+    rng = np.random.default_rng(21)
+    n_data = 2000
+    slopes = np.r_[1.0, -1.0, rng.choice([-1.0, 1.0], n_data)]
+    knots = np.r_[0.0, 0.0, rng.uniform(-5.0, 5.0, n_data)]
+    shape = rng.uniform(0.2, 1.0, n_data)
+    start = time.perf_counter()
+    huge = _log_normalizer_and_mode_strict(slopes, knots, np.r_[1.0, 1.0, 1e300 * shape])
+    tiny = _log_normalizer_and_mode_strict(slopes, knots, np.r_[1.0, 1.0, 1e-300 * shape])
+    assert time.perf_counter() - start < 2.0
+    # Huge weights: log B = -g(mode) + O(log width) with |log B| ~ 1e303.
+    log_b, mode = huge
+    g_mode = math.fsum(
+        m * float(np.logaddexp(0.0, b * (mode - c)))
+        for b, c, m in zip(slopes, knots, np.r_[1.0, 1.0, 1e300 * shape], strict=True)
+    )
+    assert log_b == pytest.approx(-g_mode, rel=1e-12)
+    # Negligible data: the prior v-Log([1, -1], 0, [1, 1]) alone, B = Beta(1, 1) = 1, mode 0.
+    assert abs(tiny[0]) <= 1e-12 and abs(tiny[1]) <= 1e-12
+
+
+def test_extreme_multiplicities_kernel_and_approx_mode():
+    slopes, knots, mults = _separable_posterior(1e-300, 1e307)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = VersatileLogistic(slopes, knots, mults)
+        # g overflows float64 far left (4e308 (z + 700)) and is ~1e-300 z far right.
+        values = d.negative_log_kernel([-800.0, 0.0, 1e4])
+        assert values[0] == np.inf
+        assert values[2] == pytest.approx(1e-300 * 1e4, rel=1e-12)
+        assert math.isfinite(d.logpdf(d.mode()))
+        with mpmath.workdps(60):  # tau = 1: (1/2) log((1e-300 + 4e308 e^-700) / 1e-300)
+            num = mpmath.mpf(1e-300) + 40 * mpmath.mpf(1e307) * mpmath.exp(-700)
+            want = float(mpmath.log(num / mpmath.mpf(1e-300)) / 2)
+        assert d.approx_mode() == pytest.approx(want, rel=1e-13)
+
+
+def test_ordinary_case_uses_the_fast_path(monkeypatch):
+    # Boosting-like posterior: the trapezoid path must serve it (speed); the split path not.
+    def forbidden(self):
+        raise AssertionError("split path used for an ordinary posterior")
+
+    monkeypatch.setattr(VersatileLogistic, "_log_normalizer_split", forbidden)
+    rng = np.random.default_rng(4)
+    slopes = np.r_[1.0, -1.0, rng.choice([-1.0, 1.0], 500)]
+    d = VersatileLogistic(slopes, rng.uniform(-5.0, 5.0, 502), rng.uniform(0.2, 1.0, 502))
+    assert math.isfinite(d.log_normalizer())
+
+
+def test_quadrature_warns_when_it_cannot_converge(monkeypatch):
+    monkeypatch.setattr(vl_module, "_GK_MAX_ROUNDS", 1)
+    d = VersatileLogistic(*_random_extreme_params(1003, 1e6))  # cliffs need many rounds
+    with pytest.warns(IntegrationWarning, match="did not reach"):
+        assert math.isfinite(d.log_normalizer())
 
 
 # --------------------------------------------------------------------------- mode
@@ -413,6 +661,22 @@ def test_log_weighted_sum_exp_matches_definition():
             mpmath.log(mpmath.fsum(w * mpmath.exp(v) for v, w in zip(values, weights, strict=True)))
         )
     assert log_weighted_sum_exp(values, weights) == pytest.approx(expected, rel=1e-15)
+    # Weights over the whole float range: 1e307 * 40 overflows, 1e-300 * e^1400 does not.
+    values = np.array([1400.0, 0.0, 0.0, -5.0])
+    weights = np.array([1e-300, 1e307, 1e307, 0.0])
+    with mpmath.workdps(MP_DPS):
+        expected = float(mpmath.log(mpmath.mpf(1e-300) * mpmath.exp(1400) + 2 * mpmath.mpf(1e307)))
+    assert log_weighted_sum_exp(values, weights) == pytest.approx(expected, rel=1e-15)
+
+
+def test_log_sum_exp_and_log1mexp():
+    assert log_sum_exp([1000.0, 1000.0, -np.inf]) == pytest.approx(1000.0 + math.log(2.0))
+    assert log_sum_exp([-np.inf, -np.inf]) == -np.inf
+    x = np.array([1e-20, 0.1, math.log(2.0), 1.0, 50.0, np.inf])
+    with mpmath.workdps(MP_DPS):
+        want = [float(mpmath.log(1 - mpmath.exp(-mpmath.mpf(v)))) for v in x[:-1]] + [0.0]
+    np.testing.assert_allclose(log1mexp(x), want, rtol=1e-15)
+    assert isinstance(log1mexp(0.5), float)
 
 
 # --------------------------------------------------------------------------- conjugacy

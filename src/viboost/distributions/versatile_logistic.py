@@ -7,22 +7,31 @@ The (unnormalised) density is
 i.e. ``g(z) = -log f(z) = sum_k mu_k softplus(beta_k (z - gamma_k))``, which is convex.  Terms
 with ``mu_k == 0`` contribute nothing and terms with ``beta_k == 0`` contribute the constant
 ``mu_k log 2``; both are kept in ``g`` everywhere so that all methods agree.
+
+Multiplicities may span the whole float64 range at once (e.g. a prior term with ``mu = 1e-300``
+next to data terms with ``mu = 1e307``, whose sum overflows): multiplicities above ``2**600``
+are stored scaled by a power of two, the mode is then found in log space, and the normaliser
+is computed by splitting the real line at the outermost knot windows, beyond which the kernel is
+a piecewise exponential integrated in closed form (see ``VersatileLogistic.log_normalizer``).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.integrate import IntegrationWarning, quad
+from scipy.integrate import IntegrationWarning
 from scipy.special import expit, log_expit
 
-from viboost._math import LOG2, log_cosh, log_weighted_sum_exp, softplus
+from viboost._math import LOG2, log1mexp, log_cosh, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
 
 __all__ = ["VersatileLogistic"]
+
+_EPS = float(np.finfo(np.float64).eps)
 
 # Number of float64 elements allowed in one (points x terms) temporary: 2**20 elements = 8 MiB.
 _CHUNK_ELEMENTS = 1 << 20
@@ -30,14 +39,67 @@ _CHUNK_ELEMENTS = 1 << 20
 # Relative tolerance of the slope-magnitude equality required by ``approx_mode``.
 _SLOPE_MAGNITUDE_RTOL = 1e-12
 
-# Integration settings for ``log_normalizer`` (see ``_log_integral_trapezoid``).
+# Integration settings of the fast path of ``log_normalizer`` (see ``_log_integral_trapezoid``).
 _SINH_LAMBDA = 3.0  # x = lambda * sinh(t / lambda): uniform near the peak, geometric in the tails
 _TRAP_H0 = 0.5  # coarsest trapezoid step in t
 _TRAP_RTOL = 1e-10  # accept when two successive (nested) trapezoid sums agree to this
-_TRAP_MAX_EVALS = 800  # beyond this many kernel evaluations, fall back to adaptive quad
+_TRAP_MAX_EVALS = 800  # beyond this many kernel evaluations, use the split integration instead
 _TAIL_LOG_THRESHOLD = 34.0  # truncate where g~(x) >= 34 + log|x| (tail mass < 1e-16)
-_QUAD_EPSREL = 1e-11
-_QUAD_LIMIT = 1000
+
+# Multiplicity range.  Multiplicities up to 2**600 are used as they are; above, all are divided
+# by 2**(e - 600) (e: binary exponent of the largest), so sums of up to ~1e100 terms stay finite.
+_UNSCALED_EXP = 600
+# The mode is found in log space if min(mu) / max(mu) is below this (or if mu were scaled) ...
+_LOG_MODE_RANGE = 2.0**-600
+# ... or if, at the linear-space solution, the summands of g' have underflowed below this.
+_UNDERFLOW_MAGNITUDE = 1e-250
+
+# Split integration (``_log_normalizer_split``).
+_HINGE_EPS = 1e-15  # bound on |g - (its hinge form)| summed over all terms, beyond z_L and z_R
+_SERIES_DELTA = 0.2  # |delta| below which the Bregman term is summed as a cumulant series
+_GK_RTOL = 1e-13  # per-interval Gauss-Kronrod error bound, relative to the whole integral
+_GK_MAX_INTERVALS = 5000
+_GK_MAX_ROUNDS = 100
+_BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
+
+# Gauss-Kronrod 7-15 rule on [-1, 1] (QUADPACK qk15): nodes, Kronrod and Gauss weights.
+_GK_X = np.array(
+    [
+        0.991455371120812639206854697526329,
+        0.949107912342758524526189684047851,
+        0.864864423359769072789712788640926,
+        0.741531185599394439863864773280788,
+        0.586087235467691130294144845693013,
+        0.405845151377397166906606412076961,
+        0.207784955007898467600689403773245,
+    ]
+)
+_GK_NODES = np.concatenate([-_GK_X, [0.0], _GK_X[::-1]])
+_GK_WK = np.array(
+    [
+        0.022935322010529224963732008058970,
+        0.063092092629978553290700663189204,
+        0.104790010322250183839876322541518,
+        0.140653259715525918745189590510238,
+        0.169004726639267902826583426598550,
+        0.190350578064785409913256402421014,
+        0.204432940075298892414161999234649,
+    ]
+)
+_GK_WK15 = np.concatenate([_GK_WK, [0.209482141084727828012999174891714], _GK_WK[::-1]])
+_GK_WG = np.array(
+    [
+        0.129484966168869693270611432679082,
+        0.279705391489276667901467771423780,
+        0.381830050505118944950369775488975,
+    ]
+)
+_GK_NODES_ENDS = np.concatenate([[-1.0], _GK_NODES, [1.0]])  # plus the ends (see below)
+# Gauss 7-point weights laid out on the 15 Kronrod nodes (zero on the Kronrod-only nodes).
+_GK_WG15 = np.zeros(15)
+_GK_WG15[[1, 3, 5]] = _GK_WG
+_GK_WG15[[13, 11, 9]] = _GK_WG
+_GK_WG15[7] = 0.417959183673469387755102040816327
 
 
 def _as_float_vector(name: str, value: ArrayLike) -> NDArray[np.float64]:
@@ -47,8 +109,17 @@ def _as_float_vector(name: str, value: ArrayLike) -> NDArray[np.float64]:
     return np.atleast_1d(arr)
 
 
-def _chunk_rows(n_terms: int) -> int:
-    return max(1, _CHUNK_ELEMENTS // max(1, n_terms))
+def _chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
+    return max(1, elements // max(1, n_terms))
+
+
+class _Terms(NamedTuple):
+    """Active terms with identical (slope, knot) merged; ``mu_k = weights_k * 2**log2_scale``."""
+
+    slopes: NDArray[np.float64]
+    knots: NDArray[np.float64]
+    weights: NDArray[np.float64]
+    log2_scale: int
 
 
 class _ShiftedKernel:
@@ -76,6 +147,10 @@ class _ShiftedKernel:
         self.g0 = -float(mults @ self.log_lo)
         self.curvature = float((mults * slopes * slopes) @ np.exp(self.log_hi + self.log_lo))
         self.n_evals = 0
+        # Rounding-noise scales of g~ (see ``noise``): each term's logaddexp is off by ~eps
+        # times |log_lo| plus eps times its value, which is about |beta d| expit(a) near d = 0.
+        self._noise_const = float(mults @ np.abs(self.log_lo))
+        self._noise_slope = float((mults * np.abs(slopes)) @ np.exp(self.log_hi))
         self._scale = 1.0
         self._scaled = slopes
 
@@ -107,6 +182,187 @@ class _ShiftedKernel:
         tmp += self.log_hi
         np.logaddexp(self.log_lo, tmp, out=tmp)
         return float(tmp @ self.mults)
+
+    def noise(self, s: float) -> float:
+        """Estimated absolute rounding noise of ``g~(d)`` for ``|d|`` up to ~8 widths ``s``.
+
+        ``g~`` is a sum of terms ``log(expit(-a) + expit(a) exp(beta d))`` that cancel to 0 at
+        ``d = 0``; with huge multiplicities (1e300) the noise, ~eps times the sum of the terms'
+        magnitudes, is far above 1 and this kernel is useless, although the log normaliser (then
+        of order -1e300) needs little absolute accuracy.  ``log_normalizer`` compares this
+        estimate with the accuracy it needs before trusting the fast path.
+        """
+        return 4.0 * _EPS * (self._noise_const + 8.0 * s * self._noise_slope)
+
+
+class _BregmanKernel:
+    """``g~(d) = g(z0 + d) - g(z0)`` as ``gamma d + sum_k mu_k D(a_k, beta_k d)``, accurately.
+
+    ``a_k = beta_k (z0 - gamma_k)``, ``gamma = g'(z0)`` and ``D(a, delta) = softplus(a + delta)
+    - softplus(a) - delta expit(a) >= 0`` is the Bregman divergence of softplus, i.e. the log
+    moment generating function of a Bernoulli(p = expit(a)) variable minus its linear term.  As
+    ``D(a, delta) = D(-a, -delta)``, each term is evaluated with ``a <= 0`` (``p <= 1/2``) by
+
+    * the cumulant series ``sum_{n=2}^{12} kappa_n(p) delta^n / n!`` for ``|delta| <= 0.2``;
+    * ``(log1p(y) - y) + p (expm1(delta) - delta)`` with ``y = p expm1(delta)`` while
+      ``delta <= 30`` and ``y <= 1/2``;
+    * ``log(q + p e^delta) - p delta`` (a logaddexp) otherwise,
+
+    each accurate to ~1e-14 relative, so the sum over terms (all nonnegative) is as accurate
+    whatever the multiplicities: unlike ``_ShiftedKernel`` nothing cancels except the linear
+    term, whose rounding error is a smooth tilt ``d * O(eps sum|mu beta expit(a)|)`` rather than
+    noise.  Products ``mu p`` are formed as ``exp(log mu + log p)`` so that a subnormal
+    ``p`` (a term saturated at ``z0``) never loses precision.  ``__call__`` returns values in
+    true units (``mu_k = weights_k * 2**log2_scale``), clipped to ``[-1e300, 1e300]``.
+    """
+
+    def __init__(
+        self,
+        slopes: NDArray[np.float64],
+        knots: NDArray[np.float64],
+        weights: NDArray[np.float64],
+        log2_scale: int,
+        z0: float,
+    ) -> None:
+        keep = weights > 0.0  # weights that underflowed (mu < 2**(log2_scale - 1074)) are dropped
+        if not np.all(keep):
+            slopes, knots, weights = slopes[keep], knots[keep], weights[keep]
+        self.z0 = z0
+        self.slopes = slopes
+        self.knots = knots
+        self.weights = weights
+        self.scale = 2.0**log2_scale
+        self._cap = 1e300 / self.scale
+        self._center: float | None = None
+        a = slopes * (z0 - knots)
+        self.a = a
+        flip = a > 0.0
+        af = -np.abs(a)
+        self.flipped_slopes = np.where(flip, -slopes, slopes)
+        self.p = expit(af)  # <= 1/2
+        q = expit(-af)
+        self.log_p = log_expit(af)
+        self.log_q = log_expit(-af)
+        log_w = np.log(weights)
+        self.wp = np.exp(log_w + self.log_p)  # mu p / scale, exact even where p is subnormal
+        # g'(z0) / scale and (g(z0) - constant terms) / scale, with the same care for mu expit(a).
+        log_hi = log_expit(a)
+        self.gamma = float(slopes @ np.exp(log_w + log_hi))
+        # softplus(a) = -log_expit(-a); for a < -30 it is expit(a) to 1e-13, formed in log space.
+        sp_big = -log_expit(-np.maximum(a, -30.0))
+        self.g0 = float(np.sum(np.where(a > -30.0, weights * sp_big, np.exp(log_w + log_hi))))
+        # Cumulants kappa_n(p) / n! times mu, n = 2..12, in the variable v = p q (r = q - p for
+        # odd n), highest order first for Horner's rule.
+        v = self.p * q
+        r = q - self.p
+        polys = {
+            2: 1.0,
+            3: r,
+            4: 1.0 - 6.0 * v,
+            5: r * (1.0 - 12.0 * v),
+            6: 1.0 + v * (-30.0 + 120.0 * v),
+            7: r * (1.0 + v * (-60.0 + 360.0 * v)),
+            8: 1.0 + v * (-126.0 + v * (1680.0 - 5040.0 * v)),
+            9: r * (1.0 + v * (-252.0 + v * (5040.0 - 20160.0 * v))),
+            10: 1.0 + v * (-510.0 + v * (17640.0 + v * (-151200.0 + 362880.0 * v))),
+            11: r * (1.0 + v * (-1020.0 + v * (52920.0 + v * (-604800.0 + 1814400.0 * v)))),
+            12: 1.0
+            + v * (-2046.0 + v * (168960.0 + v * (-3160080.0 + v * (19958400.0 - 39916800.0 * v)))),
+        }
+        wpq = self.wp * q
+        self.series = [wpq * polys[n] / math.factorial(n) for n in range(12, 1, -1)]
+
+    def restricted(self, span: float) -> _BregmanKernel:
+        """Copy without the terms that change ``g~`` by < 1e-17 / K over ``|d| <= span``.
+
+        ``|D(a, delta)| <= 2 |delta|``, so term ``k`` contributes at most
+        ``2 mu_k |beta_k| span``; ``gamma`` (the whole linear term) is kept as it is.
+        """
+        n_terms = self.weights.shape[0]
+        bound = 1e-17 / n_terms / self.scale
+        keep = 2.0 * self.weights * np.abs(self.slopes) * span > bound
+        if np.all(keep):
+            return self
+        new = object.__new__(_BregmanKernel)
+        new.__dict__.update(self.__dict__)
+        for name in ("slopes", "knots", "weights", "a", "flipped_slopes", "p", "log_p"):
+            setattr(new, name, getattr(self, name)[keep])
+        for name in ("log_q", "wp"):
+            setattr(new, name, getattr(self, name)[keep])
+        new.series = [coef[keep] for coef in self.series]
+        return new
+
+    def _scaled(self, d: NDArray[np.float64]) -> NDArray[np.float64]:
+        out = np.empty(d.shape[0])
+        rows = _chunk_rows(self.weights.shape[0], _BREGMAN_CHUNK_ELEMENTS)
+        p, wp, w = self.p, self.wp, self.weights
+        for start in range(0, d.shape[0], rows):
+            block = d[start : start + rows]
+            delta = np.multiply.outer(block, self.flipped_slopes)
+            small = np.abs(delta) <= _SERIES_DELTA
+            ds = np.where(small, delta, 0.0)
+            series = self.series[0] * ds
+            for coef in self.series[1:-1]:
+                series += coef
+                series *= ds
+            series += self.series[-1]
+            series *= ds
+            series *= ds
+            dc = np.minimum(delta, 30.0)
+            em = np.expm1(dc)
+            y = p * em
+            direct = w * (np.log1p(y) - y) + wp * (em - dc)
+            logadd = w * np.logaddexp(self.log_q, self.log_p + delta) - wp * delta
+            use_direct = (delta <= 30.0) & (y <= 0.5)
+            vals = np.where(small, series, np.where(use_direct, direct, logadd))
+            out[start : start + rows] = vals.sum(axis=1)
+        out += self.gamma * d
+        return np.clip(out, -self._cap, self._cap)
+
+    def __call__(self, d: ArrayLike) -> NDArray[np.float64]:
+        """``g~(d)`` for a 1-D array ``d`` (true units, clipped to ``[-1e300, 1e300]``)."""
+        return self._scaled(np.atleast_1d(np.asarray(d, dtype=np.float64))) * self.scale
+
+    def center(self, g_star: float) -> float:
+        """Offset ``d_c`` of the kernel's minimiser from ``z0`` (may zero ``gamma``; see below).
+
+        The mode is known only up to the rounding noise of ``g'`` (~eps sum|mu beta expit|),
+        which tilts ``g~`` by ``gamma = g'(z0)``.  With huge multiplicities the peak (width
+        ``w = 1/sqrt(g'')``) can be narrower than that offset, even narrower than the float
+        spacing at ``z0``.  Where the quadratic model holds (``|beta d_c| <= 1e-3``), the
+        Newton offset ``d_c = -gamma / g''`` is returned if ``|d_c| <= 10 w``.  Farther, ``g~``
+        near the peak is the difference of two terms of size ``(d_c / w)**2`` and loses that
+        many units of ``eps``: the tilt is then pure noise and ``gamma`` is set to 0, which
+        changes ``log B`` by ``~(d_c / w)**2 / 2``, allowed when that is below 1e-12 ``g(z*)``
+        (``g_star``) or when ``d_c + u`` could not even resolve the peak (``|d_c| > 1e8 w``).
+        """
+        if self._center is None:
+            self._center = self._find_center(g_star)
+        return self._center
+
+    def _find_center(self, g_star: float) -> float:
+        d1, d2 = self.derivatives(0.0)
+        if not d2 > 0.0:
+            return 0.0
+        d_c = -d1 / d2
+        if abs(d_c) * float(np.max(np.abs(self.slopes))) > 1e-3:
+            return 0.0
+        ratio = abs(d_c) * math.sqrt(d2) * math.sqrt(self.scale)
+        if ratio <= 10.0:
+            return d_c
+        if ratio > 1e8 or ratio * ratio <= 1e-12 * abs(g_star):
+            self.gamma = 0.0
+            return 0.0
+        return d_c  # pragma: no cover - not met: (d_c / w)**2 ~ eps**2 g(z*) in practice
+
+    def derivatives(self, d: float) -> tuple[float, float]:
+        """``(g~'(d), g~''(d)) / scale`` (scaled, so that they cannot overflow)."""
+        t = self.a + self.slopes * d
+        log_w = np.log(self.weights)
+        lp, lq = log_expit(t), log_expit(-t)
+        d1 = float(self.slopes @ np.exp(log_w + lp)) if d else self.gamma
+        d2 = float((self.slopes * self.slopes) @ np.exp(log_w + lp + lq))
+        return d1, d2
 
 
 class VersatileLogistic:
@@ -203,7 +459,10 @@ class VersatileLogistic:
         self._knots = g
         self._multiplicities = m
         self._active_cache: tuple[NDArray, NDArray, NDArray, float] | None = None
-        self._compressed_cache: tuple[NDArray, NDArray, NDArray] | None = None
+        self._compressed_cache: _Terms | None = None
+        self._merge: tuple[NDArray, NDArray] | None = None
+        self._log_mults_cache: NDArray | None = None
+        self._log2_scale_cache: int | None = None
         self._deriv_coef: tuple[NDArray, NDArray, NDArray] | None = None
         self._mode_cache: float | None = None
         self._log_normalizer_cache: float | None = None
@@ -233,29 +492,71 @@ class VersatileLogistic:
         """Non-constant terms (``beta != 0`` and ``mu > 0``) and the constant ``sum mu log 2``."""
         if self._active_cache is None:
             b, g, m = self._slopes, self._knots, self._multiplicities
-            const = LOG2 * float(np.sum(m[b == 0.0]))
+            const = 0.0
+            flat = b == 0.0
+            if np.any(flat):
+                m_flat = m[flat]
+                top = float(np.max(m_flat))
+                if top > 0.0:  # scaled sum: a float product overflows to inf without a warning
+                    const = LOG2 * top * float(np.sum(m_flat / top))
             keep = (b != 0.0) & (m > 0.0)
             if not np.all(keep):
                 b, g, m = b[keep], g[keep], m[keep]
             self._active_cache = (b, g, m, const)
         return self._active_cache
 
-    def _compressed(self) -> tuple[NDArray, NDArray, NDArray]:
-        """Active terms with identical (slope, knot) pairs merged by summing multiplicities."""
+    def _log2_scale(self) -> int:
+        """Binary exponent ``e`` of the scale: the stored weights are ``mu / 2**e``."""
+        if self._log2_scale_cache is None:
+            top = float(np.max(self._active()[2]))
+            self._log2_scale_cache = max(0, math.frexp(top)[1] - _UNSCALED_EXP)
+        return self._log2_scale_cache
+
+    def _is_extreme(self) -> bool:
+        """Whether the multiplicities need the scaled / log-space treatment (see module doc)."""
+        m = self._active()[2]
+        top = float(np.max(m))
+        return self._log2_scale() > 0 or float(np.min(m)) < top * _LOG_MODE_RANGE
+
+    def _compressed(self) -> _Terms:
+        """Active terms with identical (slope, knot) pairs merged by summing multiplicities.
+
+        The merged multiplicities are stored as weights ``mu / 2**e`` (``e = 0`` unless the
+        largest multiplicity exceeds ``2**600``), so that their sums cannot overflow.
+        """
         if self._compressed_cache is None:
             b, g, m, _ = self._active()
+            e = self._log2_scale()
+            w = np.ldexp(m, -e) if e else m
             # Cheap screen: without a repeated knot there is no repeated (slope, knot) pair.
             if b.shape[0] > 1 and np.any(np.diff(np.sort(g)) == 0.0):
                 order = np.lexsort((g, b))
-                bs, gs, ms = b[order], g[order], m[order]
+                bs, gs = b[order], g[order]
                 new = np.empty(bs.shape[0], dtype=bool)
                 new[0] = True
                 new[1:] = (bs[1:] != bs[:-1]) | (gs[1:] != gs[:-1])
                 starts = np.flatnonzero(new)
                 if starts.shape[0] < b.shape[0]:
-                    b, g, m = bs[starts], gs[starts], np.add.reduceat(ms, starts)
-            self._compressed_cache = (b, g, m)
+                    b, g, w = bs[starts], gs[starts], np.add.reduceat(w[order], starts)
+                    self._merge = (order, starts)
+            self._compressed_cache = _Terms(b, g, w, e)
         return self._compressed_cache
+
+    def _log_mults(self) -> NDArray[np.float64]:
+        """``log mu`` of the compressed terms, exact even where the scaled weight underflowed."""
+        if self._log_mults_cache is None:
+            m = self._active()[2]
+            terms = self._compressed()
+            if self._merge is None:
+                logs = np.log(m)
+            else:
+                order, starts = self._merge
+                logs = np.logaddexp.reduceat(np.log(m[order]), starts)
+                # Where the merged weight is a normal float, its log is the more accurate one.
+                normal = terms.weights >= 2.0**-1000
+                logs[normal] = np.log(terms.weights[normal]) + terms.log2_scale * LOG2
+            self._log_mults_cache = logs
+        return self._log_mults_cache
 
     # ------------------------------------------------------------------ kernel and density
     def negative_log_kernel(self, z: ArrayLike) -> float | NDArray[np.float64]:
@@ -284,6 +585,9 @@ class VersatileLogistic:
         (2,)
         """
         b, g, m, const = self._active()
+        e = self._log2_scale()
+        w = np.ldexp(m, -e) if e else m
+        cap = 1e300 / float(np.sum(w))
         z_arr = np.asarray(z, dtype=np.float64)
         flat = z_arr.reshape(-1)
         out = np.empty(flat.shape[0])
@@ -292,7 +596,20 @@ class VersatileLogistic:
             block = flat[start : start + rows]
             tmp = np.subtract.outer(block, g)
             tmp *= b
-            out[start : start + rows] = softplus(tmp) @ m
+            tmp = softplus(tmp)
+            big = np.max(tmp, axis=1) > cap
+            vals = np.minimum(tmp, cap) @ w  # exact where no term exceeds cap (no overflow)
+            if e or np.any(big):
+                factor = 2.0**e
+                limit = 1.7e308 / factor
+                over = vals > limit
+                vals = np.minimum(vals, limit) * factor
+                vals[over] = np.inf
+                for i in np.flatnonzero(big):  # in log space: g may exceed the float range
+                    pos = tmp[i] > 0.0
+                    log_val = log_weighted_sum_exp(np.log(tmp[i][pos]), w[pos]) + e * LOG2
+                    vals[i] = math.exp(log_val) if log_val < 709.0 else np.inf
+            out[start : start + rows] = vals
         out += const
         if z_arr.ndim == 0:
             return float(out[0])
@@ -393,8 +710,14 @@ class VersatileLogistic:
         mag = np.abs(b)
         if np.all(np.abs(mag - mag[0]) <= _SLOPE_MAGNITUDE_RTOL * mag[0]):
             return self.approx_mode(tau=0.5)
-        w = m * mag
-        return float(w @ g / np.sum(w))
+        if not self._is_extreme():
+            w = m * mag
+            return float(w @ g / np.sum(w))
+        # Weighted mean of the knots with weights mu |beta| formed in log space.
+        terms = self._compressed()
+        log_w = self._log_mults() + np.log(np.abs(terms.slopes))
+        w = np.exp(log_w - float(np.max(log_w)))
+        return float(w @ terms.knots / np.sum(w))
 
     def mode(self) -> float:
         """Exact mode, i.e. the minimiser of the convex function ``g``.
@@ -402,7 +725,13 @@ class VersatileLogistic:
         Solves ``g'(z) = sum_k mu_k beta_k expit(beta_k (z - gamma_k)) = 0`` by safeguarded Newton
         iterations (bisection fallback) inside a bracket ``[a, b]`` with ``g'(a) < 0 < g'(b)``.
         The bracket is found by expanding from a starting guess (``approx_mode(0.5)`` when all
-        slopes have the same magnitude, else a weighted mean of the knots).  Cached.
+        slopes have the same magnitude, else a weighted mean of the knots).  When the
+        multiplicities span more than a factor ``2**600`` or exceed ``2**600`` (where the
+        summands of ``g'`` could overflow or underflow), or when they have underflowed at the
+        solution, the same iteration is run in log space on the increasing function
+        ``log P(z) - log N(z)``, ``P`` and ``N`` being the sums of the positive and negative
+        summands of ``g'`` (each a log-sum-exp, so any multiplicities in [1e-300, 1e307] and
+        their overflowing sums are fine).  Cached.
 
         Returns
         -------
@@ -421,76 +750,65 @@ class VersatileLogistic:
         >>> z = d.mode()
         >>> bool(d.pdf(z) > d.pdf(z - 1e-4) and d.pdf(z) > d.pdf(z + 1e-4))
         True
+
+        The prior term ``mu = 1e-300`` balances the data terms ``40 x 1e30`` far out:
+
+        >>> d = VersatileLogistic([1.0, -1.0], [0.0, -700.0], [1e-300, 4e31])
+        >>> print(f"{d.mode():.10f}")
+        63.5419601421
         """
         if self._mode_cache is None:
             self._mode_cache = self._compute_mode()
         return self._mode_cache
 
     def _compute_mode(self) -> float:
+        x0 = self._start_point()
+        if self._is_extreme():
+            return self._mode_log_space(x0)
         b, g, _, _ = self._active()
         # Rounding noise of g'(z) is below ~(8 + log2 K) eps times the sum of its |summands|;
         # where |g'| is at that level the point is the mode to working precision.
-        noise = (8.0 + math.log2(b.shape[0])) * float(np.finfo(np.float64).eps)
-        x0 = self._start_point()
-        d0, h0, mag0 = self._derivatives(x0)
-        if abs(d0) <= noise * mag0:
-            return x0
-        # Bracket: expand from x0 on the side where g' changes sign.  The first step is the
-        # Newton step (or a scale from the knot spread and slopes when g'' underflows); then it
-        # doubles.  Since g'(-inf) < 0 < g'(+inf) for a valid density this terminates.
-        spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        step = abs(d0) / h0 if h0 > 0.0 else spread
-        step = max(step, 1e-8 * max(1.0, abs(x0)))
-        direction = 1.0 if d0 < 0.0 else -1.0
-        inner = x0
-        for _ in range(2100):
-            outer = x0 + direction * step
-            if not math.isfinite(outer):
-                break
-            d_outer = self._derivatives(outer)[0]
-            if (d_outer > 0.0) == (direction > 0.0) or d_outer == 0.0:
-                break
-            inner = outer
-            step *= 2.0
-        else:  # pragma: no cover - defensive
-            raise RuntimeError("could not bracket the mode of the v-Log density")
-        if not math.isfinite(outer):  # pragma: no cover - defensive
-            raise RuntimeError("could not bracket the mode of the v-Log density")
-        if d_outer == 0.0:
-            return outer
-        lo, hi = (inner, outer) if direction > 0.0 else (outer, inner)
+        noise = (8.0 + math.log2(b.shape[0])) * _EPS
 
-        # Safeguarded Newton (rtsafe): Newton step when it stays inside the bracket and shrinks
-        # fast enough, bisection otherwise.
-        x = x0 - d0 / h0 if h0 > 0.0 else math.nan
-        if not (lo < x < hi):
-            x = 0.5 * (lo + hi)
-        dx_old = hi - lo
-        dx = dx_old
-        for _ in range(5000):
+        def func(x: float) -> tuple[float, float, float, float]:
             d, h, d_mag = self._derivatives(x)
-            if abs(d) <= noise * d_mag:
-                return x
-            if d < 0.0:
-                lo = x
-            else:
-                hi = x
-            x_new = x - d / h if h > 0.0 else math.nan
-            if not (lo <= x_new <= hi) or abs(2.0 * d) > abs(dx_old * h):
-                dx_old = dx
-                x_new = 0.5 * (lo + hi)
-                dx = x_new - x
-            else:
-                dx_old = dx
-                dx = x_new - x
-            width = 1.0 / math.sqrt(h) if h > 0.0 else math.inf
-            tol = 1e-12 * max(min(1.0, width), abs(x_new))
-            if abs(dx) <= tol or hi - lo <= 4.0 * np.spacing(max(abs(lo), abs(hi))):
-                return x_new
-            x = x_new
-        # Not reached in practice (bisection alone needs < 2100 halvings of a finite bracket,
-        # and rtsafe bisects at least every other step); the bracket still holds the mode.
-        return 0.5 * (lo + hi)
+            return d, h, noise * d_mag, d_mag
+
+        spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
+        x, mag = _solve_increasing(func, x0, spread, lambda h: 1.0 / math.sqrt(h))
+        if mag < _UNDERFLOW_MAGNITUDE:
+            # The summands of g' have underflowed (every term saturated at x, e.g. between
+            # far-apart knots): g' carries no information there, log P - log N still does.
+            return self._mode_log_space(x)
+        return x
+
+    def _mode_log_space(self, x0: float) -> float:
+        """Mode as the root of ``h(z) = log P(z) - log N(z)`` (see ``mode``)."""
+        terms = self._compressed()
+        b, g = terms.slopes, terms.knots
+        log_rate = self._log_mults() + np.log(np.abs(b))  # log(mu |beta|)
+        pos = b > 0.0
+        sides = [(b[pos], g[pos], log_rate[pos]), (b[~pos], g[~pos], log_rate[~pos])]
+        noise = (8.0 + math.log2(b.shape[0])) * _EPS
+
+        def func(x: float) -> tuple[float, float, float, float]:
+            logs, slopes_of_log = [], []
+            for bs, gs, ls in sides:
+                t = bs * (x - gs)
+                v = ls + log_expit(t)
+                top = float(np.max(v))
+                e = np.exp(v - top)
+                total = float(np.sum(e))
+                logs.append(top + math.log(total))
+                # d/dz log(sum mu |beta| expit(t)) = sum softmax * beta expit(-t)
+                slopes_of_log.append(float(e @ (bs * expit(-t))) / total)
+            h = logs[0] - logs[1]
+            dh = slopes_of_log[0] - slopes_of_log[1]
+            # Each log-sum-exp is off by ~eps times the magnitude of its exponents.
+            return h, dh, noise * (abs(logs[0]) + abs(logs[1]) + 1.0), 1.0
+
+        spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
+        return _solve_increasing(func, x0, spread, lambda dh: 1.0 / dh)[0]
 
     def approx_mode(self, tau: float = 1.0) -> float:
         r"""Closed-form approximate mode, eq. (appxmode) of the paper.
@@ -553,18 +871,45 @@ class VersatileLogistic:
 
         Following S.5: ``g`` is minimised at ``z* = mode()`` and translated,
         ``g~(d) = g(z* + d) - g(z*)`` (evaluated term by term, so no cancellation even when
-        ``g(z*)`` is 1e5 or more), and ``log B = -g(z*) + log(integral of exp(-g~))``.  The
-        remaining integral is rescaled by the Laplace width ``s = 1/sqrt(g''(z*))`` (reduced if
-        ``g~`` rises much faster than a Gaussian within one width) and computed with a nested
-        trapezoid rule after the substitution ``d = s * 3 sinh(t/3)``, falling back to
-        ``scipy.integrate.quad`` on the ``d = s tan(u)`` substitution of S.5 when the
-        trapezoid rule does not converge quickly (tiny multiplicities with steep slopes, cliffs).
-        Terms with identical (slope, knot) are merged first.  Cached.
+        ``g(z*)`` is 1e5 or more), and ``log B = -g(z*) + log(integral of exp(-g~))``.  Terms
+        with identical (slope, knot) are merged first.  Cached.
+
+        *Fast path* (ordinary multiplicities).  The integral is rescaled by the Laplace width
+        ``s = 1/sqrt(g''(z*))`` (reduced if ``g~`` rises much faster than a Gaussian within one
+        width) and computed with a nested trapezoid rule after the substitution
+        ``d = s * 3 sinh(t/3)``.  It is used when the multiplicities lie within ``[m 2**-600, m]``
+        with ``m = max mu <= 2**600``, the rounding noise of ``g~`` is below the accuracy
+        needed, and the rule converges within 800 kernel evaluations.
+
+        *Split path* (everything else: tails too long for any change of variables, such as
+        ``exp(-mu0 beta (z - gamma))`` with ``mu0 = 1e-300``, cliffs, kinks, multiplicities up
+        to 1e307 whose sums overflow).  Each term differs from its hinge form
+        ``mu_k max(0, beta_k (z - gamma_k))`` by ``mu_k softplus(-|t_k|) <= mu_k exp(-|t_k|)``
+        (``t_k = beta_k (z - gamma_k)``), which is below ``eps / K`` (``eps = 1e-15``) outside
+        the window ``|t_k| <= log(mu_k K / eps)``, and everywhere if ``mu_k log 2 <= eps / K``.
+        Beyond the outermost windows, ``z > z_R`` and ``z < z_L``, every term is thus in its
+        linear regime and ``g(z) = g(z_R) + H(z) - H(z_R) + O(2 eps)`` with ``H`` the
+        piecewise-linear hinge sum, whose breakpoints are the knots of negligible terms; the
+        tail is a sum of exponentials integrated in closed form,
+        ``sum_j exp(-A_j) (1 - exp(-lambda_j L_j)) / lambda_j`` with the last piece
+        ``exp(-A) / lambda``, ``lambda = sum_{beta_k > 0} mu_k beta_k > 0``, to relative
+        accuracy ``~2 eps``.  The middle ``[z_L, z_R]`` is integrated by adaptive Gauss-Kronrod
+        (7-15) on panels that double in width away from the integrand's maximum, with ``g~``
+        evaluated in Bregman form (see ``_BregmanKernel``), which stays accurate for any
+        multiplicities.  The three pieces are added in log space.  Multiplicities are handled
+        as ``mu = w 2**e`` and ``log mu``, so sums that overflow float64 are fine; only a
+        ``log B`` below ``-1.8e308`` (``g(z*)`` beyond the float range) gives ``-inf``.
 
         Returns
         -------
         float
             ``log B``.
+
+        Warns
+        -----
+        IntegrationWarning
+            If the adaptive quadrature of the split path fails to reach its tolerance (not
+            observed for valid parameters).
 
         Examples
         --------
@@ -576,14 +921,21 @@ class VersatileLogistic:
         -1.0758952624
         >>> print(f"{betaln(0.5, 7.0) - np.log(2.0):.10f}")  # closed form of S.1.1
         -1.0758952624
+
+        A prior term of multiplicity 1e-300 leaves a tail ``exp(-1e-300 z)``, so ``B ~ 1e300``:
+
+        >>> d = VersatileLogistic([1.0, -1.0, -1.0], [0.0, 0.0, -700.0], [1e-300, 1e-300, 4e31])
+        >>> print(f"{d.log_normalizer():.10f}")
+        690.7755278982
         """
         if self._log_normalizer_cache is None:
             self._log_normalizer_cache = self._compute_log_normalizer()
         return self._log_normalizer_cache
 
     def _integration_setup(self) -> tuple[_ShiftedKernel, float, float]:
-        """Shifted kernel at the mode, constant ``g(z*)`` and the integration scale ``s``."""
-        b, g, m = self._compressed()
+        """Fast path: shifted kernel at the mode, constant ``g(z*)`` and the scale ``s``."""
+        terms = self._compressed()  # not extreme, so the weights are the multiplicities
+        b, g, m = terms.slopes, terms.knots, terms.weights
         const = self._active()[3]
         z_star = self.mode()
         kernel = _ShiftedKernel(b, g, m, z_star)
@@ -592,11 +944,44 @@ class VersatileLogistic:
         return kernel, g_star, s
 
     def _compute_log_normalizer(self) -> float:
-        kernel, g_star, s = self._integration_setup()
-        log_integral = _log_integral_trapezoid(kernel, s)
-        if log_integral is None:
-            log_integral = _log_integral_quad(kernel, s)
-        return -g_star + math.log(s) + log_integral
+        if not self._is_extreme():
+            kernel, g_star, s = self._integration_setup()
+            # log B is about -g(z*) (plus at most ~700): noise well below 1e-9 |log B| is fine.
+            if kernel.noise(s) <= min(1e-3, 1e-9 * max(1.0, g_star - 750.0)):
+                log_integral = _log_integral_trapezoid(kernel, s)
+                if log_integral is not None:
+                    return -g_star + math.log(s) + log_integral
+        return self._log_normalizer_split()
+
+    def _log_normalizer_split(self) -> float:
+        """``log B`` by the split integration: closed-form hinge tails plus a quadrature."""
+        terms = self._compressed()
+        b, g = terms.slopes, terms.knots
+        log_mu = self._log_mults()
+        z_star = self.mode()
+        kernel = _BregmanKernel(b, g, terms.weights, terms.log2_scale, z_star)
+        g_star = self._active()[3] + kernel.g0 * kernel.scale
+        if not math.isfinite(g_star):  # pragma: no cover - log B < -1.8e308
+            return -math.inf
+        # Windows |t_k| <= reach_k outside which term k is within eps/K of its hinge form.
+        reach = log_mu + (math.log(b.shape[0]) - math.log(_HINGE_EPS))
+        significant = reach > -math.log(LOG2)
+        if np.any(significant):
+            half = reach[significant] / np.abs(b[significant])
+            z_left = float(np.min(g[significant] - half))
+            z_right = float(np.max(g[significant] + half))
+        else:
+            z_left = z_right = z_star
+        # Logs of the pieces of the integral, in units of exp(-g(z*)).
+        kernel.center(g_star)  # may drop a rounding tilt, consistently for all pieces
+        ends = kernel(np.array([z_right - z_star, z_left - z_star]))
+        pieces = [
+            -float(ends[0]) + _hinge_tail_log_integral(b, g, log_mu, z_right),
+            -float(ends[1]) + _hinge_tail_log_integral(-b, -g, log_mu, -z_left),
+        ]
+        if z_right > z_left:
+            pieces.append(_log_middle_integral(kernel, z_left, z_right, log_sum_exp(pieces)))
+        return -g_star + log_sum_exp(pieces)
 
     # ------------------------------------------------------------------ conjugacy
     def condition(
@@ -674,6 +1059,74 @@ class VersatileLogistic:
             f"knots={np.array2string(self._knots, **opts)}, "
             f"multiplicities={np.array2string(self._multiplicities, **opts)})"
         )
+
+
+# ---------------------------------------------------------------------- root finding
+def _solve_increasing(func, x0: float, spread: float, width_of) -> tuple[float, float]:
+    """Root of an increasing function by bracket expansion and safeguarded Newton (rtsafe).
+
+    ``func(x)`` returns ``(f, f', tolerance, magnitude)``: ``|f| <= tolerance`` is accepted as
+    a root (``f`` is at its rounding-noise level), and ``magnitude`` is returned with the root.
+    ``width_of(f')`` is a length scale for the step tolerance.  Returns ``(root, magnitude)``.
+    """
+    f0, fp0, tol0, mag0 = func(x0)
+    if abs(f0) <= tol0:
+        return x0, mag0
+    # Bracket: expand from x0 on the side where f changes sign.  The first step is the Newton
+    # step (or ``spread`` when f' underflows); then it doubles.  Since f(-inf) < 0 < f(+inf)
+    # for a valid density this terminates.
+    step = abs(f0) / fp0 if fp0 > 0.0 else spread
+    step = max(step, 1e-8 * max(1.0, abs(x0)))
+    direction = 1.0 if f0 < 0.0 else -1.0
+    inner = x0
+    for _ in range(2100):
+        outer = x0 + direction * step
+        if not math.isfinite(outer):
+            break
+        f_outer, _, _, mag_outer = func(outer)
+        if (f_outer > 0.0) == (direction > 0.0) or f_outer == 0.0:
+            break
+        inner = outer
+        step *= 2.0
+    else:  # pragma: no cover - defensive
+        raise RuntimeError("could not bracket the mode of the v-Log density")
+    if not math.isfinite(outer):  # pragma: no cover - defensive
+        raise RuntimeError("could not bracket the mode of the v-Log density")
+    if f_outer == 0.0:
+        return outer, mag_outer
+    lo, hi = (inner, outer) if direction > 0.0 else (outer, inner)
+
+    # Safeguarded Newton (rtsafe): Newton step when it stays inside the bracket and shrinks
+    # fast enough, bisection otherwise.
+    x = x0 - f0 / fp0 if fp0 > 0.0 else math.nan
+    if not (lo < x < hi):
+        x = 0.5 * (lo + hi)
+    dx_old = hi - lo
+    dx = dx_old
+    for _ in range(5000):
+        f, fp, tol_f, mag = func(x)
+        if abs(f) <= tol_f:
+            return x, mag
+        if f < 0.0:
+            lo = x
+        else:
+            hi = x
+        x_new = x - f / fp if fp > 0.0 else math.nan
+        if not (lo <= x_new <= hi) or abs(2.0 * f) > abs(dx_old * fp):
+            dx_old = dx
+            x_new = 0.5 * (lo + hi)
+            dx = x_new - x
+        else:
+            dx_old = dx
+            dx = x_new - x
+        width = width_of(fp) if fp > 0.0 else math.inf
+        tol = 1e-12 * max(min(1.0, width), abs(x_new))
+        if abs(dx) <= tol or hi - lo <= 4.0 * np.spacing(max(abs(lo), abs(hi))):
+            return x_new, mag
+        x = x_new
+    # Not reached in practice (bisection alone needs < 2100 halvings of a finite bracket,
+    # and rtsafe bisects at least every other step); the bracket still holds the root.
+    return 0.5 * (lo + hi), mag
 
 
 # ---------------------------------------------------------------------- integration helpers
@@ -789,28 +1242,219 @@ def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
     return None
 
 
-def _log_integral_quad(kernel: _ShiftedKernel, s: float) -> float:
-    """``log`` of ``integral exp(-g~(s x)) dx`` with ``x = tan(u)`` and adaptive quad (S.5)."""
+def _hinge_tail_log_integral(
+    slopes: NDArray, knots: NDArray, log_mults: NDArray, start: float
+) -> float:
+    """``log`` of ``integral_start^inf exp(-(H(z) - H(start))) dz`` in closed form.
 
-    def integrand(u: float) -> float:
-        # exp(-g~(s tan u)) sec^2(u); cos(u) > 0 at quad's interior nodes, and the exponent is
-        # formed before exponentiating so that 0 * inf never occurs near u = +-pi/2.
-        return math.exp(-kernel.scalar(math.tan(u), s) - 2.0 * math.log(math.cos(u)))
+    ``H(z) = sum_k mu_k max(0, beta_k (z - gamma_k))`` (``mu_k = exp(log_mults_k)``) is convex
+    and piecewise linear; on ``[start, inf)`` its breakpoints are the knots beyond ``start``,
+    where the slope grows by ``mu_k |beta_k|`` (a positive-slope term switching on, or a
+    negative-slope one switching off).  On a piece of length ``L`` and slope ``lambda`` starting
+    at height ``A`` the integral is ``exp(-A) L phi(lambda L)`` with
+    ``phi(x) = (1 - exp(-x)) / x`` (also for ``x <= 0``); the last piece has the slope
+    ``sum_{beta_k > 0} mu_k beta_k > 0`` and integral ``exp(-A) / lambda``.  Slopes are formed
+    from prefix sums of the positive and suffix sums of the negative parts, each scaled by its
+    largest ``mu |beta|``, so that multiplicities from 1e-300 to 1e307 mix without overflow and
+    the final slope has no cancellation.
+    """
+    log_rate = log_mults + np.log(np.abs(slopes))  # log(mu |beta|)
+    pos = slopes > 0.0
+    later = knots > start
+    idx = np.flatnonzero(later)
+    idx = idx[np.argsort(knots[idx], kind="stable")]
+    n_breaks = idx.shape[0]
+    rising = pos[idx]
+    # Positive part of the slope on the n + 1 pieces (prefix sums), in units of exp(top_p).
+    top_p = float(np.max(log_rate[pos]))
+    base = float(np.sum(np.exp(log_rate[pos & ~later] - top_p)))
+    inc = np.where(rising, np.exp(log_rate[idx] - top_p), 0.0)
+    pos_part = np.cumsum(np.concatenate([[base], inc]))
+    # Negative part: negative-slope terms whose knot is still ahead (suffix sums).
+    if np.any(~rising):
+        top_n = float(np.max(log_rate[idx][~rising]))
+        dec = np.where(rising, 0.0, np.exp(log_rate[idx] - top_n))
+        neg_part = np.concatenate([np.cumsum(dec[::-1])[::-1], [0.0]])
+    else:
+        top_n = 0.0
+        neg_part = np.zeros(n_breaks + 1)
+    log_pos = np.full(n_breaks + 1, -np.inf)
+    log_neg = np.full(n_breaks + 1, -np.inf)
+    log_pos[pos_part > 0.0] = np.log(pos_part[pos_part > 0.0]) + top_p
+    log_neg[neg_part > 0.0] = np.log(neg_part[neg_part > 0.0]) + top_n
+    sign = np.where(log_pos > log_neg, 1.0, np.where(log_pos < log_neg, -1.0, 0.0))
+    upper = np.maximum(log_pos, log_neg)
+    lower = np.minimum(log_pos, log_neg)
+    # log |slope| = upper + log(1 - exp(-(upper - lower))), -inf where the slope is 0.
+    log_slope = np.full(n_breaks + 1, -np.inf)
+    gap = np.full(n_breaks + 1, np.inf)
+    finite_lower = np.isfinite(lower)
+    gap[finite_lower] = upper[finite_lower] - lower[finite_lower]
+    nonzero = sign != 0.0
+    log_slope[nonzero] = upper[nonzero] + log1mexp(gap[nonzero])
 
-    total = 0.0
-    abserr = 0.0
-    for lo, hi in ((-0.5 * math.pi, 0.0), (0.0, 0.5 * math.pi)):
-        res = quad(
-            integrand, lo, hi, epsabs=0.0, epsrel=_QUAD_EPSREL, limit=_QUAD_LIMIT, full_output=1
-        )
-        total += res[0]
-        abserr += res[1]
-    if not (total > 0.0 and math.isfinite(total)):
-        raise RuntimeError(f"numerical integration of the v-Log kernel failed (got {total})")
-    if abserr > 1e-9 * total:
-        warnings.warn(
-            f"v-Log normaliser: quad error estimate {abserr / total:.1e} (relative) exceeds 1e-9",
-            IntegrationWarning,
-            stacklevel=3,
-        )
-    return math.log(total)
+    log_terms = np.full(n_breaks + 1, -np.inf)
+    heights = np.zeros(n_breaks + 1)
+    if n_breaks:
+        lengths = np.diff(np.concatenate([[start], knots[idx]]))
+        fin_slope = log_slope[:n_breaks]
+        fin_sign = sign[:n_breaks]
+        has_len = lengths > 0.0
+        log_len = np.full(n_breaks, -np.inf)
+        log_len[has_len] = np.log(lengths[has_len])
+        # x = |lambda| L, capped at 1e300 (beyond, exp(-A) is 0 anyway); 0 where it underflows.
+        log_x = np.minimum(fin_slope + log_len, 690.0)
+        x = np.zeros(n_breaks)
+        active = has_len & (fin_sign != 0.0) & (log_x > -700.0)
+        x[active] = np.exp(log_x[active])
+        heights[1:] = np.cumsum(fin_sign * x)
+        # log(L phi): log L for x = 0; log L + log1mexp(x) - log x, plus x if lambda < 0.
+        log_phi = log_len.copy()
+        corr = log1mexp(x[active]) - log_x[active]
+        corr = corr + np.where(fin_sign[active] < 0.0, x[active], 0.0)
+        log_phi[active] += corr
+        log_terms[:n_breaks] = np.where(has_len, log_phi - heights[:n_breaks], -np.inf)
+    log_terms[n_breaks] = -log_slope[n_breaks] - heights[n_breaks]
+    return log_sum_exp(log_terms)
+
+
+def _side_scale(kernel: _BregmanKernel, rise, d_anchor: float, side: float, length: float) -> float:
+    """Width ``s`` in ``(0, length]`` with ``rise(s)`` in ``[1/4, 2]`` (or ``length``).
+
+    ``rise(u) = g~(d_anchor + side u) - g~(d_anchor)`` is convex, increasing and 0 at 0.  The
+    first guess is the smallest of ``length``, the curvature width ``1/sqrt(g~'')`` and the slope
+    width ``1/|g~'|`` at the anchor; it is then corrected as in ``_integration_scale`` (shrink
+    by ``1/rise``, which convexity bounds, grow at least 2-fold, then geometric bisection).
+    """
+    d1, d2 = kernel.derivatives(d_anchor)
+    s = length
+    if d2 > 0.0:
+        s = min(s, 1.0 / math.sqrt(d2) / math.sqrt(kernel.scale))
+    if side * d1 > 0.0:
+        s = min(s, 1.0 / (side * d1) / kernel.scale)
+    s = max(s, length * 1e-300, 5e-324)
+    lo, hi = 0.0, math.inf
+    val = float(rise(s)[0])
+    for _ in range(400):
+        if val > 2.0:
+            hi = s
+            s = math.sqrt(lo * hi) if lo > 0.0 else max(s / min(val, 1e300), 5e-324)
+        elif val < 0.25:
+            if s >= length:
+                return length
+            lo = s
+            if hi < math.inf:
+                s = math.sqrt(lo * hi)
+            else:
+                s = min(length, s * min(1e3, max(2.0, 0.5 / max(val, 1e-300))))
+        else:
+            return s
+        if lo > 0.0 and hi <= 1.5 * lo:
+            return lo
+        val = float(rise(s)[0])
+    return lo if lo > 0.0 else s  # pragma: no cover - defensive
+
+
+def _log_middle_integral(
+    kernel: _BregmanKernel, z_left: float, z_right: float, log_other: float
+) -> float:
+    """``log`` of ``integral_{z_left}^{z_right} exp(-g~(z - z*)) dz`` by adaptive Gauss-Kronrod.
+
+    The integrand is log-concave, largest at the anchor ``clip(z*, z_left, z_right)``.  On each
+    side of the anchor the panels are ``[0, s], [s, 2s], [2s, 4s], ...`` (``s`` from
+    ``_side_scale``) up to the end of the middle, or up to the first edge ``u`` where the rise
+    ``r(u) = g~ - g~(anchor)`` reaches ``40 + log(u / s)``: by convexity the rest is below
+    ``(u / r) exp(-r) < 1e-18`` of the part on ``[0, s]``.  Panels are bisected until
+    ``|K15 - G7| <= 1e-13`` times the whole integral (``log_other``: the tails, in units of
+    ``exp(-g(z*))``).  Returns ``-inf`` when the middle is negligible against the tails.
+    """
+    z_star = kernel.z0
+    kernel = kernel.restricted(max(z_right - z_star, z_star - z_left))
+    d_center = kernel.center(math.inf)  # cached: settled by the caller with g(z*)
+    d_anchor = min(max(d_center, z_left - z_star), z_right - z_star)
+    g_anchor = float(kernel(np.array([d_anchor]))[0]) if d_anchor != 0.0 else 0.0
+    if math.log(z_right - z_left) - g_anchor < log_other - 50.0:
+        return -math.inf
+    cut = _TAIL_LOG_THRESHOLD + 6.0
+    panels: list[NDArray] = []
+    for side, length in ((1.0, z_right - z_star - d_anchor), (-1.0, d_anchor - (z_left - z_star))):
+        if not length > 0.0:
+            continue
+
+        def rise(u: ArrayLike, side: float = side) -> NDArray:
+            return kernel(d_anchor + side * np.asarray(u, dtype=np.float64)) - g_anchor
+
+        s = _side_scale(kernel, rise, d_anchor, side, length)
+        edges = [0.0]
+        u = s
+        while edges[-1] < length:
+            batch = np.minimum(u * 2.0 ** np.arange(16), length)
+            batch = batch[: int(np.searchsorted(batch, length)) + 1]
+            vals = rise(batch)
+            for u_k, r_k in zip(batch, vals, strict=True):
+                edges.append(float(u_k))
+                if u_k >= length or r_k >= cut + math.log(u_k / s):
+                    break
+            else:
+                u = float(batch[-1]) * 2.0
+                continue
+            break
+        panels.append(d_anchor + side * np.asarray(edges))
+    lo = np.concatenate([np.minimum(e[:-1], e[1:]) for e in panels])
+    hi = np.concatenate([np.maximum(e[:-1], e[1:]) for e in panels])
+    others = math.exp(min(log_other + g_anchor, 690.0))  # the tails, in units of the anchor
+
+    def integrand(d: NDArray) -> NDArray:
+        return np.exp(-np.maximum(kernel(d) - g_anchor, -700.0))
+
+    total = _gauss_kronrod(integrand, lo, hi, others)
+    return -g_anchor + math.log(total)
+
+
+def _gauss_kronrod(integrand, lo: NDArray, hi: NDArray, others: float) -> float:
+    """Sum of the integrals over ``[lo_i, hi_i]`` by globally-toleranced adaptive GK 7-15.
+
+    Every round evaluates the integrand on all pending intervals in one vectorised call;
+    an interval is accepted when ``|K15 - G7| <= 1e-13 (current total + others)`` and its end
+    values show no cliff hidden between the outermost nodes and the ends (invisible to both
+    rules), or when it can no longer be split in floating point; it is split in two otherwise.
+    """
+    accepted: list[float] = []
+    pending = np.zeros(0)
+    n_total = lo.shape[0]
+    for _ in range(_GK_MAX_ROUNDS):
+        mid = 0.5 * (lo + hi)
+        half = 0.5 * (hi - lo)
+        nodes = mid[:, None] + half[:, None] * _GK_NODES_ENDS
+        values = integrand(nodes.ravel()).reshape(nodes.shape)
+        inner = values[:, 1:-1]
+        kronrod = half * (inner @ _GK_WK15)
+        gauss = half * (inner @ _GK_WG15)
+        # Neither rule sees the slivers between the outermost nodes and the ends, where a cliff
+        # can hide.  Across a sliver (width 0.0085) a smooth integrand changes by about 0.2
+        # times its change between the two outermost nodes (spacing 0.042); a change beyond
+        # 10 times that (plus rounding) marks a cliff, and the interval is split.
+        cliff = np.zeros(values.shape[0], dtype=bool)
+        for end, n1, n2 in ((0, 1, 2), (-1, -2, -3)):
+            jump = np.abs(values[:, end] - values[:, n1])
+            slope = np.abs(values[:, n1] - values[:, n2])
+            cliff |= jump > 2.0 * slope + 1e-14 * np.max(values, axis=1)
+        err = np.where(cliff, np.inf, np.abs(kronrod - gauss))
+        estimate = math.fsum(accepted) + float(np.sum(kronrod)) + others
+        tiny = half <= 64.0 * np.spacing(np.maximum(np.abs(lo), np.abs(hi)))
+        done = (err <= _GK_RTOL * estimate) | tiny
+        accepted.extend(kronrod[done].tolist())
+        if np.all(done):
+            return math.fsum(accepted)
+        pending = kronrod[~done]
+        lo, mid, hi = lo[~done], mid[~done], hi[~done]
+        n_total += lo.shape[0]
+        if n_total > _GK_MAX_INTERVALS:
+            break
+        lo, hi = np.concatenate([lo, mid]), np.concatenate([mid, hi])
+    warnings.warn(
+        "v-Log normaliser: adaptive quadrature did not reach its tolerance",
+        IntegrationWarning,
+        stacklevel=4,
+    )
+    return math.fsum(accepted) + float(np.sum(pending))
