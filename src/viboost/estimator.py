@@ -509,6 +509,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             margin += alpha * stump.predict(X)
         return margin
 
+    def _classes_from_margin(self, margin: np.ndarray) -> np.ndarray:
+        return self.classes_[(margin > 0).astype(int)]
+
+    @staticmethod
+    def _proba_from_margin(margin: np.ndarray) -> np.ndarray:
+        return np.column_stack([expit(-margin), expit(margin)])
+
     def decision_function(self, X) -> np.ndarray:
         """The ensemble log-odds ``H(x) = sum_t alpha_t h_t(x)``; positive favours ``classes_[1]``.
 
@@ -535,13 +542,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]``."""
-        margin = self.decision_function(X)
-        return self.classes_[(margin > 0).astype(int)]
+        return self._classes_from_margin(self.decision_function(X))
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
         """Yield the predicted classes after each round."""
         for margin in self.staged_decision_function(X):
-            yield self.classes_[(margin > 0).astype(int)]
+            yield self._classes_from_margin(margin)
 
     def predict_proba(self, X) -> np.ndarray:
         """Probability of each class for the *true* label: ``[sigmoid(-H), sigmoid(H)]``.
@@ -555,8 +561,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, 2)
             Columns in the order of ``classes_``.
         """
-        margin = self.decision_function(X)
-        return np.column_stack([expit(-margin), expit(margin)])
+        return self._proba_from_margin(self.decision_function(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed without underflow."""
@@ -566,7 +571,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def staged_predict_proba(self, X) -> Iterator[np.ndarray]:
         """Yield :meth:`predict_proba` after each round."""
         for margin in self.staged_decision_function(X):
-            yield np.column_stack([expit(-margin), expit(margin)])
+            yield self._proba_from_margin(margin)
 
     @property
     def feature_importances_(self) -> np.ndarray:
