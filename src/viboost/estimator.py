@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -36,11 +36,15 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from tqdm.auto import tqdm
 
 from viboost._version import __version__
+from viboost.compression import compress_round
 from viboost.inference import (
+    CleanLogOdds,
     ModelPriors,
     approx_alpha,
     core_elbo,
     elbo,
+    log_normalizer_c,
+    stump_weights,
     update_clean_proba,
     update_noise_grade,
     update_snr,
@@ -49,6 +53,10 @@ from viboost.inference import (
 from viboost.stumps import DecisionStump, ExactStumpSearch, StumpSearch
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
+
+# Above this many weighted rows, each round's inner loop runs on the pseudo-rows of knot
+# aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration.
+_COMPRESS_ABOVE = 1 << 14
 
 
 class ViboostVersionWarning(UserWarning):
@@ -338,6 +346,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self._init_run(y_signed, sample_weight, init_eta)
             margin = np.zeros(X.shape[0])
 
+        self._active_rows = np.flatnonzero(weighted)
+        self._n_active = self._active_rows.size
         search = ExactStumpSearch(X, active=weighted)
         start = len(self.estimators_)
         with tqdm(
@@ -356,6 +366,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 margin += alpha * h
                 self._record_round(stump, alpha, trace, n_iter)
                 progress.update()
+        # phi_n for every training row, from the final state of q(w) and the final ensemble.
+        self.clean_proba_ = np.exp(self._odds.log_proba(y_signed, margin)[0])
+        del self._active_rows
         return self
 
     def _init_run(
@@ -368,14 +381,15 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.snr_path_ = np.empty(0)
         self.noise_grade_path_ = np.empty(0)
         phi0 = float(self.init_clean_proba) if self.noise_model else 1.0  # core model: all true
-        self._log_clean = np.full(y.shape[0], np.log(phi0))
-        self._log_noise = np.full(y.shape[0], np.log1p(-phi0) if phi0 < 1 else -np.inf)
+        self._n_train = y.shape[0]
+        self._odds = CleanLogOdds.constant(phi0)
         self._eta = np.array(init_eta)
         # omega from the initial phi, so that every round's ELBO is defined before its first update.
         self._omega = update_noise_grade(
-            y, sample_weight, np.exp(self._log_noise), self._priors.noise_grade
+            y, sample_weight, np.full(y.shape[0], 1.0 - phi0), self._priors.noise_grade
         )
         self._set_noise_statistics()
+        self.clean_proba_ = np.full(y.shape[0], phi0)
 
     def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
         if self.n_estimators < len(self.estimators_):
@@ -383,10 +397,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"n_estimators={self.n_estimators} must be at least the {len(self.estimators_)} "
                 "rounds already fitted when warm_start=True."
             )
-        if X.shape[0] != self._log_clean.shape[0] or not np.array_equal(classes, self.classes_):
+        if X.shape[0] != self._n_train or not np.array_equal(classes, self.classes_):
             raise ValueError(
                 "warm_start=True continues the same run, so fit must get the same training data "
-                f"(it was fitted on {self._log_clean.shape[0]} rows with classes "
+                f"(it was fitted on {self._n_train} rows with classes "
                 f"{self.classes_.tolist()})."
             )
 
@@ -400,16 +414,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     ) -> tuple[DecisionStump, float, np.ndarray, np.ndarray, int]:
         """One round of Algorithm 1: pick h_t, run the inner variational loop, return alpha_t.
 
-        Updates the variational state (phi, omega, eta) in place and returns the stump, its
-        weight alpha_t, its outputs h_t(x_n), the round's ELBO trace and the inner iterations run.
+        Updates the variational state (q(w) through ``self._odds``, omega, eta) in place and
+        returns the stump, its weight alpha_t, its outputs h_t(x_n), the round's ELBO trace and
+        the inner iterations run.
         """
         tau = float(self.tau)
-        with np.errstate(divide="ignore"):  # log of a zero sample weight is -inf, on purpose
-            log_sample_weight = np.log(sample_weight)
-
-        def log_weight() -> np.ndarray:  # log(s_n phi_n) - tau y_n H(x_n)
-            return log_sample_weight + self._log_clean - tau * y * margin
-
+        exact = self.alpha == "exact"
+        priors = self._priors
         # h_t = argmax_h |Mode of q(c)| (Algorithm 1), ranked without a mode search per stump:
         # "approx": the approximate mode of eq. appxmode is monotone in the weighted error under
         #   s phi exp(-tau y H) (section 5), so the least such error wins;
@@ -417,62 +428,53 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         #   g''(0) is the same for every h, ranks stumps by the weighted error under
         #   s phi sigmoid(-y H) (the logistic-loss gradient). Ranking by exp-loss weights but
         #   stepping by the exact (logistic) mode would pick stumps the exact step leaves at ~0.
-        if self.alpha == "exact":
-            lw = log_sample_weight + self._log_clean + log_expit(-y * margin)
+        weights = stump_weights(y, margin, sample_weight, self._odds, tau, exact)
+        stump, _ = search.best(weights, y)
+        outputs = getattr(search, "outputs", None)
+        h = outputs(stump) if outputs is not None else stump.predict(X)
+
+        # The round's rows: the weighted rows themselves, or, for large data, the pseudo-rows of
+        # knot aggregation (viboost.compression; every sum below within ~1e-9 relative).
+        if self._n_active > _COMPRESS_ABOVE:
+            ry, rh, rm, rs = compress_round(y, h, margin, sample_weight)
         else:
-            lw = log_weight()
-        stump, _ = search.best(np.exp(lw - logsumexp(lw)), y)
-        h = stump.predict(X)
+            act = self._active_rows
+            ry, rh, rm, rs = y[act], h[act], margin[act], sample_weight[act]
+        log_s = np.log(rs)
+        log_clean, log_noise = self._odds.log_proba(ry, rm)
+
+        def log_weight() -> np.ndarray:  # log(s_n phi_n) - tau y_n H(x_n)
+            return log_s + log_clean - tau * ry * rm
 
         def weight_alpha() -> float:
-            if self.alpha == "exact":
-                return weight_posterior(
-                    y, margin, h, sample_weight * np.exp(self._log_clean), self._priors.weight
-                ).mode()
-            return approx_alpha(y, h, log_weight(), self._priors.weight, tau)
+            if exact:
+                return weight_posterior(ry, rm, rh, rs * np.exp(log_clean), priors.weight).mode()
+            return approx_alpha(ry, rh, log_weight(), priors.weight, tau)
 
-        def current_elbo() -> float:
-            multiplicity = sample_weight * np.exp(self._log_clean)
-            log_b = weight_posterior(y, margin, h, multiplicity, self._priors.weight)
-            log_b = log_b.log_normalizer()
+        def current_elbo(alpha: float) -> float:
+            log_b = log_normalizer_c(ry, rm, rh, rs * np.exp(log_clean), priors.weight, alpha)
             if not self.noise_model:
-                return core_elbo(log_b, self._priors.weight)
-            return elbo(
-                log_b,
-                y,
-                sample_weight,
-                self._log_clean,
-                self._log_noise,
-                self._eta,
-                self._omega,
-                self._priors,
-            )
+                return core_elbo(log_b, priors.weight)
+            return elbo(log_b, ry, rs, log_clean, log_noise, self._eta, self._omega, priors)
 
         if not self.noise_model:  # core model: phi = 1, the weight update alone
-            return stump, weight_alpha(), h, np.array([current_elbo()]), 0
+            alpha = weight_alpha()
+            return stump, alpha, h, np.array([current_elbo(alpha)]), 0
 
         track = self.fixed_vi_iter is None
         n_iter = self.max_vi_iter if track else self.fixed_vi_iter
-        trace = [current_elbo()] if track else []
+        trace = [current_elbo(0.0)] if track else []
         alpha, it = 0.0, 0
         for it in range(n_iter):
             if it == 0 or not self.update_alpha_once:
                 alpha = weight_alpha()
-            noise_proba = np.exp(self._log_noise)
-            self._omega = update_noise_grade(
-                y, sample_weight, noise_proba, self._priors.noise_grade
-            )
-            self._log_clean, self._log_noise = update_clean_proba(
-                y, margin + alpha * h, self._eta, self._omega
-            )
-            self._eta = update_snr(
-                sample_weight,
-                np.exp(self._log_clean),
-                np.exp(self._log_noise),
-                self._priors.clean,
-            )
+            self._omega = update_noise_grade(ry, rs, np.exp(log_noise), priors.noise_grade)
+            # phi from (alpha, omega, the previous eta); the same formula holds between rounds.
+            self._odds = CleanLogOdds.from_updates(self._eta, self._omega)
+            log_clean, log_noise = update_clean_proba(ry, rm + alpha * rh, self._eta, self._omega)
+            self._eta = update_snr(rs, np.exp(log_clean), np.exp(log_noise), priors.clean)
             if track:
-                trace.append(current_elbo())
+                trace.append(current_elbo(alpha))
                 if trace[-1] - trace[-2] <= self.tol * abs(trace[-2]):
                     break
         return stump, alpha, h, np.array(trace), it + 1
@@ -489,7 +491,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.noise_grade_path_ = np.append(self.noise_grade_path_, self.noise_grade_)
 
     def _set_noise_statistics(self) -> None:
-        self.clean_proba_ = np.exp(self._log_clean)
         if self.noise_model:
             self.eta_ = self._eta.copy()
             self.omega_ = self._omega.copy()

@@ -31,8 +31,10 @@ rows, so a row of weight 2 contributes exactly as two identical rows would.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy.special import betaln, digamma, gammaln, log_expit, logsumexp, xlogy
 
@@ -212,3 +214,332 @@ def core_elbo(log_normalizer_c: float, weight_prior: float) -> float:
     ``log p(y | H, h)`` itself, not just a bound.
     """
     return float(log_normalizer_c - betaln(weight_prior, weight_prior))
+
+
+# ---------------------------------------------------------------------------------------------
+# log B_c fast: Taylor expansion of g(c) = -log q~(c) about its mode (S.5, for narrow posteriors)
+# ---------------------------------------------------------------------------------------------
+#: Order of the Taylor polynomial of g about the mode.
+_TAYLOR_ORDER = 24
+#: The expansion is used only where g(c* +- x) reaches _TAIL_RISE within |x| <= _TAYLOR_REACH: the
+#: Taylor series of softplus converges for |x| < pi, so at |x| <= 1 the remainder of order 25 is
+#: below ~pi**-25 ~ 4e-13 per unit of multiplicity; beyond the window exp(-g) < exp(-40) and, g
+#: being convex, the tail mass is below exp(-40) |x| / 40.
+_TAYLOR_REACH = 1.0
+_TAIL_RISE = 40.0
+
+
+def _sigmoid_derivative_polynomials(order: int) -> np.ndarray:
+    """Coefficients ``P[k, j]`` with ``sigma^(k)(z) = sum_j P[k, j] sigma(z)^j``.
+
+    ``P_0(s) = s`` and ``P_{k+1}(s) = P_k'(s) s (1 - s)``, in exact integers.
+    """
+    polys = [[0, 1]]
+    for _ in range(order):
+        p = polys[-1]
+        dp = [j * p[j] for j in range(1, len(p))]  # P_k'(s), coefficient of s^(j-1)
+        nxt = [0] * (len(dp) + 2)
+        for j, c in enumerate(dp):  # times (s - s^2)
+            nxt[j + 1] += c
+            nxt[j + 2] -= c
+        polys.append(nxt)
+    out = np.zeros((order + 1, order + 2))
+    for k, p in enumerate(polys):
+        out[k, : len(p)] = p
+    return out
+
+
+_SIGMOID_POLYS = _sigmoid_derivative_polynomials(_TAYLOR_ORDER)
+
+
+@numba.njit(cache=True)
+def _newton_mode(slope_sign, knot, weight, start):  # pragma: no cover - compiled
+    """Mode of g(c) = sum_k w_k softplus(knot_k - slope_k c) (convex), safeguarded Newton."""
+    lo, hi = -np.inf, np.inf
+    c = start
+    for _ in range(200):
+        grad, curv = 0.0, 0.0
+        for k in range(knot.shape[0]):
+            z = knot[k] - slope_sign[k] * c
+            if z >= 0.0:
+                e = math.exp(-z)
+                sig = 1.0 / (1.0 + e)  # sigma(z)
+                tail = e * sig  # 1 - sigma(z)
+            else:
+                e = math.exp(z)
+                tail = 1.0 / (1.0 + e)
+                sig = e * tail
+            grad -= weight[k] * slope_sign[k] * sig
+            curv += weight[k] * sig * tail
+        if grad > 0.0:
+            hi = c
+        else:
+            lo = c
+        step = -grad / curv if curv > 0.0 else np.nan
+        new = c + step
+        if not (new > lo and new < hi) or not math.isfinite(new):
+            if math.isfinite(lo) and math.isfinite(hi):
+                new = 0.5 * (lo + hi)
+            elif math.isfinite(lo):
+                new = lo + max(1.0, abs(lo))
+            else:
+                new = hi - max(1.0, abs(hi))
+        if abs(new - c) <= 1e-14 * (1.0 + abs(c)) or grad == 0.0:
+            return new, curv
+        c = new
+    return c, curv
+
+
+@numba.njit(cache=True)
+def _taylor_log_normalizer(slope_sign, knot, weight, start, polys, reach, rise):  # pragma: no cover
+    """log of the integral of exp(-g), g(c) = sum_k w_k softplus(knot_k - slope_k c); NaN if the
+    posterior is too wide for the expansion (then the caller integrates accurately)."""
+    mode, curv = _newton_mode(slope_sign, knot, weight, start)
+    if not curv > 0.0:
+        return np.nan
+    # Order: the window is about sqrt(2 rise / g'') wide; the order-k remainder there is about
+    # (window / pi)^k per unit multiplicity; take k with (window / pi)^k < 1e-17, at most 24.
+    window = 1.5 * math.sqrt(2.0 * rise / curv)
+    if window > reach:
+        return np.nan
+    ratio = window / math.pi
+    order = polys.shape[0] - 1
+    if ratio < 0.5:
+        order = min(order, max(6, int(math.ceil(math.log(1e-17) / math.log(ratio)))))
+    # Taylor coefficients of g about the mode: F[k] = g^(k)(mode); d/dc = -slope d/dz.
+    coef = np.zeros(order + 1)
+    for k in range(knot.shape[0]):
+        z = knot[k] - slope_sign[k] * mode
+        w = weight[k]
+        coef[0] += w * (max(z, 0.0) + math.log1p(math.exp(-abs(z))))
+        # sigma^(j)(z) = (-1)^(j+1) sigma^(j)(-z) for j >= 1: evaluate at s = sigma(-|z|) <= 1/2.
+        s = 1.0 / (1.0 + math.exp(abs(z)))
+        flip = z > 0.0
+        sign = -slope_sign[k]
+        factor = w * sign
+        for j in range(order):  # coefficient order j + 1 uses sigma^(j)
+            p = 0.0
+            for i in range(j + 1, 0, -1):  # Horner over s^1 .. s^(j+1)
+                p = (p + polys[j, i]) * s
+            if flip:
+                p = 1.0 - p if j == 0 else (p if j % 2 == 1 else -p)
+            coef[j + 1] += factor * p
+            factor *= sign
+    if not (math.isfinite(coef[0]) and coef[2] > 0.0):
+        return np.nan
+    # Reduced polynomial g(mode + x) - g(mode) = sum_k coef[k] x^k / k!.
+    for k in range(2, order + 1):
+        coef[k] /= math.gamma(k + 1.0)
+
+    def rise_at(x):
+        acc = 0.0
+        for k in range(order, 0, -1):
+            acc = (acc + coef[k]) * x
+        return acc
+
+    step = 0.1 / math.sqrt(coef[2] * 2.0)  # a tenth of the Laplace width
+    total = 0.0
+    for side in (-1.0, 1.0):
+        x = 0.0
+        while True:
+            x += step
+            if x > reach:
+                return np.nan
+            r = rise_at(side * x)
+            total += math.exp(-r)
+            if r >= rise:
+                break
+    total += math.exp(-rise_at(0.0))
+    return -coef[0] + math.log(total * step)
+
+
+def log_normalizer_c(
+    y: np.ndarray,
+    margin: np.ndarray,
+    h: np.ndarray,
+    multiplicity: np.ndarray,
+    weight_prior: float,
+    start: float = 0.0,
+) -> float:
+    """``log B_c``, the log normaliser of :func:`weight_posterior`, fast for narrow posteriors.
+
+    ``-log q~(c) = g(c) = mu_0 softplus(c) + mu_0 softplus(-c) + sum_n m_n softplus(u_n - v_n c)``
+    with ``u_n = -y_n H_n``, ``v_n = y_n h_n`` and ``m_n = s_n phi_n``. When the posterior is
+    narrow (``g`` rises by 40 within 1 of its mode, as it does once ``sum m_n`` is in the
+    hundreds), ``g`` is expanded to order 24 about its mode (one pass over the terms for the
+    coefficients, a few for the mode) and the one-dimensional integral of ``exp(-g)`` is done on
+    the polynomial by a trapezoid rule at a tenth of the Laplace width: no pass over the terms per
+    quadrature node. Otherwise it falls back to
+    :meth:`~viboost.distributions.VersatileLogistic.log_normalizer` (S.5 with adaptive quadrature).
+
+    ``start`` is a guess of the mode (the approximate mode, or the last alpha).
+    """
+    keep = multiplicity > 0
+    slope_sign = np.concatenate([[-1.0, 1.0], (y * h)[keep]])
+    knot = np.concatenate([[0.0, 0.0], (-y * margin)[keep]])
+    weight = np.concatenate([[weight_prior, weight_prior], multiplicity[keep]])
+    if np.isfinite(weight.sum()) and weight.max() < 1e200:
+        value = _taylor_log_normalizer(
+            slope_sign, knot, weight, float(start), _SIGMOID_POLYS, _TAYLOR_REACH, _TAIL_RISE
+        )
+        if np.isfinite(value):
+            return float(value)
+    return weight_posterior(y, margin, h, multiplicity, weight_prior).log_normalizer()
+
+
+# ---------------------------------------------------------------------------------------------
+# q(w) between rounds, and the stump-search weights of section 5
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CleanLogOdds:
+    """q(w_n) as a function of the ensemble H.
+
+    ``logit phi_n = offset[y_n] - slope * softplus(-y_n H_n)``.
+
+    After a round's last phi update (eq. supp:eq:kappa) ``slope = 1`` and ``offset[y] =
+    psi(eta_1) - psi(eta_2) + psi(omega_0) - psi(omega_y)`` (:func:`clean_log_odds_offset`), and
+    ``H`` includes that round's ``alpha h``; before the first round, ``slope = 0`` and
+    ``offset = logit(init_clean_proba)`` (``+inf`` for phi = 1, the core model). So the per-row
+    phi never has to be stored: it is recomputed from the margin when needed.
+    """
+
+    offset_neg: float
+    offset_pos: float
+    slope: float
+
+    @classmethod
+    def constant(cls, clean_proba: float) -> CleanLogOdds:
+        """phi_n = ``clean_proba`` for every row."""
+        with np.errstate(divide="ignore"):
+            logit = float(np.log(clean_proba) - np.log1p(-clean_proba))
+        return cls(logit, logit, 0.0)
+
+    @classmethod
+    def from_updates(cls, eta: np.ndarray, omega: np.ndarray) -> CleanLogOdds:
+        """The state left by a phi update with q(theta) = Beta(eta), q(xi) = v-Log(omega)."""
+        neg, pos = clean_log_odds_offset(eta, omega)
+        return cls(neg, pos, 1.0)
+
+    def log_proba(self, y: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(log phi_n, log(1 - phi_n))`` for labels ``y`` in {-1, +1} and ensemble ``margin``."""
+        offset = np.where(y > 0, self.offset_pos, self.offset_neg)
+        log_kappa = offset - self.slope * softplus(-y * margin) if self.slope else offset
+        return log_expit(log_kappa), log_expit(-log_kappa)
+
+
+def clean_log_odds_offset(eta: np.ndarray, omega: np.ndarray) -> tuple[float, float]:
+    """``psi(eta_1) - psi(eta_2) + psi(omega_0) - psi(omega_y)`` for y = -1 and y = +1."""
+    base = digamma(eta[0]) - digamma(eta[1]) + digamma(omega[0] + omega[1])
+    psi_omega = digamma(omega)
+    return float(base - psi_omega[0]), float(base - psi_omega[1])
+
+
+_CHUNK_ROWS = 1 << 16
+_MAX_CHUNKS = 64
+
+
+@numba.njit(cache=True, parallel=True)
+def _weights_kernel(y, margin, sample_weight, a_neg, a_pos, slope, clean, tau, exact, out):
+    """Unnormalised stump-search weights, scaled by exp(-M) with M a bound on their log.
+
+    approx: s phi exp(tau u); exact: s phi sigma(u); u = -y H. With slope 1, phi = 1 / (1 +
+    A (1 + e^u)), A = exp(-a_y): one or two exponentials per row and no overflow, as
+    ``log(phi e^{tau u}) <= M = max(tau u + min(0, a - max(u, 0)))`` within 2 log 2.
+    Returns the sum, accumulated over fixed chunks in a fixed order.
+    """  # pragma: no cover - compiled
+    n = y.shape[0]
+    n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
+    size = (n + n_chunks - 1) // n_chunks
+    bound = np.full(n_chunks, -np.inf)
+    for c in numba.prange(n_chunks):
+        b = -np.inf
+        for i in range(c * size, min(n, (c + 1) * size)):
+            if sample_weight[i] > 0.0:
+                u = -y[i] * margin[i]
+                a = a_pos if y[i] > 0.0 else a_neg
+                lead = min(0.0, u) if exact else tau * u
+                b = max(b, lead + (min(0.0, a - max(u, 0.0)) if slope > 0.0 else 0.0))
+        bound[c] = b
+    big = bound.max()
+    a_neg_exp = math.exp(-a_neg) if slope > 0.0 else 0.0
+    a_pos_exp = math.exp(-a_pos) if slope > 0.0 else 0.0
+    # exp(-M) once when it is a normal float (|M| < 700): then tau = 1 needs one exp per row.
+    scale = math.exp(-big) if abs(big) < 700.0 else 0.0
+    unit_tau = tau == 1.0 and scale > 0.0
+    sums = np.zeros(n_chunks)
+    for c in numba.prange(n_chunks):
+        acc = 0.0
+        for i in range(c * size, min(n, (c + 1) * size)):
+            s = sample_weight[i]
+            if not s > 0.0:
+                out[i] = 0.0
+                continue
+            u = -y[i] * margin[i]
+            A = a_pos_exp if y[i] > 0.0 else a_neg_exp
+            if u <= 0.0:
+                e = math.exp(u)  # e^u <= 1
+                lead = e * scale if (exact or unit_tau) else math.exp(tau * u - big)
+                if exact:
+                    w = lead / ((1.0 + e) * (1.0 + A + A * e))
+                else:
+                    w = lead / (1.0 + A + A * e)
+            else:
+                e = math.exp(-u)  # e^-u < 1
+                if exact:
+                    # sigma(u) phi(u) e^-M = e^-(u+M) / ((1 + e^-u)(e^-u + A e^-u + A)) (slope 1)
+                    lead = e * scale if scale > 0.0 else math.exp(-u - big)
+                    w = lead / ((1.0 + e) * (e + A * e + A)) if slope > 0.0 else 0.0
+                    if slope == 0.0:
+                        w = (scale if scale > 0.0 else math.exp(-big)) / (1.0 + e)
+                elif slope > 0.0:
+                    lead = scale if unit_tau else math.exp((tau - 1.0) * u - big)
+                    w = lead / ((1.0 + A) * e + A)
+                else:
+                    w = math.exp(tau * u - big)
+            w *= s * clean
+            out[i] = w
+            acc += w
+        sums[c] = acc
+    total = 0.0
+    for c in range(n_chunks):
+        total += sums[c]
+    return total
+
+
+def stump_weights(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    odds: CleanLogOdds,
+    tau: float,
+    exact: bool = False,
+) -> np.ndarray:
+    """Normalised weights under which the least weighted error picks this round's stump.
+
+    ``s_n phi_n exp(-tau y_n H_n)`` for the approximate mode (section 5: the stump of largest
+    approximate mode is the one of least weighted error under these weights), or
+    ``s_n phi_n sigmoid(-y_n H_n)`` for one Newton step towards the exact mode. phi_n comes from
+    ``odds``; no overflow or total underflow whatever the margins, one compiled pass.
+    """
+    y, margin, sample_weight = (
+        np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
+    )
+    out = np.empty_like(margin)
+    constant = odds.slope == 0.0
+    if constant:  # phi is the same for every row: it scales out
+        a_neg = a_pos = 0.0
+    else:
+        a_neg, a_pos = odds.offset_neg, odds.offset_pos
+    if max(abs(a_neg), abs(a_pos)) < 600.0:
+        total = _weights_kernel(
+            y, margin, sample_weight, a_neg, a_pos, odds.slope, 1.0, float(tau), exact, out
+        )
+        if total > 0.0 and np.isfinite(total):
+            out /= total
+            return out
+    # Extreme odds: the same weights from their logs.
+    log_clean, _ = odds.log_proba(y, margin)
+    lead = log_expit(-y * margin) if exact else -tau * y * margin
+    with np.errstate(divide="ignore"):
+        log_w = np.log(sample_weight) + log_clean + lead
+    return np.exp(log_w - logsumexp(log_w))
