@@ -33,12 +33,16 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["DEFAULT_BIN_WIDTH", "MAX_KNOT_BINS", "compress_round"]
+__all__ = ["CORE_HALF_WIDTH", "DEFAULT_BIN_WIDTH", "compress_round"]
 
-#: Width of a knot bin (in units of the margin ``H``).
+#: Width of a knot bin for ``|u| <= CORE_HALF_WIDTH`` (in units of the margin ``H``).
 DEFAULT_BIN_WIDTH = 1.0 / 16.0
-#: Cap on knot bins per group; beyond it the bins widen (margins spread over > 256 units).
-MAX_KNOT_BINS = 4096
+#: Knots within this distance of 0 get bins of equal width; beyond it bins grow geometrically
+#: (each ``1/256`` of its distance to 0 wide), where every summand is linear or exponentially
+#: flat in ``u`` (the kinks of softplus sit at ``|u| = |alpha|`` and those of phi at
+#: ``|u| ~ |logit theta|``, both far smaller).
+CORE_HALF_WIDTH = 32.0
+_OUTER_RATIO = 1.0 / 256.0
 # Rows per chunk of the accumulation; chunk boundaries depend on n only (never on the number of
 # threads), so the sums, hence the pseudo-rows, are the same for any thread count.
 _CHUNK_ROWS = 1 << 16
@@ -64,16 +68,36 @@ def _knot_range(y, margin, sample_weight):  # pragma: no cover - compiled
     return lo.min(), hi.max()
 
 
-@numba.njit(cache=True, parallel=True)
-def _accumulate(y, h, margin, sample_weight, origin, width, n_bins):  # pragma: no cover
-    """Per (group, bin): sum s, s d, s d^2, s d^3 (d: offset from the bin centre), min, max.
+@numba.njit(cache=True)
+def _bin_of(u, edges, half, width, log_step_inv, offset):  # pragma: no cover - compiled
+    """Index k of the bin ``edges[k] <= u < edges[k + 1]``.
 
-    Offsets are in units of the bin width. Flat per-chunk arrays of 6 slots per (group, bin).
+    ``offset`` is the local index of the core edge ``-half``; the formulas give k up to
+    rounding, which the two loops correct.
     """
+    if u < -half:
+        k = offset - 1 - int(math.log(-u / half) * log_step_inv)
+    elif u >= half:
+        k = offset + int(round(2.0 * half / width)) + int(math.log(u / half) * log_step_inv)
+    else:
+        k = offset + int((u + half) / width)
+    last = edges.shape[0] - 2
+    k = min(max(k, 0), last)
+    while k > 0 and u < edges[k]:
+        k -= 1
+    while k < last and u >= edges[k + 1]:
+        k += 1
+    return k
+
+
+@numba.njit(cache=True, parallel=True)
+def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, offset):
+    """Per (group, bin): sum s, s d, s d^2, s d^3 (d: offset from the bin centre in units of the
+    bin width), min and max of u; flat per-chunk arrays of 6 slots per (group, bin)."""  # noqa: D205
     n = y.shape[0]
+    n_bins = edges.shape[0] - 1
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
-    inv_width = 1.0 / width
     partial = np.zeros((n_chunks, 4 * n_bins * 6))
     for c in numba.prange(n_chunks):
         m = partial[c]
@@ -85,9 +109,9 @@ def _accumulate(y, h, margin, sample_weight, origin, width, n_bins):  # pragma: 
             if s > 0.0:
                 yi = y[i]
                 u = -yi * margin[i]
-                x = (u - origin) * inv_width
-                k = min(n_bins - 1, int(x))
-                d = x - (k + 0.5)
+                k = _bin_of(u, edges, half, width, log_step_inv, offset)
+                lo, hi = edges[k], edges[k + 1]
+                d = (u - 0.5 * (lo + hi)) / (hi - lo)
                 group = (2 if yi > 0.0 else 0) + (1 if yi * h[i] > 0.0 else 0)
                 base = 6 * (group * n_bins + k)
                 sd = s * d
@@ -109,7 +133,7 @@ def _accumulate(y, h, margin, sample_weight, origin, width, n_bins):  # pragma: 
 
 
 @numba.njit(cache=True)
-def _gauss_nodes(total, origin, width):  # pragma: no cover - compiled
+def _gauss_nodes(total, edges):  # pragma: no cover - compiled
     """Two-point Gauss rule of each bin's measure: (group, knot, weight) of the pseudo-rows."""
     n_groups, n_bins = total.shape[0], total.shape[1]
     groups = np.empty(2 * n_groups * n_bins, dtype=np.int64)
@@ -121,7 +145,8 @@ def _gauss_nodes(total, origin, width):  # pragma: no cover - compiled
             m0, low, high = total[g, k, 0], total[g, k, 4], total[g, k, 5]
             if m0 <= 0.0:
                 continue
-            centre = origin + (k + 0.5) * width
+            centre = 0.5 * (edges[k] + edges[k + 1])
+            width = edges[k + 1] - edges[k]
             mean = total[g, k, 1] / m0
             var = total[g, k, 2] / m0 - mean * mean
             third = total[g, k, 3] / m0 - 3.0 * mean * (var + mean * mean) + 2.0 * mean**3
@@ -148,6 +173,29 @@ def _gauss_nodes(total, origin, width):  # pragma: no cover - compiled
     return groups[:j], knots[:j], weights[:j]
 
 
+def _knot_bins(lo: float, hi: float, width: float) -> tuple[np.ndarray, float, int]:
+    """Edges of the knot bins covering [lo, hi]; also log(1 + ratio) and the local index of -half.
+
+    The grid: ``-half + j width`` for ``j = 0..2 half / width``, then ``+-half (1 + ratio)^j``
+    outwards; only the edges from the last one <= lo to the first one > hi are kept.
+    """
+    half = CORE_HALF_WIDTH
+    step = math.log1p(_OUTER_RATIO)
+    n_core = round(2.0 * half / width)
+    n_neg = math.ceil(math.log(max(-lo, half) / half) / step) + 1
+    n_pos = math.ceil(math.log(max(hi, half) / half) / step) + 1
+    grid = np.concatenate(
+        [
+            -half * np.exp(step * np.arange(n_neg, 0, -1)),
+            -half + width * np.arange(n_core + 1),
+            half * np.exp(step * np.arange(1, n_pos + 1)),
+        ]
+    )
+    first = int(np.searchsorted(grid, lo, side="right")) - 1
+    last = int(np.searchsorted(grid, hi, side="right"))
+    return grid[first : last + 1], step, n_neg - first
+
+
 def compress_round(
     y: np.ndarray,
     h: np.ndarray,
@@ -166,8 +214,8 @@ def compress_round(
     sample_weight : ndarray of shape (n_samples,)
         Nonnegative weights; rows of zero weight are left out.
     bin_width : float, default=DEFAULT_BIN_WIDTH
-        Width ``delta`` of a knot bin; it grows if the knots span more than
-        ``MAX_KNOT_BINS * delta``.
+        Width ``delta`` of a knot bin within ``CORE_HALF_WIDTH`` of 0 (it must divide
+        ``2 * CORE_HALF_WIDTH``); beyond, bins are ``1/256`` of their distance to 0 wide.
 
     Returns
     -------
@@ -193,8 +241,11 @@ def compress_round(
     >>> bool(abs(approx - exact) < 1e-9 * exact)
     True
     """
-    if not bin_width > 0.0:
-        raise ValueError(f"bin_width must be positive, got {bin_width!r}")
+    n_core = 2.0 * CORE_HALF_WIDTH / bin_width if bin_width > 0.0 else 0.0
+    if not (n_core >= 1.0 and n_core == round(n_core)):
+        raise ValueError(
+            f"bin_width must be a positive divisor of {2.0 * CORE_HALF_WIDTH}, got {bin_width!r}"
+        )
     y, h, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, h, margin, sample_weight)
     )
@@ -202,11 +253,11 @@ def compress_round(
     if not np.isfinite(lo):  # no row carries weight
         empty = np.empty(0)
         return empty, empty, empty, empty
-    span = hi - lo
-    width = max(float(bin_width), span / (MAX_KNOT_BINS - 1))
-    n_bins = min(MAX_KNOT_BINS, int(span / width) + 1)
-    total = _accumulate(y, h, margin, sample_weight, lo, width, n_bins)
-    groups, knots, weights = _gauss_nodes(total, lo, width)
+    edges, step, offset = _knot_bins(lo, hi, float(bin_width))
+    total = _accumulate(
+        y, h, margin, sample_weight, edges, CORE_HALF_WIDTH, float(bin_width), 1.0 / step, offset
+    )
+    groups, knots, weights = _gauss_nodes(total, edges)
     y_p = np.where(groups >= 2, 1.0, -1.0)
     v_p = np.where(groups % 2 == 1, 1.0, -1.0)
     return y_p, y_p * v_p, -y_p * knots, weights
