@@ -98,7 +98,13 @@ def test_compress_rejects_a_bad_bin_width_and_handles_no_weight():
 
 @pytest.mark.parametrize(
     ("n", "scale", "spread"),
-    [(50, 1.0, 3.0), (2_000, 1.0, 3.0), (5_000, 100.0, 3.0), (20_000, 1.0, 0.5), (3_000, 1.0, 30.0)],
+    [
+        (50, 1.0, 3.0),
+        (2_000, 1.0, 3.0),
+        (5_000, 100.0, 3.0),
+        (20_000, 1.0, 0.5),
+        (3_000, 1.0, 30.0),
+    ],
 )
 def test_fast_log_normalizer_matches_the_accurate_one(n, scale, spread):
     y, h, margin, weight = _rows(n, spread, seed=4)
@@ -124,8 +130,13 @@ def test_log_normalizer_on_pseudo_rows_is_within_1e6_of_all_rows():
 @pytest.mark.parametrize("tau", [1.0, 0.5, 2.0])
 @pytest.mark.parametrize(
     "odds",
-    [CleanLogOdds(2.0, 3.5, 1.0), CleanLogOdds(-30.0, 40.0, 1.0), CleanLogOdds.constant(1.0),
-     CleanLogOdds.constant(0.3), CleanLogOdds(800.0, -700.0, 1.0)],
+    [
+        CleanLogOdds(2.0, 3.5, 1.0),
+        CleanLogOdds(-30.0, 40.0, 1.0),
+        CleanLogOdds.constant(1.0),
+        CleanLogOdds.constant(0.3),
+        CleanLogOdds(800.0, -700.0, 1.0),
+    ],
 )
 @pytest.mark.parametrize("spread", [5.0, 2000.0])
 def test_stump_weights_match_their_log_space_definition(exact, tau, odds, spread):
