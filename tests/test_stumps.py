@@ -1,11 +1,19 @@
-"""The exact stump search against brute-force enumeration written here."""
+"""The exact stump search against brute-force enumeration written here; the binned search and
+predict_ensemble against the exact search and per-stump predictions."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 
-from viboost.stumps import DecisionStump, ExactStumpSearch, predict_stumps
+from viboost.stumps import (
+    BinnedStumpSearch,
+    DecisionStump,
+    ExactStumpSearch,
+    predict_ensemble,
+    predict_stumps,
+)
 
 
 def brute_force_best_error(X, y, d, active):
@@ -59,3 +67,163 @@ def test_predict_stumps_stacks_outputs():
     X = np.array([[0.0, 3.0], [2.0, np.nan]])
     stumps = [DecisionStump(0, 1.0, 1, False), DecisionStump(1, 1.0, -1, True)]
     np.testing.assert_array_equal(predict_stumps(stumps, X), [[-1, 1], [-1, -1]])
+
+
+# --- BinnedStumpSearch and predict_ensemble ------------------------------------------------------
+
+
+def few_valued_data(seed, n=400, d=5):
+    """Integer features (<= 255 distinct values each), NaN, a constant and an all-NaN column."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack(
+        [rng.integers(0, high, size=n) for high in rng.integers(2, 250, size=d)]
+    ).astype(float)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[:, 1] = rng.integers(0, 3, size=n)  # no NaN: the NaN side is decided by weight
+    X[:, 3] = 7.0 if seed % 2 else np.nan
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    active = rng.random(n) < 0.85
+    return rng, X, y, active
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_binned_search_matches_exact_search(seed):
+    rng, X, y, active = few_valued_data(seed)
+    exact = ExactStumpSearch(X, active=active)
+    binned = BinnedStumpSearch(X, active=active, subsample=150, random_state=seed)
+    assert binned.binner_.exact_.all()
+    for trial in range(40):
+        d = rng.random(X.shape[0]) ** 4
+        d[~active] = 0.0
+        if trial % 4 == 0:
+            d[rng.random(X.shape[0]) < 0.5] = 0.0  # active rows of zero weight this round
+        if trial % 5 == 0:
+            d = np.where(y > 0, d, 0.0) + 1e-3 * active  # near-trivial, many ties
+        d /= d.sum()
+        expected, expected_error = exact.best(d, y)
+        stump, error = binned.best(d, y)
+        assert stump == expected
+        assert error == pytest.approx(expected_error, abs=1e-12)
+        assert binned.split_bin(stump) == binned.last_split_bin_
+        np.testing.assert_array_equal(binned.outputs(stump), stump.predict(X))
+
+
+def test_binned_search_on_quantile_bins_reports_its_stumps_error():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((2000, 3))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.where(X[:, 1] + 0.5 * rng.standard_normal(2000) > 0.3, 1.0, -1.0)
+    binned = BinnedStumpSearch(X, max_bins=32, subsample=500, random_state=0)
+    exact = ExactStumpSearch(X)
+    for _ in range(10):
+        d = rng.random(2000)
+        d /= d.sum()
+        stump, error = binned.best(d, y)
+        h = binned.outputs(stump)
+        np.testing.assert_array_equal(h, stump.predict(X))
+        assert error == pytest.approx(d[h != y].sum(), abs=1e-12)
+        assert error >= exact.best(d, y)[1] - 1e-12  # fewer candidate thresholds
+
+
+def test_binned_search_normalises_weights():
+    _, X, y, active = few_valued_data(6)
+    d = np.where(active, np.arange(X.shape[0]) % 7 + 1.0, 0.0)
+    search = BinnedStumpSearch(X, active=active)
+    stump, error = search.best(3.0 * d, y)
+    normalised_stump, normalised_error = search.best(d / d.sum(), y)
+    assert stump == normalised_stump
+    assert error == pytest.approx(normalised_error, abs=1e-12)
+    assert stump == ExactStumpSearch(X, active=active).best(d / d.sum(), y)[0]
+
+
+def test_binned_search_is_the_same_for_any_thread_count():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((100_000, 4))  # several histogram chunks
+    X[rng.random(X.shape) < 0.02] = np.nan
+    y = np.where(X[:, 2] + rng.standard_normal(100_000) > 0, 1.0, -1.0)
+    d = rng.random(100_000)
+    d /= d.sum()
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            search = BinnedStumpSearch(X, subsample=20_000, random_state=0)
+            stump, error = search.best(d, y)
+            results.append((search.binned_.copy(), stump, error, search.outputs(stump)))
+    finally:
+        numba.set_num_threads(before)
+    (bins_1, stump_1, error_1, h_1), (bins_2, stump_2, error_2, h_2) = results
+    np.testing.assert_array_equal(bins_1, bins_2)
+    assert stump_1 == stump_2
+    assert error_1 == error_2  # bit-identical, not approximately equal
+    np.testing.assert_array_equal(h_1, h_2)
+
+
+def test_binned_search_keeps_both_layouts():
+    _, X, _, _ = few_valued_data(8)
+    search = BinnedStumpSearch(X)
+    assert search.binned_.flags.c_contiguous and search.binned_.shape == X.shape
+    assert search.binned_columns_.flags.c_contiguous
+    np.testing.assert_array_equal(search.binned_columns_, search.binned_.T)
+
+
+def test_outputs_rejects_a_foreign_threshold():
+    search = BinnedStumpSearch(np.array([[0.0], [1.0], [2.0]]))
+    np.testing.assert_array_equal(
+        search.outputs(DecisionStump(0, -np.inf, -1, True)), [-1.0, -1.0, -1.0]
+    )
+    with pytest.raises(ValueError, match="not a bin edge"):
+        search.outputs(DecisionStump(0, 0.7, 1, False))
+    with pytest.raises(ValueError, match="out of range"):
+        search.outputs(DecisionStump(3, 0.5, 1, False))
+
+
+def test_binned_search_bad_arguments_name_the_problem():
+    with pytest.raises(ValueError, match="no feature columns"):
+        BinnedStumpSearch(np.zeros((4, 0)))
+    with pytest.raises(ValueError, match="max_bins"):
+        BinnedStumpSearch(np.zeros((4, 1)), max_bins=256)
+    with pytest.raises(ValueError, match="max_bins"):
+        BinnedStumpSearch(np.zeros((4, 1)), max_bins=1)
+    with pytest.raises(ValueError, match="active"):
+        BinnedStumpSearch(np.zeros((4, 1)), active=np.ones(3, dtype=bool))
+    search = BinnedStumpSearch(np.zeros((4, 1)))
+    with pytest.raises(ValueError, match="shape"):
+        search.best(np.full(3, 1 / 3), np.ones(3))
+    with pytest.raises(ValueError, match="finite"):
+        search.best(np.array([np.inf, 0.0, 0.0, 0.0]), np.ones(4))
+
+
+@pytest.mark.parametrize("n", [1, 1000, 3001])
+def test_predict_ensemble_bit_equals_round_by_round_accumulation(n):
+    rng = np.random.default_rng(n)
+    X = np.round(rng.standard_normal((n, 6)), 1)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    stumps = [
+        DecisionStump(
+            int(rng.integers(6)),
+            float(rng.choice([-np.inf, np.round(rng.standard_normal(), 1), rng.standard_normal()])),
+            int(rng.choice([-1, 1])),
+            bool(rng.random() < 0.5),
+        )
+        for _ in range(60)
+    ]
+    alphas = rng.standard_normal(60) * 10.0 ** rng.integers(-8, 3, size=60)
+    margin = np.zeros(n)
+    for alpha, stump in zip(alphas, stumps, strict=True):
+        margin += alpha * stump.predict(X)
+    result = predict_ensemble(X, stumps, alphas)
+    assert result.tobytes() == margin.tobytes()  # bit-equal, not approximately equal
+    np.testing.assert_array_equal(predict_ensemble(np.asfortranarray(X), stumps, alphas), margin)
+
+
+def test_predict_ensemble_edge_cases():
+    X = np.array([[1.0, np.nan], [-1.0, 2.0]])
+    np.testing.assert_array_equal(predict_ensemble(X, [], []), [0.0, 0.0])
+    with pytest.raises(ValueError, match="alphas"):
+        predict_ensemble(X, [DecisionStump(0, 0.0, 1, False)], [1.0, 2.0])
+    with pytest.raises(ValueError, match="feature"):
+        predict_ensemble(X, [DecisionStump(2, 0.0, 1, False)], [1.0])
+    with pytest.raises(ValueError, match="2-D"):
+        predict_ensemble(X[0], [DecisionStump(0, 0.0, 1, False)], [1.0])

@@ -50,7 +50,13 @@ from viboost.inference import (
     update_snr,
     weight_posterior,
 )
-from viboost.stumps import DecisionStump, ExactStumpSearch, StumpSearch
+from viboost.stumps import (
+    BinnedStumpSearch,
+    DecisionStump,
+    ExactStumpSearch,
+    StumpSearch,
+    predict_ensemble,
+)
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
@@ -141,6 +147,16 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     warm_start : bool, default=False
         When True, ``fit`` on the same training data continues the previous run up to the new
         ``n_estimators``, with the same result as one longer run.
+    max_bins : int or None, default=255
+        Features are binned once per fit into at most ``max_bins`` bins (plus one for missing
+        values) and stumps are searched over bin boundaries with a compiled histogram kernel
+        (:class:`~viboost.stumps.BinnedStumpSearch`). A feature with at most ``max_bins``
+        distinct values is binned exactly, so the stumps are those of the exhaustive search;
+        otherwise its thresholds are quantiles. Thresholds are in the units of ``X``. None uses
+        the exhaustive search over all distinct values (:class:`~viboost.stumps.ExactStumpSearch`).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the row subsample (at most 200,000 rows) from which quantile bin edges are taken.
+        Nothing else in the fit is random.
     verbose : int, default=0
         1 or more shows a progress bar on stderr for fits that last over two seconds.
 
@@ -216,6 +232,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "fixed_vi_iter": [Interval(Integral, 1, None, closed="left"), None],
         "update_alpha_once": ["boolean"],
         "warm_start": ["boolean"],
+        "max_bins": [Interval(Integral, 2, 255, closed="both"), None],
+        "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
@@ -236,6 +254,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         fixed_vi_iter: int | None = None,
         update_alpha_once: bool = False,
         warm_start: bool = False,
+        max_bins: int | None = 255,
+        random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
     ) -> None:
         self.n_estimators = n_estimators
@@ -252,6 +272,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.fixed_vi_iter = fixed_vi_iter
         self.update_alpha_once = update_alpha_once
         self.warm_start = warm_start
+        self.max_bins = max_bins
+        self.random_state = random_state
         self.verbose = verbose
 
     # ------------------------------------------------------------------ scikit-learn plumbing
@@ -348,7 +370,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         self._active_rows = np.flatnonzero(weighted)
         self._n_active = self._active_rows.size
-        search = ExactStumpSearch(X, active=weighted)
+        if self.max_bins is None:
+            search: StumpSearch = ExactStumpSearch(X, active=weighted)
+        else:
+            search = BinnedStumpSearch(
+                X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
+            )
         start = len(self.estimators_)
         with tqdm(
             total=self.n_estimators,
@@ -505,10 +532,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _margin(self, X: np.ndarray, n_rounds: int) -> np.ndarray:
         """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit."""
-        margin = np.zeros(X.shape[0])
-        for stump, alpha in zip(self.estimators_[:n_rounds], self.alphas_[:n_rounds], strict=True):
-            margin += alpha * stump.predict(X)
-        return margin
+        return predict_ensemble(X, self.estimators_[:n_rounds], self.alphas_[:n_rounds])
 
     def _classes_from_margin(self, margin: np.ndarray) -> np.ndarray:
         return self.classes_[(margin > 0).astype(int)]

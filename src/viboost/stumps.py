@@ -16,16 +16,39 @@ Structure of this module
 - :class:`ExactStumpSearch` is the reference engine: every feature, every threshold between two
   consecutive distinct training values (plus the threshold below all of them), both polarities,
   and both directions for missing values, scored with cumulative sums over a presorted order.
+- :class:`BinnedStumpSearch` is the fast engine: the features are binned once
+  (:class:`~viboost.binning.FeatureBinner`, at most 255 bins each), each call builds a histogram
+  of positive and negative weight per (feature, bin) with a compiled kernel and scans the bin
+  boundaries with the same error formulas and tie rules as the exact search. A feature with at
+  most ``max_bins`` distinct values is binned exactly, so on such data both engines return the
+  same stump; other features are split at quantile edges only.
+- :func:`predict_ensemble` evaluates ``H(x) = sum_t alpha_t h_t(x)`` in one compiled pass over
+  the rows, bit-identical to accumulating ``alpha_t * stump_t.predict(X)`` round by round.
+
+The compiled kernels (numba) are private: ``_histogram`` (fixed row chunks, each with its own
+partial histogram, reduced in a fixed order, so the sums do not depend on the number of threads),
+``_best_split`` (the scan), ``_transpose``, ``_stump_outputs`` and ``_ensemble_margin``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numba
 import numpy as np
 
-__all__ = ["DecisionStump", "ExactStumpSearch", "StumpSearch", "predict_stumps"]
+from viboost.binning import MISSING_BIN, FeatureBinner
+
+__all__ = [
+    "BinnedStumpSearch",
+    "DecisionStump",
+    "ExactStumpSearch",
+    "StumpSearch",
+    "predict_ensemble",
+    "predict_stumps",
+]
 
 #: Weighted errors (of weights summing to one) closer than this are ties. Tied stumps are broken by
 #: position, never by the rounding of a particular summation order, so that equal data weighted
@@ -191,3 +214,382 @@ class ExactStumpSearch:
         if best_stump is None:
             raise ValueError("no stump can be formed: X has no feature columns")
         return best_stump, max(best_error, 0.0)
+
+
+# --- Binned search -------------------------------------------------------------------------------
+
+# Rows per chunk of the histogram; the chunk boundaries depend on n_samples and n_features only
+# (never on the number of threads), so every histogram, hence every chosen stump, is the same for
+# any thread count.
+_HIST_CHUNK_ROWS = 1 << 15
+_HIST_MAX_CHUNKS = 64
+# Memory allowed for the per-chunk partial histograms (d * 256 * 2 float64 each).
+_HIST_BUDGET_BYTES = 1 << 25
+# Rows per block of the (n, d) -> (d, n) transpose.
+_TRANSPOSE_BLOCK_ROWS = 1 << 12
+# Rows per block of predict_ensemble.
+_ENSEMBLE_BLOCK_ROWS = 256
+
+
+def _histogram_chunks(n_samples: int, n_features: int) -> int:
+    by_rows = -(-n_samples // _HIST_CHUNK_ROWS)
+    by_memory = _HIST_BUDGET_BYTES // (n_features * 256 * 2 * 8)
+    return max(1, min(by_rows, by_memory, _HIST_MAX_CHUNKS))
+
+
+@numba.njit(cache=True, parallel=True)
+def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - compiled
+    """Weight per (feature, bin, label): ``hist[j, b, 1]`` positives, ``hist[j, b, 0]`` negatives.
+
+    Inactive rows and rows of zero weight are skipped. Chunk ``c`` covers a fixed row range and
+    fills its own partial histogram; the partials are summed in chunk order.
+    """
+    n, d = binned.shape
+    width = d * 512
+    size = (n + n_chunks - 1) // n_chunks
+    partial = np.zeros((n_chunks, width))
+    for c in numba.prange(n_chunks):
+        h = partial[c]
+        for i in range(c * size, min(n, (c + 1) * size)):
+            w = weights[i]
+            if w == 0.0 or not active[i]:
+                continue
+            label = 1 if y[i] > 0.0 else 0
+            row = binned[i]
+            for j in range(d):
+                h[j * 512 + 2 * np.int64(row[j]) + label] += w
+    total = np.empty(width)
+    for k in numba.prange(width):
+        s = partial[0, k]
+        for c in range(1, n_chunks):
+            s += partial[c, k]
+        total[k] = s
+    return total.reshape((d, 256, 2))
+
+
+@numba.njit(cache=True)
+def _best_split(hist, n_bins, has_missing, tol):  # pragma: no cover - compiled
+    """Scan every bin boundary of every feature, as :meth:`ExactStumpSearch.best` scans values.
+
+    Position ``p`` sends bins ``< p`` left (``p = 0``: threshold ``-inf``). Returns the feature,
+    position, polarity, missing side and error of the winner (feature -1 if none, e.g. NaN).
+    """
+    d = hist.shape[0]
+    cum_pos = np.empty(256)
+    cum_neg = np.empty(256)
+    best_error = np.inf
+    best_j, best_p, best_polarity, best_missing_right = -1, 0, 1, False
+    for j in range(d):
+        nb = n_bins[j]
+        cp, cn = 0.0, 0.0
+        for b in range(nb):
+            cum_pos[b] = cp  # weight of positives / negatives left of position b
+            cum_neg[b] = cn
+            cp += hist[j, b, 1]
+            cn += hist[j, b, 0]
+        pos_total, neg_total = cp, cn
+        pos_missing, neg_missing = hist[j, MISSING_BIN, 1], hist[j, MISSING_BIN, 0]
+        missing = has_missing[j]
+        # Combos: 0 (+1, NaN left), 1 (+1, NaN right), 2 (-1, NaN left), 3 (-1, NaN right); with
+        # no NaN among the active rows only 0 and 2 compete and the NaN side is decided after.
+        lowest = np.inf
+        for p in range(nb):
+            err_plus = cum_pos[p] + (neg_total - cum_neg[p])
+            err_minus = cum_neg[p] + (pos_total - cum_pos[p])
+            lowest = min(lowest, err_plus + pos_missing, err_minus + neg_missing)
+            if missing:
+                lowest = min(lowest, err_plus + neg_missing, err_minus + pos_missing)
+        limit = lowest + tol
+        error, position, combo = np.inf, -1, -1
+        for p in range(nb):  # threshold-major: the lowest threshold wins ties
+            err_plus = cum_pos[p] + (neg_total - cum_neg[p])
+            err_minus = cum_neg[p] + (pos_total - cum_pos[p])
+            e0, e2 = err_plus + pos_missing, err_minus + neg_missing
+            e1, e3 = err_plus + neg_missing, err_minus + pos_missing
+            if e0 <= limit:
+                error, combo = e0, 0
+            elif missing and e1 <= limit:
+                error, combo = e1, 1
+            elif e2 <= limit:
+                error, combo = e2, 2
+            elif missing and e3 <= limit:
+                error, combo = e3, 3
+            if combo >= 0:
+                position = p
+                break
+        if combo >= 0 and error < best_error - tol:
+            best_error, best_j, best_p = error, j, position
+            best_polarity = 1 if combo < 2 else -1
+            if missing:
+                best_missing_right = combo % 2 == 1
+            else:  # no NaN seen in training: send NaN to the side holding more weight
+                left_weight = cum_pos[position] + cum_neg[position]
+                best_missing_right = left_weight <= (pos_total + neg_total) / 2.0
+    return best_j, best_p, best_polarity, best_missing_right, best_error
+
+
+@numba.njit(cache=True, parallel=True)
+def _transpose(binned, block):  # pragma: no cover - compiled
+    """``binned.T`` as a C-contiguous (d, n) array, in row blocks that stay in cache."""
+    n, d = binned.shape
+    out = np.empty((d, n), dtype=binned.dtype)
+    n_blocks = (n + block - 1) // block
+    for c in numba.prange(n_blocks):
+        stop = min(n, (c + 1) * block)
+        for j in range(d):
+            for i in range(c * block, stop):
+                out[j, i] = binned[i, j]
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cover - compiled
+    """``h`` of the training rows from one binned column: bins ``>= position`` on the right."""
+    n = column.shape[0]
+    out = np.empty(n)
+    right_value = float(polarity)
+    left_value = -right_value
+    for i in numba.prange(n):
+        b = column[i]
+        right = missing_right if b == MISSING_BIN else b >= position
+        out[i] = right_value if right else left_value
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _ensemble_margin(  # pragma: no cover - compiled
+    X, features, thresholds, right_terms, left_terms, missing_right, block
+):
+    """``sum_t alpha_t h_t(x)`` per row, summed in stump order ``t = 0, 1, ...``.
+
+    ``right_terms[t] = alpha_t * polarity_t`` and ``left_terms[t] = alpha_t * -polarity_t`` are
+    exactly ``alpha_t * h_t(x)`` on either side (a product by +-1 is exact). Rows go in blocks:
+    stump by stump over the block's rows, so the adds of different rows overlap (and vectorise)
+    while each row still adds its terms in stump order.
+    """
+    n = X.shape[0]
+    n_stumps = features.shape[0]
+    out = np.zeros(n)
+    n_blocks = (n + block - 1) // block
+    for c in numba.prange(n_blocks):
+        start, stop = c * block, min(n, (c + 1) * block)
+        for t in range(n_stumps):
+            f, threshold = features[t], thresholds[t]
+            right_term, left_term = right_terms[t], left_terms[t]
+            if missing_right[t]:  # right: x > threshold or NaN, i.e. not x <= threshold
+                for i in range(start, stop):
+                    out[i] += left_term if X[i, f] <= threshold else right_term
+            else:
+                for i in range(start, stop):
+                    out[i] += right_term if X[i, f] > threshold else left_term
+    return out
+
+
+class BinnedStumpSearch:
+    """Stump search over binned features: one compiled histogram pass per call.
+
+    The same contract as :class:`ExactStumpSearch`: :meth:`best` returns the stump of least
+    weighted error (section 5: the stump of largest approximate mode is the one of least weighted
+    error), with the same error formulas and tie rules. The candidate thresholds are the bin
+    edges of a :class:`~viboost.binning.FeatureBinner`, so a feature with at most ``max_bins``
+    distinct active values gives exactly the thresholds of the exact search, and any other
+    feature is split at (at most ``max_bins - 1``) quantile edges. Each call to :meth:`best` costs
+    one pass over the ``(n_samples, n_features)`` ``uint8`` bins plus ``O(n_features * 256)``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Training features, finite or NaN.
+    active : ndarray of bool, shape (n_samples,), default=None
+        Rows that may carry weight. Bin edges are placed from active rows only and the weights of
+        inactive rows are ignored, so a row of zero sample weight changes nothing.
+    max_bins : int, default=255
+        Most bins per feature, from 2 to 255.
+    subsample : int, default=200_000
+        Most rows drawn to place quantile edges (see :class:`~viboost.binning.FeatureBinner`).
+    random_state : int, RandomState, Generator or None, default=None
+        Source of that subsample.
+
+    Attributes
+    ----------
+    binner_ : FeatureBinner
+        The fitted binner; ``binner_.thresholds_[j]`` are feature ``j``'s candidate thresholds
+        (after ``-inf``).
+    binned_ : ndarray of uint8, shape (n_samples, n_features)
+        Bins of ``X``, row-major (read by the histogram).
+    binned_columns_ : ndarray of uint8, shape (n_features, n_samples)
+        The same bins, one contiguous row per feature (read by :meth:`outputs`).
+    last_split_bin_ : int
+        For the stump last returned by :meth:`best`: bins ``<= last_split_bin_`` of its feature
+        go left (-1 for the threshold ``-inf``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.0], [2.0, 1.0], [3.0, 0.0], [4.0, np.nan]])
+    >>> y = np.array([-1.0, -1.0, 1.0, 1.0])
+    >>> search = BinnedStumpSearch(X)
+    >>> stump, error = search.best(np.full(4, 0.25), y)
+    >>> stump, error
+    (DecisionStump(feature=0, threshold=2.5, polarity=1, missing_right=True), 0.0)
+    >>> search.outputs(stump)
+    array([-1., -1.,  1.,  1.])
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray,
+        active: np.ndarray | None = None,
+        max_bins: int = 255,
+        subsample: int = 200_000,
+        random_state: int | np.random.RandomState | np.random.Generator | None = None,
+    ) -> None:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+        n_samples, n_features = X.shape
+        if n_features == 0:
+            raise ValueError("no stump can be formed: X has no feature columns")
+        if active is None:
+            active = np.ones(n_samples, dtype=bool)
+        active = np.ascontiguousarray(active, dtype=bool)
+        if active.shape != (n_samples,):
+            raise ValueError(f"active must have shape ({n_samples},), got {active.shape}")
+        self.n_features = n_features
+        self.binner_ = FeatureBinner(
+            max_bins=max_bins, subsample=subsample, random_state=random_state
+        ).fit(X, active)
+        self.binned_ = self.binner_.transform(X)
+        self.binned_columns_ = _transpose(self.binned_, _TRANSPOSE_BLOCK_ROWS)
+        self._active = active
+        self._n_chunks = _histogram_chunks(n_samples, n_features)
+        self._n_bins = self.binner_.n_bins_
+        # Whether any active row is missing the feature (weight-free, as ExactStumpSearch).
+        counts = _histogram(
+            self.binned_, active.astype(np.float64), np.ones(n_samples), active, self._n_chunks
+        )
+        self._has_missing = counts[:, MISSING_BIN, 1] > 0.0
+        self.last_split_bin_ = -1
+
+    def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
+        """Stump of least weighted error ``sum(weights[h(X) != y])`` and that error.
+
+        Errors within :data:`TIE_TOLERANCE` are ties; they go to the lowest feature index, then
+        the lowest threshold, polarity +1 first, NaN on the left first. Weights of the active rows
+        that do not sum to one (beyond rounding) are normalised first, and the error is that of
+        the normalised weights.
+        """
+        n_samples = self.binned_.shape[0]
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if weights.shape != (n_samples,) or y.shape != (n_samples,):
+            raise ValueError(
+                f"weights and y must have shape ({n_samples},), got {weights.shape} and {y.shape}"
+            )
+        hist = _histogram(self.binned_, weights, y, self._active, self._n_chunks)
+        total = float(hist[0].sum())
+        if not np.isfinite(total):
+            raise ValueError("weights must be finite")
+        if total > 0.0 and abs(total - 1.0) > 1e-9:
+            hist /= total
+        feature, position, polarity, missing_right, error = _best_split(
+            hist, self._n_bins, self._has_missing, TIE_TOLERANCE
+        )
+        if feature < 0:
+            raise ValueError("no stump could be scored: are the weights and labels finite?")
+        threshold = -np.inf if position == 0 else self.binner_.thresholds_[feature][position - 1]
+        self.last_split_bin_ = int(position) - 1
+        stump = DecisionStump(
+            feature=int(feature),
+            threshold=float(threshold),
+            polarity=int(polarity),
+            missing_right=bool(missing_right),
+        )
+        return stump, max(float(error), 0.0)
+
+    def split_bin(self, stump: DecisionStump) -> int:
+        """The bin ``b`` such that ``stump`` sends bins ``<= b`` of its feature left.
+
+        -1 for the threshold ``-inf``. Raises ``ValueError`` when the threshold is not one of this
+        search's candidate thresholds (a stump it did not return).
+        """
+        if not 0 <= stump.feature < self.n_features:
+            raise ValueError(
+                f"stump feature {stump.feature} is out of range for {self.n_features} features"
+            )
+        if stump.threshold == -np.inf:
+            return -1
+        edges = self.binner_.thresholds_[stump.feature]
+        b = int(np.searchsorted(edges, stump.threshold))
+        if b == edges.size or edges[b] != stump.threshold:
+            raise ValueError(
+                f"threshold {stump.threshold!r} is not a bin edge of feature {stump.feature}; "
+                "use stump.predict(X) for stumps this search did not return"
+            )
+        return b
+
+    def outputs(self, stump: DecisionStump) -> np.ndarray:
+        """``h(x_n)`` in {-1.0, +1.0} for the training rows, equal to ``stump.predict(X)``.
+
+        Read from the binned column, so ``stump`` must be one this search returned (or share its
+        threshold with one).
+        """
+        position = self.split_bin(stump) + 1
+        return _stump_outputs(
+            self.binned_columns_[stump.feature], position, stump.polarity, stump.missing_right
+        )
+
+
+def predict_ensemble(
+    X: np.ndarray, stumps: Sequence[DecisionStump], alphas: np.ndarray | Sequence[float]
+) -> np.ndarray:
+    """The ensemble margin ``H(x) = sum_t alphas[t] * h_t(x)`` for each row of ``X``.
+
+    One compiled pass over the rows, each summed in stump order ``t = 0, 1, ...``: the result is
+    bit-identical to ``margin += alphas[t] * stumps[t].predict(X)`` round by round from zeros. A
+    missing value goes to the stump's missing side.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Features, finite or NaN.
+    stumps : sequence of DecisionStump
+        The base classifiers ``h_t``.
+    alphas : array-like of shape (len(stumps),)
+        Their weights.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 3.0], [2.0, np.nan]])
+    >>> stumps = [DecisionStump(0, 1.0, 1, False), DecisionStump(1, 1.0, -1, True)]
+    >>> predict_ensemble(X, stumps, [0.5, 0.25])
+    array([-0.75,  0.25])
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+    alphas = np.asarray(alphas, dtype=np.float64)
+    if alphas.shape != (len(stumps),):
+        raise ValueError(
+            f"alphas must have shape ({len(stumps)},) to match the stumps, got {alphas.shape}"
+        )
+    features = np.array([s.feature for s in stumps], dtype=np.int64)
+    if features.size and not (features.min() >= 0 and features.max() < X.shape[1]):
+        raise ValueError(f"a stump splits on a feature outside the {X.shape[1]} columns of X")
+    thresholds = np.array([s.threshold for s in stumps], dtype=np.float64)
+    polarities = np.array([s.polarity for s in stumps], dtype=np.float64)
+    missing_right = np.array([s.missing_right for s in stumps], dtype=np.bool_)
+    return _ensemble_margin(
+        X,
+        features,
+        thresholds,
+        alphas * polarities,
+        alphas * -polarities,
+        missing_right,
+        _ENSEMBLE_BLOCK_ROWS,
+    )

@@ -1,0 +1,338 @@
+"""Feature binning: each column of ``X`` mapped to at most 255 ordered bins, stored as ``uint8``.
+
+The binned stump search (:class:`viboost.stumps.BinnedStumpSearch`) scores every split of a
+feature from a histogram of weights over that feature's bins, so it needs, per feature, a sorted
+list of *edges* (thresholds in the original units) and the bin of every training value.
+
+Structure of this module
+------------------------
+- :class:`FeatureBinner` learns the edges (``fit``) and maps values to bins (``transform``).
+
+  * A feature with at most ``max_bins`` distinct values (among the active, non-missing rows) is
+    binned *exactly*: one bin per distinct value, and the edge between two consecutive values is
+    their midpoint computed exactly as :class:`viboost.stumps.ExactStumpSearch` computes its
+    thresholds, so both searches see the same candidate splits. The count of distinct values is
+    taken on a subsample and then verified on the full column (a compiled binary-search pass);
+    only if some value is absent from the subsample does ``np.unique`` run on the whole column.
+  * Any other feature gets *quantile* bins from a random subsample of the active rows: the values
+    at evenly spaced ranks of the sorted subsample, deduplicated, each followed by an edge halfway
+    to the next larger distinct subsample value. Edges therefore always fall strictly between two
+    distinct observed values, and no bin boundary splits a run of equal values.
+
+- The bin of ``x`` is the number of edges strictly below ``x``: ``x <= edges[b]`` if and only if
+  ``bin(x) <= b``. So the split "bins ``<= b`` go left" is the stump threshold ``edges[b]``, and
+  ``x > edges[b]`` on the raw values reproduces the binned split for every value, seen in training
+  or not. A missing value (NaN) goes to the reserved bin :data:`MISSING_BIN` (255).
+- The compiled kernels: ``_bin_rows`` (a branchless eight-step binary search over the edges of
+  each feature, padded to 256 entries with ``+inf``) and ``_absent_values`` (the verification
+  pass of exact binning). Both are element-wise, so their results do not depend on the number of
+  numba threads.
+"""
+
+from __future__ import annotations
+
+import numbers
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = ["MISSING_BIN", "FeatureBinner"]
+
+#: Bin of a missing value (NaN); the bins of observed values are ``0 .. n_bins_[j] - 1 <= 254``.
+MISSING_BIN = 255
+# Edges per feature in the padded edge table: 254 real edges at most, then +inf.
+_TABLE_SIZE = 256
+
+
+@numba.njit(cache=True, parallel=True)
+def _bin_rows(X, table):  # pragma: no cover - compiled
+    """Bin of each entry of ``X``: the count of a feature's edges below the value; NaN -> 255.
+
+    ``table[j]`` holds feature ``j``'s edges in increasing order, padded with ``+inf`` to 256
+    entries (at most 254 are real, so ``table[j, 254]`` is ``+inf`` and a count never exceeds
+    254). The search reads entries ``pos + step - 1``, at most index 254.
+    """
+    n, d = X.shape
+    out = np.empty((n, d), dtype=np.uint8)
+    for i in numba.prange(n):
+        for j in range(d):
+            x = X[i, j]
+            edges = table[j]
+            pos = 0
+            pos += 128 * (edges[pos + 127] < x)
+            pos += 64 * (edges[pos + 63] < x)
+            pos += 32 * (edges[pos + 31] < x)
+            pos += 16 * (edges[pos + 15] < x)
+            pos += 8 * (edges[pos + 7] < x)
+            pos += 4 * (edges[pos + 3] < x)
+            pos += 2 * (edges[pos + 1] < x)
+            pos += 1 * (edges[pos] < x)
+            out[i, j] = pos if x == x else 255
+    return out
+
+
+@numba.njit(cache=True, parallel=True)
+def _absent_values(X, active, features, table):  # pragma: no cover - compiled
+    """For each listed feature, whether some active, non-missing value is absent from its table.
+
+    ``table[k]`` holds the sorted distinct values found for ``features[k]`` (at most 255),
+    padded with ``+inf`` to 256 entries. Per-chunk flags, combined at the end: no write races.
+    """
+    n = X.shape[0]
+    m = features.shape[0]
+    n_chunks = min(64, max(1, (n + 65535) // 65536))
+    size = (n + n_chunks - 1) // n_chunks
+    flags = np.zeros((n_chunks, m), dtype=np.bool_)
+    for c in numba.prange(n_chunks):
+        for i in range(c * size, min(n, (c + 1) * size)):
+            if not active[i]:
+                continue
+            for k in range(m):
+                x = X[i, features[k]]
+                values = table[k]
+                pos = 0
+                pos += 128 * (values[pos + 127] < x)
+                pos += 64 * (values[pos + 63] < x)
+                pos += 32 * (values[pos + 31] < x)
+                pos += 16 * (values[pos + 15] < x)
+                pos += 8 * (values[pos + 7] < x)
+                pos += 4 * (values[pos + 3] < x)
+                pos += 2 * (values[pos + 1] < x)
+                pos += 1 * (values[pos] < x)
+                # pos = count of values below x (<= 255); x is present iff values[pos] == x.
+                if x == x and values[pos] != x:
+                    flags[c, k] = True
+    absent = np.zeros(m, dtype=np.bool_)
+    for c in range(n_chunks):
+        for k in range(m):
+            absent[k] |= flags[c, k]
+    return absent
+
+
+def _midpoints(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Split points between ``lo < hi``, exactly as :class:`~viboost.stumps.ExactStumpSearch`."""
+    mid = lo / 2.0 + hi / 2.0  # halves first: no overflow near the float limits
+    return np.where(mid >= hi, lo, mid)  # adjacent floats: keep lo on the left side
+
+
+def _distinct(sorted_values: np.ndarray) -> np.ndarray:
+    """Distinct values of a sorted 1-D array without NaN."""
+    if sorted_values.size == 0:
+        return sorted_values
+    keep = np.empty(sorted_values.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=keep[1:])
+    return sorted_values[keep]
+
+
+def _quantile_edges(sorted_values: np.ndarray, max_bins: int) -> np.ndarray:
+    """Edges giving at most ``max_bins`` bins of about equal counts of ``sorted_values``."""
+    m = sorted_values.size
+    ranks = np.arange(1, max_bins) * m // max_bins  # values before rank r go left of the cut
+    cut_values = _distinct(sorted_values[np.clip(ranks - 1, 0, m - 1)])
+    after = np.searchsorted(sorted_values, cut_values, side="right")
+    keep = after < m  # the largest value has nothing above it to split from
+    return _midpoints(cut_values[keep], sorted_values[after[keep]])
+
+
+def _sort_columns(sample: np.ndarray) -> None:
+    """Sort each column of a Fortran-ordered array in place, groups of columns in threads.
+
+    numpy's sort beats a compiled one here and releases the GIL, so the threads run in parallel;
+    the result is the same for any number of threads.
+    """
+    n_threads = min(numba.get_num_threads(), sample.shape[1])
+    if n_threads <= 1 or sample.shape[0] < 10_000:
+        sample.sort(axis=0)
+        return
+    bounds = np.linspace(0, sample.shape[1], n_threads + 1).astype(np.int64)
+    groups = [sample[:, a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    with ThreadPoolExecutor(n_threads) as pool:
+        for _ in pool.map(lambda group: group.sort(axis=0), groups):
+            pass
+
+
+def _generator(random_state) -> np.random.Generator:
+    """A numpy Generator from an int, None, Generator or RandomState (as check_random_state)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or isinstance(random_state, numbers.Integral):
+        return np.random.default_rng(random_state)
+    state = check_random_state(random_state)  # a RandomState; raises on anything else
+    return np.random.default_rng(state.randint(np.iinfo(np.int32).max))
+
+
+class FeatureBinner:
+    """Map each feature to at most ``max_bins`` ordered bins (``uint8``), NaN to bin 255.
+
+    Parameters
+    ----------
+    max_bins : int, default=255
+        Most bins per feature for observed values, from 2 to 255 (bin 255 is reserved for NaN).
+    subsample : int, default=200_000
+        Most active rows drawn (without replacement) to place quantile edges and to count the
+        distinct values of each feature.
+    random_state : int, RandomState, Generator or None, default=None
+        Source of the subsample; an int gives a reproducible one.
+
+    Attributes
+    ----------
+    thresholds_ : list of ndarray
+        Per feature, the increasing edges in the original units; ``x > thresholds_[j][b]`` if
+        and only if ``x`` falls in a bin above ``b``.
+    n_bins_ : ndarray of int64, shape (n_features,)
+        Bins of observed values per feature (``len(thresholds_[j]) + 1``).
+    exact_ : ndarray of bool, shape (n_features,)
+        Whether the feature is binned exactly (one bin per distinct active value).
+    n_features_in_ : int
+        Columns seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1.0, 0.5], [2.0, np.nan], [2.0, 0.25], [4.0, 0.5]])
+    >>> binner = FeatureBinner().fit(X)
+    >>> binner.thresholds_[0], binner.n_bins_
+    (array([1.5, 3. ]), array([3, 2]))
+    >>> binner.transform(X)
+    array([[  0,   1],
+           [  1, 255],
+           [  1,   0],
+           [  2,   1]], dtype=uint8)
+    """
+
+    def __init__(
+        self,
+        max_bins: int = 255,
+        subsample: int = 200_000,
+        random_state: int | np.random.RandomState | np.random.Generator | None = None,
+    ) -> None:
+        self.max_bins = max_bins
+        self.subsample = subsample
+        self.random_state = random_state
+
+    def _check_params(self) -> None:
+        max_bins, subsample = self.max_bins, self.subsample
+        if isinstance(max_bins, bool) or not isinstance(max_bins, numbers.Integral):
+            raise TypeError(f"max_bins must be an int, got {max_bins!r}")
+        if not 2 <= max_bins <= MISSING_BIN:
+            raise ValueError(f"max_bins must be in [2, {MISSING_BIN}], got {max_bins}")
+        if isinstance(subsample, bool) or not isinstance(subsample, numbers.Integral):
+            raise TypeError(f"subsample must be an int, got {subsample!r}")
+        if subsample < 1:
+            raise ValueError(f"subsample must be at least 1, got {subsample}")
+
+    def fit(self, X: np.ndarray, active: np.ndarray | None = None) -> FeatureBinner:
+        """Learn the edges of each feature from the active rows of ``X``.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Training features, finite or NaN.
+        active : ndarray of bool, shape (n_samples,), default=None
+            Rows that may carry weight; edges are placed from their values only.
+
+        Returns
+        -------
+        self : FeatureBinner
+        """
+        self._check_params()
+        X = _check_X(X)
+        n_samples, n_features = X.shape
+        if active is None:
+            active = np.ones(n_samples, dtype=bool)
+        else:
+            active = np.ascontiguousarray(active, dtype=bool)
+            if active.shape != (n_samples,):
+                raise ValueError(f"active must have shape ({n_samples},), got {active.shape}")
+        max_bins = int(self.max_bins)
+        rows = np.flatnonzero(active)
+        subsampled = rows.size > self.subsample
+        if subsampled:
+            rows = _generator(self.random_state).choice(
+                rows, size=int(self.subsample), replace=False, shuffle=False
+            )
+            rows.sort()  # ascending rows: a cache-friendly gather
+        if X.flags.f_contiguous:  # column by column: contiguous reads
+            sample = np.empty((rows.size, n_features), order="F")
+            for j in range(n_features):
+                np.take(X[:, j], rows, out=sample[:, j])
+        else:
+            sample = np.asfortranarray(np.take(X, rows, axis=0))
+        _sort_columns(sample)  # NaN sorts last
+
+        thresholds: list[np.ndarray | None] = [None] * n_features
+        exact = np.zeros(n_features, dtype=bool)
+        to_verify: list[int] = []
+        verify_values: list[np.ndarray] = []
+        for j in range(n_features):
+            column = sample[:, j]
+            observed = column[: np.searchsorted(column, np.nan)]  # NaN sorts (and searches) last
+            values = _distinct(observed)
+            if values.size <= max_bins:
+                if subsampled:
+                    to_verify.append(j)
+                    verify_values.append(values)
+                else:
+                    thresholds[j] = _midpoints(values[:-1], values[1:])
+                    exact[j] = True
+            else:
+                thresholds[j] = _quantile_edges(observed, max_bins)
+
+        if to_verify:
+            table = np.full((len(to_verify), _TABLE_SIZE), np.inf)
+            for k, values in enumerate(verify_values):
+                table[k, : values.size] = values
+            absent = _absent_values(X, active, np.asarray(to_verify, dtype=np.int64), table)
+            for k, j in enumerate(to_verify):
+                values = verify_values[k]
+                if absent[k]:  # the subsample missed a value: count on the whole column
+                    column = X[active, j]
+                    full = np.unique(column[~np.isnan(column)])
+                    if full.size > max_bins:
+                        observed = sample[: np.searchsorted(sample[:, j], np.nan), j]
+                        thresholds[j] = _quantile_edges(observed, max_bins)
+                        continue
+                    values = full
+                thresholds[j] = _midpoints(values[:-1], values[1:])
+                exact[j] = True
+
+        self.thresholds_ = [np.asarray(t, dtype=np.float64) for t in thresholds]
+        self.n_bins_ = np.array([t.size + 1 for t in self.thresholds_], dtype=np.int64)
+        self.exact_ = exact
+        self.n_features_in_ = n_features
+        table = np.full((n_features, _TABLE_SIZE), np.inf)
+        for j, edges in enumerate(self.thresholds_):
+            table[j, : edges.size] = edges
+        self._table = table
+        return self
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        """Bins of ``X``: a C-contiguous ``uint8`` array of shape (n_samples, n_features).
+
+        Observed values go to bins ``0 .. n_bins_[j] - 1`` (the count of edges below the value),
+        NaN to :data:`MISSING_BIN`.
+        """
+        if not hasattr(self, "_table"):
+            raise ValueError("this FeatureBinner is not fitted yet: call fit first")
+        X = _check_X(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but the binner was fitted with {self.n_features_in_}"
+            )
+        return _bin_rows(X, self._table)
+
+    def fit_transform(self, X: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+        """``fit(X, active)`` then ``transform(X)``."""
+        return self.fit(X, active).transform(X)
+
+
+def _check_X(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError("X has no features (0 columns): nothing to bin")
+    return X
