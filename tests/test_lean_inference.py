@@ -183,3 +183,41 @@ def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
     np.testing.assert_array_equal(pseudo.n_vi_iter_, rows.n_vi_iter_)
     for a, b in zip(pseudo.elbo_, rows.elbo_, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_row_margins_advance_matches_stump_weights(exact):
+    """The cached-exponential update gives the weights of their definition, round after round."""
+    from viboost.inference import RowMargins
+
+    y, _, margin, weight = _rows(30_000, 2.0, seed=10)
+    weight[:3] = 0.0
+    rng = np.random.default_rng(11)
+    rows = RowMargins(y, weight, margin)
+    reference = margin.copy()
+    for t in range(40):
+        h = np.where(rng.random(y.size) < 0.6, y, -y)
+        alpha = float(rng.normal(0.0, 0.5))
+        odds = CleanLogOdds(float(rng.normal(2.0, 1.0)), float(rng.normal(1.0, 1.0)), 1.0)
+        got = rows.advance(alpha, h, odds, 1.0, exact)
+        reference += alpha * h
+        np.testing.assert_array_equal(rows.margin, reference)
+        want = stump_weights(y, reference, weight, odds, 1.0, exact)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300, err_msg=f"round {t}")
+
+
+def test_row_margins_fall_back_beyond_the_exponent_range():
+    from viboost.inference import RowMargins
+
+    y, h, margin, weight = _rows(1_000, 1.0, seed=12)
+    rows = RowMargins(y, weight, margin)
+    odds = CleanLogOdds(3.0, 2.0, 1.0)
+    rows.advance(0.5, h, odds, 1.0, False)
+    got = rows.advance(900.0, h, odds, 1.0, False)  # margins beyond 700: exp(-y H) overflows
+    want = stump_weights(y, rows.margin, weight, odds, 1.0, False)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    got = rows.advance(-0.1, h, odds, 1.0, False)
+    np.testing.assert_allclose(
+        got, stump_weights(y, rows.margin, weight, odds, 1.0, False), rtol=1e-12, atol=1e-300
+    )

@@ -96,6 +96,9 @@ def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, o
     bin width), min and max of u; flat per-chunk arrays of 6 slots per (group, bin)."""  # noqa: D205
     n = y.shape[0]
     n_bins = edges.shape[0] - 1
+    last = n_bins - 1
+    n_core = int(round(2.0 * half / width))
+    inv_width = 1.0 / width
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
     partial = np.zeros((n_chunks, 4 * n_bins * 6))
@@ -109,9 +112,15 @@ def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, o
             if s > 0.0:
                 yi = y[i]
                 u = -yi * margin[i]
-                k = _bin_of(u, edges, half, width, log_step_inv, offset)
-                lo, hi = edges[k], edges[k + 1]
-                d = (u - 0.5 * (lo + hi)) / (hi - lo)
+                x = (u + half) * inv_width
+                j = int(x) if x >= 0.0 else -1
+                k = offset + j
+                if x < 0.0 or j >= n_core or k < 0 or k > last:  # outside the core: search edges
+                    k = _bin_of(u, edges, half, width, log_step_inv, offset)
+                    lo, hi = edges[k], edges[k + 1]
+                    d = (u - 0.5 * (lo + hi)) / (hi - lo)
+                else:
+                    d = x - (j + 0.5)
                 group = (2 if yi > 0.0 else 0) + (1 if yi * h[i] > 0.0 else 0)
                 base = 6 * (group * n_bins + k)
                 sd = s * d

@@ -40,11 +40,11 @@ from viboost.compression import compress_round
 from viboost.inference import (
     CleanLogOdds,
     ModelPriors,
+    RowMargins,
     approx_alpha,
     core_elbo,
     elbo,
     log_normalizer_c,
-    stump_weights,
     update_clean_proba,
     update_noise_grade,
     update_snr,
@@ -386,15 +386,18 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             delay=2.0,
             file=sys.stderr,
         ) as progress:
+            tau, exact = float(self.tau), self.alpha == "exact"
+            rows = RowMargins(y_signed, sample_weight, margin)
+            weights = rows.weights(self._odds, tau, exact)
             for _ in range(start, self.n_estimators):
                 stump, alpha, h, trace, n_iter = self._boost(
-                    search, X, y_signed, sample_weight, margin
+                    search, X, y_signed, sample_weight, rows.margin, weights
                 )
-                margin += alpha * h
+                weights = rows.advance(alpha, h, self._odds, tau, exact)
                 self._record_round(stump, alpha, trace, n_iter)
                 progress.update()
         # phi_n for every training row, from the final state of q(w) and the final ensemble.
-        self.clean_proba_ = np.exp(self._odds.log_proba(y_signed, margin)[0])
+        self.clean_proba_ = np.exp(self._odds.log_proba(y_signed, rows.margin)[0])
         del self._active_rows
         return self
 
@@ -438,12 +441,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         y: np.ndarray,
         sample_weight: np.ndarray,
         margin: np.ndarray,
+        weights: np.ndarray,
     ) -> tuple[DecisionStump, float, np.ndarray, np.ndarray, int]:
         """One round of Algorithm 1: pick h_t, run the inner variational loop, return alpha_t.
 
-        Updates the variational state (q(w) through ``self._odds``, omega, eta) in place and
-        returns the stump, its weight alpha_t, its outputs h_t(x_n), the round's ELBO trace and
-        the inner iterations run.
+        ``weights`` are the stump-search weights of section 5 for the current ensemble ``margin``
+        (:func:`~viboost.inference.stump_weights`). Updates the variational state (q(w) through
+        ``self._odds``, omega, eta) in place and returns the stump, its weight alpha_t, its
+        outputs h_t(x_n), the round's ELBO trace and the inner iterations run.
         """
         tau = float(self.tau)
         exact = self.alpha == "exact"
@@ -455,7 +460,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         #   g''(0) is the same for every h, ranks stumps by the weighted error under
         #   s phi sigmoid(-y H) (the logistic-loss gradient). Ranking by exp-loss weights but
         #   stepping by the exact (logistic) mode would pick stumps the exact step leaves at ~0.
-        weights = stump_weights(y, margin, sample_weight, self._odds, tau, exact)
         stump, _ = search.best(weights, y)
         outputs = getattr(search, "outputs", None)
         h = outputs(stump) if outputs is not None else stump.predict(X)
