@@ -164,6 +164,18 @@ def _generator(random_state) -> np.random.Generator:
     return np.random.default_rng(state.randint(np.iinfo(np.int32).max))
 
 
+@numba.njit(cache=True, parallel=True)
+def _gather_rows(X, rows, out):  # pragma: no cover - compiled
+    """``out[k] = X[rows[k]]`` for a C-ordered X into a Fortran-ordered ``out``, in row blocks."""
+    n_rows, d = rows.shape[0], X.shape[1]
+    n_blocks = (n_rows + 4095) // 4096
+    for c in numba.prange(n_blocks):
+        for k in range(c * 4096, min(n_rows, (c + 1) * 4096)):
+            r = rows[k]
+            for j in range(d):
+                out[k, j] = X[r, j]
+
+
 class FeatureBinner:
     """Map each feature to at most ``max_bins`` ordered bins (``uint8``), NaN to bin 255.
 
@@ -260,7 +272,8 @@ class FeatureBinner:
             for j in range(n_features):
                 np.take(X[:, j], rows, out=sample[:, j])
         else:
-            sample = np.asfortranarray(np.take(X, rows, axis=0))
+            sample = np.empty((rows.size, n_features), order="F")
+            _gather_rows(X, rows, sample)
         _sort_columns(sample)  # NaN sorts last
 
         thresholds: list[np.ndarray | None] = [None] * n_features

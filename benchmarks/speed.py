@@ -1,0 +1,651 @@
+"""Fit time, peak memory and accuracy of VIBoost against AdaBoost, LightGBM and XGBoost.
+
+Run from the repository root::
+
+    python benchmarks/speed.py                                   # N = 1e4, 1e5, 1e6; 100 rounds
+    python benchmarks/speed.py --sizes 2000 5000 --rounds 10     # quick check
+    python benchmarks/speed.py --models lightgbm xgboost --sizes 1000000 --repeats 3
+
+Options: ``--sizes N ...`` (training rows), ``--rounds T`` (boosting rounds, default 100),
+``--repeats R`` (best of R fits, default 1), ``--models KEY ...`` (a subset of ``viboost``,
+``viboost-1iter``, ``adaboost``, ``lightgbm``, ``xgboost``), ``--test-rows`` (default 100,000),
+``--predict-rows`` (default 1,000,000), ``--out PATH`` (default ``benchmarks/speed.md``).
+The table is printed on stdout and written atomically to ``--out``; progress goes to stderr.
+
+Models, all with T = ``--rounds`` rounds of depth-1 trees (stumps):
+
+- ``viboost``: ``VIBoostClassifier(n_estimators=T, random_state=0)``, the paper's defaults
+  (ELBO on);
+- ``viboost-1iter``: ``VIBoostClassifier(n_estimators=T, fixed_vi_iter=1, random_state=0)``;
+- ``adaboost``: ``AdaBoostClassifier(estimator=DecisionTreeClassifier(max_depth=1),
+  n_estimators=T)``, only for N <= 100,000;
+- ``lightgbm``: ``LGBMClassifier(n_estimators=T, num_leaves=2, max_depth=1, verbose=-1)``;
+- ``xgboost``: ``XGBClassifier(n_estimators=T, tree_method="hist", max_depth=1)``.
+
+Every library runs with its default threading (LightGBM, XGBoost and numba use all cores).
+
+Data (deterministic, regenerated in every child process): D = 50 features, float64, i.i.d.
+standard normal, C-contiguous. With w = (1, -1, 0.5, 0.5, -0.5) and e a standard-normal noise
+draw per row, the clean label is ``y = 1[X[:, :5] @ w + 0.5 * e > 0]``. In the TRAINING set,
+exactly ``floor(0.1 * N)`` labels, chosen uniformly without replacement, are flipped; the TEST
+set (``--test-rows``, 100,000 rows for every N, so accuracies are comparable across N) keeps its
+clean labels. Seeds: training set ``TRAIN_SEED`` (the same for every N), test set ``TEST_SEED``,
+warm-up data ``WARMUP_SEED``, prediction-timing rows ``PREDICT_SEED``.
+
+Each (model, N) runs in a fresh child process (this script with a hidden ``--child`` flag),
+one at a time, never two fits at once. A child:
+
+1. imports the libraries and warms the model up with two small fits and predicts (2,000 rows x
+   5 rounds, and 50,000 rows x 2 rounds, above the size from which VIBoost compresses a round's
+   rows), so the timed fit excludes numba JIT compilation (and library start-up costs);
+2. generates the training data;
+3. reads VmRSS from /proc/self/status (the "pre-fit RSS") and resets the high-water mark VmHWM
+   by writing 5 to /proc/self/clear_refs (so allocations before the fit do not count);
+4. times ``fit`` with ``time.perf_counter`` and reads VmHWM right after it: "peak RSS" is that
+   VmHWM, "RSS increase" is VmHWM minus the pre-fit RSS (the input data is already resident
+   before the fit). If the reset is not possible, ``resource.getrusage(RUSAGE_SELF).ru_maxrss``
+   read after the data and after the fit is used instead and the report says so;
+5. with ``--repeats R``, steps 3-4 run R times on fresh estimators: the best fit time and the
+   largest RSS increase are kept;
+6. computes the test accuracy and, for VIBoost at the largest N, times ``decision_function`` on
+   ``--predict-rows`` rows (best of 3, after a small warm-up call).
+
+MB means 10^6 bytes throughout. The "x LightGBM" column is fit seconds over LightGBM's fit
+seconds at the same N in the same run. The per-round time exponent of a model is the least
+squares slope of log(ms per round) against log N over the sizes it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+D = 50
+WEIGHTS = np.array([1.0, -1.0, 0.5, 0.5, -0.5])
+NOISE_SCALE = 0.5
+FLIP_RATE = 0.1
+TRAIN_SEED = 20_240_001
+TEST_SEED = 20_240_002
+WARMUP_SEED = 20_240_003
+PREDICT_SEED = 20_240_004
+# Warm-up fits (rows, rounds): a small one and one above the row count from which the estimator
+# compresses each round's rows (2**14 at the time of writing), so both paths are compiled.
+WARMUP_FITS = ((2_000, 5), (50_000, 2))
+ADABOOST_MAX_N = 100_000
+MB = 1e6
+
+MODELS: dict[str, str] = {
+    "lightgbm": "LightGBM",
+    "xgboost": "XGBoost",
+    "adaboost": "sklearn AdaBoost",
+    "viboost": "VIBoost (defaults)",
+    "viboost-1iter": "VIBoost (1 inner iteration)",
+}
+VIBOOST_KEYS = ("viboost", "viboost-1iter")
+
+# Targets of the project.
+TARGET_N_RATIO = 1_000_000
+TARGET_RATIO = {"viboost": 1.0, "viboost-1iter": 0.5}
+TARGET_N_ADABOOST = 100_000
+TARGET_ADABOOST_SPEEDUP = 100.0
+TARGET_MEM_FRACTION = 0.25
+TARGET_MEM_EXTRA_MB = 300.0
+TARGET_PREDICT_S = 0.2
+TARGET_PREDICT_ROWS = 1_000_000
+TARGET_ROUNDS = 100
+
+
+# ---------------------------------------------------------------------------------- data
+def make_data(
+    n: int, seed: int, flip_rate: float = 0.0, labels: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Rows of the benchmark problem: ``X`` (n, D) float64 and labels in {0, 1} (see docstring).
+
+    ``flip_rate`` flips exactly ``floor(flip_rate * n)`` labels chosen uniformly at random.
+    Generated without large temporaries, so the process's RSS high-water mark stays close to
+    the size of ``X``.
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, D))
+    if not labels:
+        return X, None
+    score = X[:, : len(WEIGHTS)] @ WEIGHTS
+    score += NOISE_SCALE * rng.standard_normal(n)
+    y = (score > 0).astype(np.int64)
+    del score
+    n_flip = math.floor(flip_rate * n)
+    if n_flip:
+        flip = rng.choice(n, size=n_flip, replace=False)
+        y[flip] = 1 - y[flip]
+    return X, y
+
+
+def make_model(key: str, rounds: int) -> Any:
+    """A fresh, unfitted estimator for model ``key`` with ``rounds`` boosting rounds."""
+    if key == "viboost":
+        from viboost import VIBoostClassifier
+
+        return VIBoostClassifier(n_estimators=rounds, random_state=0)
+    if key == "viboost-1iter":
+        from viboost import VIBoostClassifier
+
+        return VIBoostClassifier(n_estimators=rounds, fixed_vi_iter=1, random_state=0)
+    if key == "adaboost":
+        from sklearn.ensemble import AdaBoostClassifier
+        from sklearn.tree import DecisionTreeClassifier
+
+        return AdaBoostClassifier(
+            estimator=DecisionTreeClassifier(max_depth=1), n_estimators=rounds
+        )
+    if key == "lightgbm":
+        from lightgbm import LGBMClassifier
+
+        return LGBMClassifier(n_estimators=rounds, num_leaves=2, max_depth=1, verbose=-1)
+    if key == "xgboost":
+        from xgboost import XGBClassifier
+
+        return XGBClassifier(n_estimators=rounds, tree_method="hist", max_depth=1)
+    raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
+
+
+def warm_up(factory: Callable[[int], Any]) -> None:
+    """Fit ``factory(rounds)`` and predict on each of the ``WARMUP_FITS`` (JIT, start-up)."""
+    for rows, rounds in WARMUP_FITS:
+        X_w, y_w = make_data(rows, WARMUP_SEED, FLIP_RATE)
+        factory(rounds).fit(X_w, y_w).predict(X_w)
+    gc.collect()
+
+
+# ---------------------------------------------------------------------------------- memory
+def read_status_kib() -> dict[str, int]:
+    """VmRSS and VmHWM of this process in KiB (empty when /proc is not available)."""
+    values: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    name, rest = line.split(":", 1)
+                    values[name] = int(rest.split()[0])
+    except OSError:
+        pass
+    return values
+
+
+def reset_hwm() -> bool:
+    """Reset this process's RSS high-water mark (Linux >= 4.0); False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError:
+        return False
+    status = read_status_kib()
+    return "VmHWM" in status and status["VmHWM"] <= status["VmRSS"] + 1024
+
+
+def maxrss_kib() -> int:
+    """``ru_maxrss`` of this process (KiB on Linux)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+# ---------------------------------------------------------------------------------- child
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Warm up, generate the data, fit ``spec["repeats"]`` times and measure (see docstring)."""
+    key, n, rounds = spec["model"], spec["n"], spec["rounds"]
+    out: dict[str, Any] = {"model": key, "n": n, "rounds": rounds}
+
+    # 1. warm-up: imports, numba JIT, library start-up.
+    warm_up(lambda rounds: make_model(key, rounds))
+
+    # 2. data.
+    X, y = make_data(n, TRAIN_SEED, FLIP_RATE)
+    out["input_mb"] = X.nbytes / MB
+    out["maxrss_after_data_mb"] = maxrss_kib() * 1024 / MB
+
+    times: list[float] = []
+    peaks: list[float] = []
+    increases: list[float] = []
+    method = ""
+    model = None
+    for _ in range(spec["repeats"]):
+        model = None
+        gc.collect()
+        model = make_model(key, rounds)
+        # 3. pre-fit RSS, then reset the high-water mark.
+        before = read_status_kib()
+        if reset_hwm():
+            method = "VmHWM after fit minus VmRSS before fit (VmHWM reset before fit)"
+            base_kib = before["VmRSS"]
+        else:
+            method = "ru_maxrss after fit minus ru_maxrss after data (no reset possible)"
+            base_kib = maxrss_kib()
+        # 4. the timed fit.
+        start = time.perf_counter()
+        model.fit(X, y)
+        times.append(time.perf_counter() - start)
+        after = read_status_kib()
+        peak_kib = after["VmHWM"] if "VmHWM" in after else maxrss_kib()
+        peaks.append(peak_kib * 1024 / MB)
+        increases.append((peak_kib - base_kib) * 1024 / MB)
+    out["fit_s"] = min(times)
+    out["fit_s_all"] = times
+    out["peak_rss_mb"] = max(peaks)
+    out["rss_increase_mb"] = max(increases)
+    out["maxrss_after_fit_mb"] = maxrss_kib() * 1024 / MB
+    out["memory_method"] = method
+    if key in VIBOOST_KEYS:
+        out["n_stumps"] = len(model.estimators_)
+        out["inner_iterations"] = int(np.sum(model.n_vi_iter_))
+
+    # 6. accuracy on the clean test set.
+    X_test, y_test = make_data(spec["test_rows"], TEST_SEED)
+    out["test_accuracy"] = float(np.mean(model.predict(X_test) == y_test))
+    del X_test, y_test
+
+    if spec.get("predict_rows"):
+        rows = spec["predict_rows"]
+        if n >= rows:
+            X_pred = X[:rows]
+        else:
+            del X, y
+            gc.collect()
+            X_pred, _ = make_data(rows, PREDICT_SEED, labels=False)
+        model.decision_function(X_pred[:1000])
+        predict_times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            model.decision_function(X_pred)
+            predict_times.append(time.perf_counter() - start)
+        out["predict_rows"] = rows
+        out["predict_s"] = min(predict_times)
+    return out
+
+
+def spawn_child(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one measurement in a fresh Python process; its stdout goes to our stderr."""
+    fd, path = tempfile.mkstemp(prefix="viboost-speed-", suffix=".json")
+    os.close(fd)
+    try:
+        spec = {**spec, "result_path": path}
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+            stdout=sys.stderr,
+            check=False,
+        )
+        if proc.returncode != 0:
+            return {"model": spec["model"], "n": spec["n"], "error": f"exit {proc.returncode}"}
+        with open(path) as fh:
+            return json.load(fh)
+    finally:
+        os.unlink(path)
+
+
+# ---------------------------------------------------------------------------------- report
+def machine_lines() -> list[str]:
+    """CPU model, core count and RAM of this machine."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    ram = "unknown"
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    ram = f"{int(line.split()[1]) * 1024 / 2**30:.1f} GiB"
+                    break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [
+        f"- CPU: {cpu}; {os.cpu_count()} logical cores ({usable} usable by this process)",
+        f"- RAM: {ram}",
+        f"- OS: {platform.system()} {platform.release()}; Python {platform.python_version()}",
+    ]
+
+
+def load_average() -> float:
+    """The 1-minute load average of the machine (NaN where unavailable)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return math.nan
+
+
+def versions_line() -> str:
+    """Versions of the benchmarked libraries, read from their installed metadata."""
+    parts = []
+    for dist in ("viboost", "numpy", "numba", "scikit-learn", "lightgbm", "xgboost"):
+        try:
+            parts.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{dist} (not installed)")
+    return "- Libraries: " + ", ".join(parts)
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits, or a dash."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
+
+
+def verdict(measured: float, limit: float) -> str:
+    """Return "met" or "MISSED by X%" for a target ``measured <= limit``."""
+    if measured <= limit:
+        return "met"
+    return f"MISSED by {100 * (measured / limit - 1):.0f}%"
+
+
+def fitted_exponent(ns: list[int], ms: list[float]) -> float:
+    """Least-squares slope of log(ms per round) against log N."""
+    return float(np.polyfit(np.log(ns), np.log(ms), 1)[0])
+
+
+def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """The markdown report of a run."""
+    ok = [r for r in results if "error" not in r]
+    by = {(r["model"], r["n"]): r for r in ok}
+    lines = [
+        "# VIBoost speed benchmark",
+        "",
+        f"- Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        *machine_lines(),
+        versions_line(),
+        "- Threads: library defaults (LightGBM, XGBoost and numba use all cores).",
+        f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
+        f"{load_average():.2f} (other processes on the machine slow every fit down).",
+        f"- Command: `{shlex.join(['python', *sys.argv])}`",
+        f"- Data: D = {D} i.i.d. standard-normal float64 features; clean label "
+        f"y = 1[X[:, :5] @ {tuple(WEIGHTS.tolist())} + {NOISE_SCALE} * e > 0], e ~ N(0, 1); "
+        f"{FLIP_RATE:.0%} of the training labels flipped (exactly floor(0.1 N), uniformly); "
+        f"test set: {args.test_rows:,} rows with clean labels, the same for every N.",
+        f"- Rounds: {args.rounds} (depth-1 trees); fit time: best of {args.repeats}; each "
+        "(model, N) in a fresh process, one at a time, after warm-up fits ("
+        + ", ".join(f"{rows:,} rows x {rounds} rounds" for rows, rounds in WARMUP_FITS)
+        + ") so numba JIT compilation is excluded from the timed fit.",
+        "- Memory: peak RSS = VmHWM read after the fit, the high-water mark having been reset "
+        "just before it (/proc/self/clear_refs); RSS increase = that peak minus VmRSS before "
+        "the fit, when the training data is already resident. MB = 10^6 bytes.",
+        "",
+    ]
+    methods = {r["memory_method"] for r in ok}
+    if any(not m.startswith("VmHWM") for m in methods):
+        lines += [f"- NOTE: memory measured as: {'; '.join(sorted(methods))}", ""]
+
+    lines += [
+        "| N | model | fit s | ms/round | x LightGBM | peak RSS MB | RSS increase MB "
+        "| test accuracy |",
+        "|---:|:---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        name = MODELS[r["model"]]
+        if "error" in r:
+            lines.append(f"| {r['n']:,} | {name} | failed ({r['error']}) | | | | | |")
+            continue
+        base = by.get(("lightgbm", r["n"]))
+        ratio = r["fit_s"] / base["fit_s"] if base else None
+        lines.append(
+            f"| {r['n']:,} | {name} | {fmt(r['fit_s'])} | {fmt(r['fit_s'] / r['rounds'] * 1e3)}"
+            f" | {fmt(ratio)} | {r['peak_rss_mb']:.0f} | {r['rss_increase_mb']:.0f}"
+            f" | {r['test_accuracy']:.4f} |"
+        )
+    lines += [
+        "",
+        "Size of the float64 training matrix: "
+        + ", ".join(f"N = {n:,}: {n * D * 8 / MB:.0f} MB" for n in args.sizes)
+        + ".",
+        "",
+    ]
+
+    vib = [r for r in ok if r["model"] in VIBOOST_KEYS]
+    if vib:
+        lines.append(
+            "VIBoost inner iterations (total over all rounds): "
+            + "; ".join(
+                f"{MODELS[r['model']]} at N = {r['n']:,}: {r['inner_iterations']}" for r in vib
+            )
+            + "."
+        )
+        lines.append("")
+
+    lines += [
+        "## Per-round time exponent",
+        "",
+        "Least-squares slope of log(ms per round) against log N (1 = linear in N).",
+        "",
+        "| model | exponent | over N |",
+        "|:---|---:|:---|",
+    ]
+    for key in args.models:
+        runs = sorted((r for r in ok if r["model"] == key), key=lambda r: r["n"])
+        if len(runs) >= 2:
+            ns = [r["n"] for r in runs]
+            ms = [r["fit_s"] / r["rounds"] * 1e3 for r in runs]
+            sizes = ", ".join(f"{n:,}" for n in ns)
+            lines.append(f"| {MODELS[key]} | {fitted_exponent(ns, ms):.2f} | {sizes} |")
+        else:
+            lines.append(f"| {MODELS[key]} | - | fewer than 2 sizes |")
+    lines.append("")
+
+    lines += ["## VIBoost predict time", ""]
+    predicted = [r for r in ok if "predict_s" in r]
+    if not predicted:
+        lines.append("Not measured (no VIBoost model in this run).")
+    for r in predicted:
+        lines.append(
+            f"- {MODELS[r['model']]} (fitted at N = {r['n']:,}): `decision_function` on "
+            f"{r['predict_rows']:,} rows with {r['n_stumps']} stumps: {r['predict_s']:.3f} s "
+            f"(best of 3; {r['predict_s'] / (r['predict_rows'] * r['n_stumps']) * 1e9:.2f} ns "
+            "per row and stump)"
+        )
+    lines.append("")
+    lines += build_targets(ok, by, args)
+    return "\n".join(lines) + "\n"
+
+
+def build_targets(
+    ok: list[dict[str, Any]], by: dict[tuple[str, int], dict[str, Any]], args: argparse.Namespace
+) -> list[str]:
+    """The project's targets and whether this run met them (computed, never assumed)."""
+    lines = ["## Targets", ""]
+    if args.rounds != TARGET_ROUNDS:
+        lines += [
+            f"NOTE: the targets are defined at {TARGET_ROUNDS} rounds; this run used "
+            f"{args.rounds}, so the statuses below are indicative only.",
+            "",
+        ]
+    lines += [
+        "'MISSED by X%': the measured value exceeds its limit by X% of the limit.",
+        "",
+        "| target | measured | limit | status |",
+        "|:---|---:|---:|:---|",
+    ]
+    lgbm = by.get(("lightgbm", TARGET_N_RATIO))
+    for key, limit in TARGET_RATIO.items():
+        label = f"N = {TARGET_N_RATIO:,}: {MODELS[key]} fit <= {limit:g}x LightGBM"
+        run = by.get((key, TARGET_N_RATIO))
+        if run and lgbm:
+            ratio = run["fit_s"] / lgbm["fit_s"]
+            lines.append(f"| {label} | {ratio:.3g}x | {limit:g}x | {verdict(ratio, limit)} |")
+        else:
+            lines.append(f"| {label} | - | {limit:g}x | not measured in this run |")
+
+    label = (
+        f"N = {TARGET_N_ADABOOST:,}: {MODELS['viboost']} >= {TARGET_ADABOOST_SPEEDUP:g}x faster "
+        "than sklearn AdaBoost"
+    )
+    vi, ada = by.get(("viboost", TARGET_N_ADABOOST)), by.get(("adaboost", TARGET_N_ADABOOST))
+    if vi and ada:
+        allowed = ada["fit_s"] / TARGET_ADABOOST_SPEEDUP
+        lines.append(
+            f"| {label} | {ada['fit_s'] / vi['fit_s']:.3g}x faster ({vi['fit_s']:.3g} s) "
+            f"| {TARGET_ADABOOST_SPEEDUP:g}x ({allowed:.3g} s) | {verdict(vi['fit_s'], allowed)} |"
+        )
+    else:
+        lines.append(f"| {label} | - | {TARGET_ADABOOST_SPEEDUP:g}x | not measured in this run |")
+
+    for r in sorted(
+        (r for r in ok if r["model"] in VIBOOST_KEYS), key=lambda r: (r["model"], r["n"])
+    ):
+        budget = TARGET_MEM_FRACTION * r["input_mb"] + TARGET_MEM_EXTRA_MB
+        lines.append(
+            f"| N = {r['n']:,}: {MODELS[r['model']]} fit memory: RSS increase <= "
+            f"{TARGET_MEM_FRACTION:g} x input ({r['input_mb']:.0f} MB) + "
+            f"{TARGET_MEM_EXTRA_MB:g} MB | {r['rss_increase_mb']:.0f} MB | {budget:.0f} MB "
+            f"| {verdict(r['rss_increase_mb'], budget)} |"
+        )
+    if not any(r["model"] in VIBOOST_KEYS for r in ok):
+        lines.append("| VIBoost fit memory | - | - | not measured in this run |")
+
+    label = (
+        f"predict {TARGET_PREDICT_ROWS:,} rows x {TARGET_ROUNDS} stumps <= {TARGET_PREDICT_S:g} s"
+    )
+    exact = [
+        r
+        for r in ok
+        if r.get("predict_rows") == TARGET_PREDICT_ROWS and r.get("n_stumps") == TARGET_ROUNDS
+    ]
+    if exact:
+        best = min(exact, key=lambda r: r["predict_s"])
+        lines.append(
+            f"| {label} | {best['predict_s']:.3f} s | {TARGET_PREDICT_S:g} s "
+            f"| {verdict(best['predict_s'], TARGET_PREDICT_S)} |"
+        )
+    else:
+        lines.append(
+            f"| {label} | - | {TARGET_PREDICT_S:g} s | not measured in this run "
+            "(needs 100 stumps and --predict-rows 1000000) |"
+        )
+    lines += [
+        "",
+        "Memory budget: RSS increase over the pre-fit RSS (which already holds the float64 "
+        f"training matrix) <= {TARGET_MEM_FRACTION:g} x (N x {D} x 8 bytes) + "
+        f"{TARGET_MEM_EXTRA_MB:g} MB, i.e. total fit-time footprint <= input + 25% + 300 MB.",
+    ]
+    return lines
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates the file 0600
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=1, help="best of R fits (default 1)")
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument("--predict-rows", type=int, default=TARGET_PREDICT_ROWS)
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("speed.md"))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child is None:
+        if min(args.sizes) < 1 or args.rounds < 1 or args.repeats < 1 or args.test_rows < 1:
+            parser.error("--sizes, --rounds, --repeats and --test-rows must be positive")
+        args.sizes = sorted(set(args.sizes))
+        args.models = [key for key in MODELS if key in args.models]  # LightGBM first
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every (model, N) in its own child process, print and write the report."""
+    args = parse_args(argv)
+    if args.child is not None:
+        spec = json.loads(args.child)
+        result = run_child(spec)
+        with open(spec["result_path"], "w") as fh:
+            json.dump(result, fh)
+        return 0
+
+    plan = [
+        (n, key)
+        for n in args.sizes
+        for key in args.models
+        if not (key == "adaboost" and n > ADABOOST_MAX_N)
+    ]
+    largest = max(args.sizes)
+    args.load_before = load_average()
+    if args.load_before > 0.5:
+        print(
+            f"warning: load average {args.load_before:.2f}: other processes are running, "
+            "timings will be inflated",
+            file=sys.stderr,
+        )
+    results = []
+    for i, (n, key) in enumerate(plan, 1):
+        print(f"[{i}/{len(plan)}] N={n:,} {MODELS[key]}: running ...", file=sys.stderr, flush=True)
+        spec = {
+            "model": key,
+            "n": n,
+            "rounds": args.rounds,
+            "repeats": args.repeats,
+            "test_rows": args.test_rows,
+            "predict_rows": args.predict_rows if key in VIBOOST_KEYS and n == largest else 0,
+        }
+        r = spawn_child(spec)
+        results.append(r)
+        if "error" in r:
+            print(
+                f"[{i}/{len(plan)}] N={n:,} {MODELS[key]}: FAILED ({r['error']})",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            extra = f", predict {r['predict_s']:.3f} s" if "predict_s" in r else ""
+            print(
+                f"[{i}/{len(plan)}] N={n:,} {MODELS[key]}: fit {r['fit_s']:.3f} s "
+                f"({r['fit_s'] / r['rounds'] * 1e3:.3g} ms/round), peak RSS "
+                f"{r['peak_rss_mb']:.0f} MB (+{r['rss_increase_mb']:.0f}), "
+                f"acc {r['test_accuracy']:.4f}{extra}",
+                file=sys.stderr,
+                flush=True,
+            )
+    report = build_report(results, args)
+    print(report, end="")
+    write_atomic(args.out, report)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
