@@ -62,7 +62,7 @@ __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
 # Above this many weighted rows, each round's inner loop runs on the pseudo-rows of knot
 # aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration.
-_COMPRESS_ABOVE = 1 << 14
+_COMPRESS_ABOVE = 1 << 12
 
 
 class ViboostVersionWarning(UserWarning):
