@@ -161,6 +161,10 @@ def test_clean_log_odds_is_the_phi_update():
     np.testing.assert_allclose(got_noise, log_noise, rtol=1e-14)
     clean, noise = CleanLogOdds.constant(1.0).log_proba(y, margin)
     assert np.all(clean == 0.0) and np.all(noise == -np.inf)
+    for odds in (CleanLogOdds.from_updates(eta, omega), CleanLogOdds.constant(0.3)):
+        np.testing.assert_allclose(
+            odds.proba(y, margin * 100), np.exp(odds.log_proba(y, margin * 100)[0]), rtol=1e-14
+        )
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"fixed_vi_iter": 2}, {"alpha": "exact"}])
@@ -204,6 +208,8 @@ def test_row_margins_advance_matches_stump_weights(exact):
         np.testing.assert_array_equal(rows.margin, reference)
         want = stump_weights(y, reference, weight, odds, 1.0, exact)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300, err_msg=f"round {t}")
+        knots = (-y * reference)[weight > 0]
+        assert rows.knot_range == (knots.min(), knots.max())
 
 
 def test_row_margins_fall_back_beyond_the_exponent_range():

@@ -211,6 +211,7 @@ def compress_round(
     margin: np.ndarray,
     sample_weight: np.ndarray,
     bin_width: float = DEFAULT_BIN_WIDTH,
+    knot_range: tuple[float, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pseudo-rows ``(y, h, margin, sample_weight)`` standing for the rows of one round.
 
@@ -225,6 +226,9 @@ def compress_round(
     bin_width : float, default=DEFAULT_BIN_WIDTH
         Width ``delta`` of a knot bin within ``CORE_HALF_WIDTH`` of 0 (it must divide
         ``2 * CORE_HALF_WIDTH``); beyond, bins are ``1/256`` of their distance to 0 wide.
+    knot_range : (float, float), optional
+        Min and max of ``-y H`` over the weighted rows, when the caller already has them (saves
+        a pass).
 
     Returns
     -------
@@ -258,7 +262,7 @@ def compress_round(
     y, h, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, h, margin, sample_weight)
     )
-    lo, hi = _knot_range(y, margin, sample_weight)
+    lo, hi = _knot_range(y, margin, sample_weight) if knot_range is None else knot_range
     if not np.isfinite(lo):  # no row carries weight
         empty = np.empty(0)
         return empty, empty, empty, empty

@@ -331,7 +331,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
         )
         check_classification_targets(y)
-        classes, y_index = np.unique(y, return_inverse=True)
+        classes = np.unique(y)  # hashed for integer labels: fast on millions of rows
+        y_index = (y == classes[-1]).astype(np.intp) if classes.size == 2 else None
         if classes.size == 1:
             raise ValueError(
                 f"VIBoostClassifier needs 2 classes in y, but y contains only one class: "
@@ -391,13 +392,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             weights = rows.weights(self._odds, tau, exact)
             for _ in range(start, self.n_estimators):
                 stump, alpha, h, trace, n_iter = self._boost(
-                    search, X, y_signed, sample_weight, rows.margin, weights
+                    search, X, y_signed, sample_weight, rows.margin, weights, rows.knot_range
                 )
                 weights = rows.advance(alpha, h, self._odds, tau, exact)
                 self._record_round(stump, alpha, trace, n_iter)
                 progress.update()
         # phi_n for every training row, from the final state of q(w) and the final ensemble.
-        self.clean_proba_ = np.exp(self._odds.log_proba(y_signed, rows.margin)[0])
+        self.clean_proba_ = self._odds.proba(y_signed, rows.margin)
         del self._active_rows
         return self
 
@@ -442,11 +443,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         sample_weight: np.ndarray,
         margin: np.ndarray,
         weights: np.ndarray,
+        knot_range: tuple[float, float] | None = None,
     ) -> tuple[DecisionStump, float, np.ndarray, np.ndarray, int]:
         """One round of Algorithm 1: pick h_t, run the inner variational loop, return alpha_t.
 
         ``weights`` are the stump-search weights of section 5 for the current ensemble ``margin``
-        (:func:`~viboost.inference.stump_weights`). Updates the variational state (q(w) through
+        (:func:`~viboost.inference.stump_weights`), ``knot_range`` the range of ``-y H`` over
+        the weighted rows if known. Updates the variational state (q(w) through
         ``self._odds``, omega, eta) in place and returns the stump, its weight alpha_t, its
         outputs h_t(x_n), the round's ELBO trace and the inner iterations run.
         """
@@ -467,7 +470,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         # The round's rows: the weighted rows themselves, or, for large data, the pseudo-rows of
         # knot aggregation (viboost.compression; every sum below within ~1e-9 relative).
         if self._n_active > _COMPRESS_ABOVE:
-            ry, rh, rm, rs = compress_round(y, h, margin, sample_weight)
+            ry, rh, rm, rs = compress_round(y, h, margin, sample_weight, knot_range=knot_range)
         else:
             act = self._active_rows
             ry, rh, rm, rs = y[act], h[act], margin[act], sample_weight[act]

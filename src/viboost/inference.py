@@ -420,11 +420,34 @@ class CleanLogOdds:
         neg, pos = clean_log_odds_offset(eta, omega)
         return cls(neg, pos, 1.0)
 
+    def proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n for labels ``y`` in {-1, +1} and ensemble ``margin`` (one compiled pass)."""
+        y, margin = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin))
+        return _clean_proba_kernel(y, margin, self.offset_neg, self.offset_pos, self.slope)
+
     def log_proba(self, y: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(log phi_n, log(1 - phi_n))`` for labels ``y`` in {-1, +1} and ensemble ``margin``."""
         offset = np.where(y > 0, self.offset_pos, self.offset_neg)
         log_kappa = offset - self.slope * softplus(-y * margin) if self.slope else offset
         return log_expit(log_kappa), log_expit(-log_kappa)
+
+
+@numba.njit(cache=True, parallel=True)
+def _clean_proba_kernel(y, margin, a_neg, a_pos, slope):  # pragma: no cover - compiled
+    """phi_n = sigmoid(a_y - slope softplus(-y_n H_n)), overflow-free."""
+    n = y.shape[0]
+    out = np.empty(n)
+    for i in numba.prange(n):
+        t = -y[i] * margin[i]
+        logit = a_pos if y[i] > 0.0 else a_neg
+        if slope != 0.0:
+            logit -= slope * (max(t, 0.0) + math.log1p(math.exp(-abs(t))))
+        if logit >= 0.0:
+            out[i] = 1.0 / (1.0 + math.exp(-logit))
+        else:
+            e = math.exp(logit)
+            out[i] = e / (1.0 + e)
+    return out
 
 
 def clean_log_odds_offset(eta: np.ndarray, omega: np.ndarray) -> tuple[float, float]:
@@ -551,7 +574,8 @@ def _advance_kernel(y, sample_weight, h, alpha, margin, expu, a_neg, a_pos, exac
 
     With ``E = exp(u)``, ``u = -y H``: ``phi = 1 / (1 + A (1 + E))`` (``A = exp(-a_y)``), so
     ``phi e^u = E / (1 + A + A E)`` and ``phi sigma(u) = E / ((1 + E)(1 + A + A E))``, both
-    rational in E: no exponential per row. Returns (sum of the weights, max |u|).
+    rational in E: no exponential per row. Returns the sum of the weights, max |u| and the range
+    of the knots u over the weighted rows (for :func:`~viboost.compression.compress_round`).
     """  # pragma: no cover - compiled
     n = y.shape[0]
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
@@ -560,8 +584,10 @@ def _advance_kernel(y, sample_weight, h, alpha, margin, expu, a_neg, a_pos, exac
     big_neg, big_pos = math.exp(-a_neg), math.exp(-a_pos)
     sums = np.zeros(n_chunks)
     reach = np.zeros(n_chunks)
+    lows = np.full(n_chunks, np.inf)
+    highs = np.full(n_chunks, -np.inf)
     for c in numba.prange(n_chunks):
-        acc, far = 0.0, 0.0
+        acc, far, low, high = 0.0, 0.0, np.inf, -np.inf
         for i in range(c * size, min(n, (c + 1) * size)):
             yi = y[i]
             margin[i] += alpha * h[i]
@@ -572,6 +598,9 @@ def _advance_kernel(y, sample_weight, h, alpha, margin, expu, a_neg, a_pos, exac
             if not s > 0.0:
                 out[i] = 0.0
                 continue
+            u = -yi * margin[i]
+            low = min(low, u)
+            high = max(high, u)
             A = big_pos if yi > 0.0 else big_neg
             if e <= 1.0:
                 w = e / (1.0 + A + A * e)
@@ -587,10 +616,12 @@ def _advance_kernel(y, sample_weight, h, alpha, margin, expu, a_neg, a_pos, exac
             acc += w
         sums[c] = acc
         reach[c] = far
+        lows[c] = low
+        highs[c] = high
     total = 0.0
     for c in range(n_chunks):
         total += sums[c]
-    return total, reach.max()
+    return total, reach.max(), lows.min(), highs.max()
 
 
 class RowMargins:
@@ -612,6 +643,8 @@ class RowMargins:
         self.sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         self.margin = np.array(margin, dtype=np.float64)
         self._expu: np.ndarray | None = None
+        #: (min, max) of the knots -y H over the weighted rows when the last advance found it.
+        self.knot_range: tuple[float, float] | None = None
         self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
 
     def weights(self, odds: CleanLogOdds, tau: float, exact: bool) -> np.ndarray:
@@ -632,7 +665,7 @@ class RowMargins:
             if self._expu is None:
                 self._expu = np.exp(-self.y * self.margin)
             out = np.empty_like(self.margin)
-            total, reach = _advance_kernel(
+            total, reach, low, high = _advance_kernel(
                 self.y,
                 self.sample_weight,
                 np.ascontiguousarray(h, dtype=np.float64),
@@ -644,6 +677,7 @@ class RowMargins:
                 exact,
                 out,
             )
+            self.knot_range = (low, high)
             if reach < self._REACH and total > 0.0 and np.isfinite(total):
                 out /= total
                 return out
@@ -651,6 +685,7 @@ class RowMargins:
             if not self._cache_ok:
                 self._expu = None
             return self.weights(odds, tau, exact)
+        self.knot_range = None
         self.margin += alpha * h
         if self._expu is not None:
             self._expu = None  # stale from here on
