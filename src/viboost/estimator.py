@@ -6,18 +6,27 @@ Structure of this module
   outer boosting loop. Each round is one call of :meth:`VIBoostClassifier._boost`:
 
   1. pick the stump of largest approximate mode, i.e. of least weighted error under the weights
-     ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5), through a :class:`~viboost.stumps.StumpSearch`;
+     ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5), through a :class:`~viboost.stumps.StumpSearch`
+     (the binned histogram search by default, built once per fit);
   2. run the inner variational loop of Algorithm 1 (alpha, omega, phi, eta; the updates live in
      :mod:`viboost.inference`) until the dynamic ELBO stops rising by more than ``tol``, or for a
-     fixed number of iterations;
-  3. add ``alpha_t h_t`` to the ensemble ``H``.
+     fixed number of iterations. Above ``_COMPRESS_ABOVE`` weighted rows it runs on the
+     pseudo-rows of :mod:`viboost.compression` (one pass over the rows per round, then
+     ``O(bins)`` per inner iteration);
+  3. add ``alpha_t h_t`` to the ensemble ``H`` and compute the next round's stump weights in the
+     same pass (:class:`~viboost.inference.RowMargins`).
+
+  Between rounds q(w) is held as the log-odds of a row's label being true as a function of its
+  margin (:class:`~viboost.inference.CleanLogOdds`), so no per-row phi is stored; ``clean_proba_``
+  is computed from it at the end of ``fit``.
 
 - Prediction is ``sign(H)`` and ``predict_proba`` is ``sigmoid(H)``: the model's probability of
   the *true* label (section 2), not of a label that may have been corrupted by the noise process.
 
-All sums over rows run in log space (``log phi_n - tau y_n H(x_n)`` through ``logsumexp``), so the
-margins can grow without bound and nothing overflows; the prior mass ``mu_0`` is added to the
-unnormalised sums, which is the 1/Z shrinkage of eq. 1oz.
+All sums over rows run in log space (``log phi_n - tau y_n H(x_n)`` through ``logsumexp``) or on
+weights scaled by a bound on their logarithm, so the margins can grow without bound and nothing
+overflows; the prior mass ``mu_0`` is added to the unnormalised sums, which is the 1/Z shrinkage
+of eq. 1oz.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import numba
 import numpy as np
 from scipy.special import betaln, digamma, gammaln, log_expit, logsumexp, xlogy
 
-from viboost._math import softplus
+from viboost._math import log_sum_exp, softplus
 from viboost.distributions import BinaryLogistic, VersatileLogistic
 
 __all__ = [
@@ -100,8 +100,9 @@ def approx_alpha(
     """
     correct = y == h
     log_prior = np.log(weight_prior)
-    log_right = np.logaddexp(log_prior, logsumexp(log_weight[correct]))
-    log_wrong = np.logaddexp(log_prior, logsumexp(log_weight[~correct]))
+    right, wrong = log_weight[correct], log_weight[~correct]
+    log_right = np.logaddexp(log_prior, log_sum_exp(right) if right.size else -np.inf)
+    log_wrong = np.logaddexp(log_prior, log_sum_exp(wrong) if wrong.size else -np.inf)
     return float((log_right - log_wrong) / (2.0 * tau))
 
 
