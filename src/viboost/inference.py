@@ -354,6 +354,46 @@ def _taylor_log_normalizer(slope_sign, knot, weight, start, polys, reach, rise):
     return -coef[0] + math.log(total * step)
 
 
+@numba.njit(cache=True)
+def _direct_log_normalizer(slope_sign, knot, weight, start, rise, max_nodes):  # pragma: no cover
+    """log of the integral of exp(-g) by the trapezoid rule on g itself, any width.
+
+    Steps of half a Laplace width (at most 1/4): the integrand is analytic in a strip of
+    half-width pi about the real axis, so the rule's error is below exp(-2 pi^2 / 0.25) relative.
+    Nodes go out from the mode until g has risen by ``rise``; NaN beyond ``max_nodes``.
+    """
+    mode, curv = _newton_mode(slope_sign, knot, weight, start)
+    if not curv > 0.0:
+        return np.nan
+    step = min(0.5 / math.sqrt(curv), 0.25)
+    n = knot.shape[0]
+    z0 = np.empty(n)
+    sp0 = np.empty(n)
+    g0 = 0.0
+    for k in range(n):
+        z = knot[k] - slope_sign[k] * mode
+        z0[k] = z
+        sp0[k] = max(z, 0.0) + math.log1p(math.exp(-abs(z)))
+        g0 += weight[k] * sp0[k]
+    total = 1.0  # the node at the mode
+    nodes = 1
+    for side in (-1.0, 1.0):
+        x = 0.0
+        while True:
+            x += step
+            nodes += 1
+            if nodes > max_nodes:
+                return np.nan
+            r = 0.0
+            for k in range(n):
+                z = z0[k] - slope_sign[k] * side * x
+                r += weight[k] * (max(z, 0.0) + math.log1p(math.exp(-abs(z))) - sp0[k])
+            total += math.exp(-r)
+            if r >= rise:
+                break
+    return -g0 + math.log(total * step)
+
+
 def log_normalizer_c(
     y: np.ndarray,
     margin: np.ndarray,
@@ -370,8 +410,10 @@ def log_normalizer_c(
     hundreds), ``g`` is expanded to order 24 about its mode (one pass over the terms for the
     coefficients, a few for the mode) and the one-dimensional integral of ``exp(-g)`` is done on
     the polynomial by a trapezoid rule at a tenth of the Laplace width: no pass over the terms per
-    quadrature node. Otherwise it falls back to
-    :meth:`~viboost.distributions.VersatileLogistic.log_normalizer` (S.5 with adaptive quadrature).
+    quadrature node. A wider posterior (few rows) is integrated by the trapezoid rule on ``g``
+    itself, at most about two million term evaluations; beyond that, or with extreme
+    multiplicities, :meth:`~viboost.distributions.VersatileLogistic.log_normalizer` (S.5 with
+    adaptive quadrature) decides.
 
     ``start`` is a guess of the mode (the approximate mode, or the last alpha).
     """
@@ -382,6 +424,11 @@ def log_normalizer_c(
     if np.isfinite(weight.sum()) and weight.max() < 1e200:
         value = _taylor_log_normalizer(
             slope_sign, knot, weight, float(start), _SIGMOID_POLYS, _TAYLOR_REACH, _TAIL_RISE
+        )
+        if np.isfinite(value):
+            return float(value)
+        value = _direct_log_normalizer(
+            slope_sign, knot, weight, float(start), _TAIL_RISE, max(64, 2_000_000 // weight.size)
         )
         if np.isfinite(value):
             return float(value)
