@@ -378,8 +378,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self._init_run(y_signed, sample_weight, init_eta)
             margin = np.zeros(X.shape[0])
 
-        self._active_rows = np.flatnonzero(weighted)
-        self._n_active = self._active_rows.size
+        self._n_active = int(np.count_nonzero(weighted))
         if self.max_bins is None:
             search: StumpSearch = ExactStumpSearch(X, active=weighted)
         else:
@@ -401,14 +400,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             weights = rows.weights(self._odds, tau, exact)
             for _ in range(start, self.n_estimators):
                 stump, alpha, h, trace, n_iter = self._boost(
-                    search, X, y_signed, sample_weight, rows.margin, weights, rows.knot_range
+                    search, y_signed, sample_weight, rows.margin, weights, rows.knot_range
                 )
                 weights = rows.advance(alpha, h, self._odds, tau, exact)
                 self._record_round(stump, alpha, trace, n_iter)
                 progress.update()
         # phi_n for every training row, from the final state of q(w) and the final ensemble.
         self.clean_proba_ = self._odds.proba(y_signed, rows.margin)
-        del self._active_rows
         return self
 
     def _init_run(
@@ -447,7 +445,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _boost(
         self,
         search: StumpSearch,
-        X: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray,
         margin: np.ndarray,
@@ -473,15 +470,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         #   s phi sigmoid(-y H) (the logistic-loss gradient). Ranking by exp-loss weights but
         #   stepping by the exact (logistic) mode would pick stumps the exact step leaves at ~0.
         stump, _ = search.best(weights, y)
-        outputs = getattr(search, "outputs", None)
-        h = outputs(stump) if outputs is not None else stump.predict(X)
+        h = search.outputs(stump)
 
         # The round's rows: the weighted rows themselves, or, for large data, the pseudo-rows of
         # knot aggregation (viboost.compression; every sum below within ~1e-9 relative).
         if self._n_active > _COMPRESS_ABOVE:
             ry, rh, rm, rs = compress_round(y, h, margin, sample_weight, knot_range=knot_range)
         else:
-            act = self._active_rows
+            act = sample_weight > 0
             ry, rh, rm, rs = y[act], h[act], margin[act], sample_weight[act]
         log_s = np.log(rs)
         log_clean, log_noise = self._odds.log_proba(ry, rm)

@@ -23,7 +23,19 @@ One place for each piece of the supplement:
 - :func:`update_clean_proba`: the kappa / phi update (S.3.3, eq. supp:eq:kappa);
 - :func:`update_snr`: the eta update (S.3.4);
 - :func:`elbo`: the dynamic ELBO of S.4 (eq. supp:eq:elbo), including the constant, so that it is
-  a lower bound on the log evidence of the round's model.
+  a lower bound on the log evidence of the round's model;
+- :func:`log_normalizer_c`: its ``log B_c`` (S.5), fast: a Taylor expansion of ``-log q~(c)``
+  about the mode integrated on the polynomial (narrow posteriors), or a compiled trapezoid rule
+  (wide ones), with :meth:`VersatileLogistic.log_normalizer` as the reference and fallback.
+
+Between rounds and across the rows:
+
+- :class:`CleanLogOdds`: q(w) after a round as a function of the margin (eq. supp:eq:kappa with
+  the final omega and eta), so phi_n is recomputed, never stored;
+- :func:`stump_weights`: the weights under which the least weighted error picks the stump of
+  largest approximate mode (section 5), one compiled pass;
+- :class:`RowMargins`: the ensemble margins and, per round, ``H += alpha h`` fused with the next
+  round's weights.
 
 Every per-row sum carries the sample weight ``s_n`` as a multiplicity: the ELBO is additive over
 rows, so a row of weight 2 contributes exactly as two identical rows would.

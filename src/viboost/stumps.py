@@ -111,6 +111,10 @@ class StumpSearch(Protocol):
         """
         ...
 
+    def outputs(self, stump: DecisionStump) -> np.ndarray:
+        """``h(x_n)`` in {-1.0, +1.0} for the training rows, for a stump :meth:`best` returned."""
+        ...
+
 
 class ExactStumpSearch:
     """Exhaustive stump search over presorted feature values.
@@ -141,6 +145,7 @@ class ExactStumpSearch:
         if active is None:
             active = np.ones(n_samples, dtype=bool)
         self.n_features = n_features
+        self._X = X
         self._order: list[np.ndarray] = []  # active, non-missing rows sorted by value
         self._split_after: list[np.ndarray] = []  # positions i with x[i] < x[i+1] in that order
         self._thresholds: list[np.ndarray] = []  # -inf, then the midpoints at those positions
@@ -214,6 +219,10 @@ class ExactStumpSearch:
         if best_stump is None:
             raise ValueError("no stump can be formed: X has no feature columns")
         return best_stump, max(best_error, 0.0)
+
+    def outputs(self, stump: DecisionStump) -> np.ndarray:
+        """``h(x_n)`` in {-1.0, +1.0} for the training rows: ``stump.predict(X)``."""
+        return stump.predict(self._X)
 
 
 # --- Binned search -------------------------------------------------------------------------------
