@@ -46,6 +46,25 @@ MISSING_BIN = 255
 _TABLE_SIZE = 256
 
 
+@numba.njit(cache=True, inline="always")
+def _count_below(sorted_row, x):  # pragma: no cover - compiled
+    """Number of entries of ``sorted_row`` (256 entries, +inf-padded, at most 255 finite) below x.
+
+    A branchless eight-step binary search (measured 4-5x faster than a branchy one here); reads
+    entries ``pos + step - 1``, at most index 254.
+    """
+    pos = 0
+    pos += 128 * (sorted_row[pos + 127] < x)
+    pos += 64 * (sorted_row[pos + 63] < x)
+    pos += 32 * (sorted_row[pos + 31] < x)
+    pos += 16 * (sorted_row[pos + 15] < x)
+    pos += 8 * (sorted_row[pos + 7] < x)
+    pos += 4 * (sorted_row[pos + 3] < x)
+    pos += 2 * (sorted_row[pos + 1] < x)
+    pos += 1 * (sorted_row[pos] < x)
+    return pos
+
+
 @numba.njit(cache=True, parallel=True)
 def _bin_rows(X, table):  # pragma: no cover - compiled
     """Bin of each entry of ``X``: the count of a feature's edges below the value; NaN -> 255.
@@ -59,17 +78,7 @@ def _bin_rows(X, table):  # pragma: no cover - compiled
     for i in numba.prange(n):
         for j in range(d):
             x = X[i, j]
-            edges = table[j]
-            pos = 0
-            pos += 128 * (edges[pos + 127] < x)
-            pos += 64 * (edges[pos + 63] < x)
-            pos += 32 * (edges[pos + 31] < x)
-            pos += 16 * (edges[pos + 15] < x)
-            pos += 8 * (edges[pos + 7] < x)
-            pos += 4 * (edges[pos + 3] < x)
-            pos += 2 * (edges[pos + 1] < x)
-            pos += 1 * (edges[pos] < x)
-            out[i, j] = pos if x == x else 255
+            out[i, j] = _count_below(table[j], x) if x == x else 255
     return out
 
 
@@ -91,18 +100,8 @@ def _absent_values(X, active, features, table):  # pragma: no cover - compiled
                 continue
             for k in range(m):
                 x = X[i, features[k]]
-                values = table[k]
-                pos = 0
-                pos += 128 * (values[pos + 127] < x)
-                pos += 64 * (values[pos + 63] < x)
-                pos += 32 * (values[pos + 31] < x)
-                pos += 16 * (values[pos + 15] < x)
-                pos += 8 * (values[pos + 7] < x)
-                pos += 4 * (values[pos + 3] < x)
-                pos += 2 * (values[pos + 1] < x)
-                pos += 1 * (values[pos] < x)
-                # pos = count of values below x (<= 255); x is present iff values[pos] == x.
-                if x == x and values[pos] != x:
+                pos = _count_below(table[k], x)  # x is present iff table[k, pos] == x
+                if x == x and table[k, pos] != x:
                     flags[c, k] = True
     absent = np.zeros(m, dtype=np.bool_)
     for c in range(n_chunks):
