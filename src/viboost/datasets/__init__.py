@@ -1,23 +1,39 @@
-"""Bundled data and helpers for experiments with label noise.
+"""Bundled data, synthetic data sets and helpers for experiments with label noise.
 
 - :func:`load_spambase`: the UCI Spambase data (4,601 e-mails, 57 numeric features), the paper's
   *spam* data set, read from the package without any network access;
+- :func:`load_reuters_acq_crude`: 70 Reuters-21578 stories (acq vs crude) as a binary bag of
+  words, bundled, a stand-in for the paper's *state* data set (not publicly distributed);
+- :func:`make_step`: the synthetic *step* data set of section 6 (type prior, noise grade);
+- :func:`make_long_servedio`: the *Long-Servedio* data set, the supplement's Matlab generator;
 - :func:`flip_labels`: corrupt an exact share of binary labels, chosen uniformly at random, as in
-  the label-noise experiments of section 6.
+  the label-noise experiments of section 6;
+- :func:`flip_labels_class_conditional`: flip each label independently with a probability that
+  depends on its class (the binary asymmetric channel of supplement S.2).
 """
 
 from __future__ import annotations
 
 import gzip
 from importlib.resources import files
-from numbers import Real
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
-__all__ = ["flip_labels", "load_spambase"]
+from ._reuters import load_reuters_acq_crude
+from ._synthetic import make_long_servedio, make_step
+from ._validation import RandomStateLike, as_rng, check_probability
+
+__all__ = [
+    "flip_labels",
+    "flip_labels_class_conditional",
+    "load_reuters_acq_crude",
+    "load_spambase",
+    "make_long_servedio",
+    "make_step",
+]
 
 _SPAMBASE_FILE = "spambase.csv.gz"
 _SPAMBASE_TARGET = "spam"
@@ -162,10 +178,32 @@ def load_spambase(
     )
 
 
+def _binary_labels(y: ArrayLike, caller: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Copy ``y`` and check it holds exactly two distinct, non-missing values.
+
+    Returns the copy, the two sorted values ``classes`` and, per row, the index (0 or 1) of its
+    value in ``classes``.
+    """
+    labels = np.array(y, copy=True)
+    if labels.ndim != 1:
+        raise ValueError(f"y must be one-dimensional, got an array of shape {labels.shape}")
+    if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
+        raise ValueError(f"y contains NaN or infinite values; {caller} needs binary labels")
+    if labels.dtype.kind == "O" and pd.isna(labels).any():
+        raise ValueError(f"y contains missing values; {caller} needs binary labels")
+    classes, index = np.unique(labels, return_inverse=True)
+    if classes.size != 2:
+        raise ValueError(
+            f"y must have exactly two distinct values to flip between, got {classes.size}"
+            + (f": {classes[:5].tolist()}" if 0 < classes.size <= 5 else "")
+        )
+    return labels, classes, index.reshape(-1)
+
+
 def flip_labels(
     y: ArrayLike,
     rate: float,
-    random_state: int | np.random.RandomState | np.random.Generator | None = None,
+    random_state: RandomStateLike = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Flip an exact share of binary labels, chosen uniformly at random.
 
@@ -211,30 +249,86 @@ def flip_labels(
     >>> flip_labels(["a", "b", "a", "a"], 0.5, random_state=1)[0].tolist()
     ['a', 'b', 'b', 'b']
     """
-    if isinstance(rate, bool) or not isinstance(rate, Real) or not 0.0 <= float(rate) <= 1.0:
-        raise ValueError(f"rate must be a number in [0, 1], got {rate!r}")
-    labels = np.array(y, copy=True)
-    if labels.ndim != 1:
-        raise ValueError(f"y must be one-dimensional, got an array of shape {labels.shape}")
-    if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
-        raise ValueError("y contains NaN or infinite values; flip_labels needs binary labels")
-    if labels.dtype.kind == "O" and pd.isna(labels).any():
-        raise ValueError("y contains missing values; flip_labels needs binary labels")
-    classes, index = np.unique(labels, return_inverse=True)
-    if classes.size != 2:
-        raise ValueError(
-            f"y must have exactly two distinct values to flip between, got {classes.size}"
-            + (f": {classes[:5].tolist()}" if 0 < classes.size <= 5 else "")
-        )
+    rate = check_probability(rate, "rate")
+    labels, classes, index = _binary_labels(y, "flip_labels")
     n_samples = labels.shape[0]
-    n_flip = round(float(rate) * n_samples)
-    rng = (
-        check_random_state(random_state)
-        if not isinstance(random_state, np.random.Generator)
-        else random_state
-    )
+    n_flip = round(rate * n_samples)
+    rng = as_rng(random_state)
     chosen = rng.choice(n_samples, size=n_flip, replace=False)
     flipped = np.zeros(n_samples, dtype=bool)
     flipped[chosen] = True
+    labels[flipped] = classes[1 - index[flipped]]
+    return labels, flipped
+
+
+def flip_labels_class_conditional(
+    y: ArrayLike,
+    rate_pos: float,
+    rate_neg: float,
+    *,
+    random_state: RandomStateLike = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flip each binary label independently, with a probability that depends on its class.
+
+    This is the binary asymmetric channel of the paper's supplement S.2 ("Accounting for label
+    inversions"): a positive label is flipped with probability ``rate_pos`` (the channel's
+    ``a = P(Y=-1 | V=+1)``) and a negative one with probability ``rate_neg`` (``b = P(Y=+1 |
+    V=-1)``), all independently. Unlike :func:`flip_labels`, the number of flips is random.
+
+    As in :func:`flip_labels`, the labels can be any two values: the *positive* class is the
+    larger of the two in sorted order (``1`` for 0/1 or -1/+1 labels, ``"b"`` for ``"a"``/``"b"``)
+    and the *negative* class the smaller.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels with exactly two distinct values, of any type (0/1, -1/+1, strings, ...).
+    rate_pos : float
+        Probability in [0, 1] that a positive label (the larger value) is flipped.
+    rate_neg : float
+        Probability in [0, 1] that a negative label (the smaller value) is flipped.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Controls which rows are flipped; pass an int for reproducible output.
+
+    Returns
+    -------
+    y_noisy : ndarray of shape (n_samples,)
+        A copy of ``y`` (same dtype) with the chosen labels swapped.
+    flipped_mask : ndarray of bool, shape (n_samples,)
+        True where the label was flipped.
+
+    Raises
+    ------
+    ValueError
+        If ``rate_pos`` or ``rate_neg`` is not in [0, 1], or ``y`` is not one-dimensional with
+        exactly two distinct (non-missing) values.
+
+    Notes
+    -----
+    With ``rate_pos = rate_neg = r`` this is symmetric noise at rate ``r`` (each label flipped
+    with probability ``r``). In the terms of S.2, the channel with ``a = rate_pos`` and
+    ``b = rate_neg`` (``a + b <= 1``) is the paper's noise model with type prior
+    ``theta = 1 - a - b`` and noisy labels ``+1`` with probability ``s = b / (a + b)``, i.e. a
+    noise grade ``log(b / a)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.datasets import flip_labels_class_conditional
+    >>> y = np.array([-1, 1] * 5000)
+    >>> y_noisy, flipped = flip_labels_class_conditional(y, 0.3, 0.1, random_state=0)
+    >>> bool(np.array_equal(y_noisy != y, flipped))
+    True
+    >>> round(float(flipped[y == 1].mean()), 1), round(float(flipped[y == -1].mean()), 1)
+    (0.3, 0.1)
+    >>> flip_labels_class_conditional(["a", "b", "b"], 0.0, 1.0)[0].tolist()
+    ['b', 'b', 'b']
+    """
+    rate_pos = check_probability(rate_pos, "rate_pos")
+    rate_neg = check_probability(rate_neg, "rate_neg")
+    labels, classes, index = _binary_labels(y, "flip_labels_class_conditional")
+    rng = as_rng(random_state)
+    rates = np.where(index == 1, rate_pos, rate_neg)
+    flipped = rng.random(labels.shape[0]) < rates
     labels[flipped] = classes[1 - index[flipped]]
     return labels, flipped
