@@ -3,6 +3,8 @@
 The reference implementation of "A Bayesian Boosting Model" (Lorbert, Blei, Schapire, Ramadge):
 
 - :class:`VIBoostClassifier` (:mod:`viboost.estimator`): Algorithm 1 as a scikit-learn classifier;
+- :class:`GibbsSampler` (:mod:`viboost.gibbs`): Algorithm 2, posterior draws for ArviZ;
+- :mod:`viboost.generative`: the generative process of section 4 and the label inversions of S.2;
 - :mod:`viboost.distributions`: the versatile logistic (v-Log) and binary logistic (b-Log);
 - :mod:`viboost.inference`: the variational updates and the dynamic ELBO;
 - :mod:`viboost.stumps`: decision stumps and the stump search;
@@ -12,5 +14,6 @@ The reference implementation of "A Bayesian Boosting Model" (Lorbert, Blei, Scha
 
 from viboost._version import __version__
 from viboost.estimator import VIBoostClassifier, ViboostVersionWarning
+from viboost.gibbs import GibbsSampler
 
-__all__ = ["VIBoostClassifier", "ViboostVersionWarning", "__version__"]
+__all__ = ["GibbsSampler", "VIBoostClassifier", "ViboostVersionWarning", "__version__"]

@@ -1,0 +1,473 @@
+"""Full-Bayes inference in the noise model: the Gibbs sampler of Algorithm 2 (supplement S.3).
+
+Structure of this module
+------------------------
+- :class:`GibbsSampler` holds the hyperparameters (the priors of section 4 and the chain
+  settings), validates the input at ``fit``, builds the ``N x M`` matrix of base-classifier
+  outputs -- given directly, or from the stumps of a fitted
+  :class:`~viboost.VIBoostClassifier` -- and runs the chains, one call of the compiled
+  :func:`viboost._gibbs_kernel.run_chain` each (in threads when ``n_jobs`` asks for them).
+  A sweep draws ``c_1..c_M`` (each an exact v-Log draw by adaptive rejection sampling, the
+  method the paper used and found "too time consuming" in Matlab), then ``xi`` (a two-term
+  v-Log, drawn exactly through ``sigmoid(xi) ~ Beta``), each ``w_n`` (Bernoulli) and ``theta``
+  (Beta).
+- The draws are exposed as arrays (``weight_draws_``, ``noise_grade_draws_``,
+  ``clean_rate_draws_``, ``clean_proba_draws_``), summarised (``weights_``, ``snr_``,
+  ``noise_grade_``, ``clean_proba_``, comparable with VIBoost's variational estimates), and
+  converted to an ``arviz.InferenceData`` by :meth:`GibbsSampler.to_inference_data` for
+  ``arviz.summary``, ``arviz.plot_trace``, R-hat and effective sample sizes.
+- Prediction averages over the draws: ``predict_proba`` is the posterior mean of
+  ``sigmoid(F(x))``, the probability of a *true* label (section 2), and ``decision_function``
+  the posterior mean of ``F(x) = sum_m c_m f_m(x)``.
+
+Each chain starts from a draw of the prior (dispersed starts, so R-hat can detect a chain that
+has not mixed); its random numbers come from one seed drawn from ``random_state``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+
+from viboost._gibbs_kernel import run_chain
+from viboost.estimator import VIBoostClassifier, _check_pair
+from viboost.generative import sample_two_term_vlog
+from viboost.stumps import DecisionStump, predict_stumps
+
+__all__ = ["GibbsSampler"]
+
+# Rows of new X per block in ``predict_proba`` (a block holds rows x draws margins).
+_PREDICT_BLOCK_ELEMENTS = 1 << 22
+
+
+def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
+    """The distinct base classifiers among ``stumps``, in order of first selection.
+
+    A stump and its negation (same feature, threshold and side of missing values, opposite
+    polarity) are one base classifier up to the sign of its weight; section 2 assumes ``h`` and
+    ``-h`` are not both in the set, so the first polarity seen is kept.
+    """
+    seen: set[tuple[int, float, bool]] = set()
+    out = []
+    for stump in stumps:
+        key = (int(stump.feature), float(stump.threshold), bool(stump.missing_right))
+        if key not in seen:
+            seen.add(key)
+            out.append(stump)
+    return out
+
+
+class GibbsSampler(ClassifierMixin, BaseEstimator):
+    """Posterior draws of the noise model of section 4 by Gibbs sampling (Algorithm 2).
+
+    Given ``M`` base classifiers (their ``+-1`` outputs on the ``N`` training rows) and the
+    labels, the sampler draws from the joint posterior of the weights ``c_1..c_M``, the noise
+    grade ``xi``, the type selectors ``w_1..w_N`` and the type prior ``theta``. Where VIBoost
+    (:class:`~viboost.VIBoostClassifier`) fits a factorised variational approximation while it
+    chooses its stumps, the sampler takes a fixed set of base classifiers -- for instance the
+    stumps a VIBoost fit selected -- and returns draws whose spread is the posterior uncertainty.
+
+    Parameters
+    ----------
+    n_draws : int, default=1000
+        Draws kept per chain (after burn-in and thinning).
+    n_burnin : int, default=500
+        Sweeps discarded at the start of each chain.
+    thin : int, default=1
+        Keep one sweep in ``thin``.
+    n_chains : int, default=4
+        Independent chains, each started from a draw of the prior.
+    weight_prior : float, default=1.0
+        mu_0: each weight has the prior v-Log([+1, -1], [0, 0], [mu_0, mu_0]).
+    noise_grade_prior : float, default=1.0
+        mu_0': the prior of the noise grade xi is v-Log([+1, -1], [0, 0], [mu_0', mu_0']).
+    clean_prior : pair of float, default=(1.0, 1.0)
+        zeta: theta, the probability that a label is true, has the prior Beta(zeta_1, zeta_2).
+    classifier : VIBoostClassifier or None, default=None
+        A fitted VIBoost classifier whose distinct stumps are the base classifiers; ``X`` is then
+        the feature matrix. With None, ``X`` is the matrix of base-classifier outputs itself
+        (``X[n, m] = f_m(x_n)`` in {-1, +1}).
+    store_row_draws : bool, default=True
+        Keep, for every kept sweep, each row's ``P(w_n = 1 | c, xi, theta, y)``
+        (``n_chains * n_draws * n_samples`` float32 values) so that ``clean_proba`` is a
+        variable of :meth:`to_inference_data`. False keeps only their posterior mean,
+        ``clean_proba_``.
+    n_jobs : int or None, default=None
+        Chains run in parallel threads (the compiled kernel releases the GIL). None means 1;
+        -1 means all cores.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the chains' starting points and random streams; the draws are reproducible for a
+        fixed seed, whatever ``n_jobs``.
+
+    Attributes
+    ----------
+    weight_draws_ : ndarray of shape (n_chains, n_draws, n_classifiers)
+        Draws of the weights ``c_m``.
+    noise_grade_draws_ : ndarray of shape (n_chains, n_draws)
+        Draws of the noise grade ``xi``, the log-odds of a +1 among noisy labels.
+    clean_rate_draws_ : ndarray of shape (n_chains, n_draws)
+        Draws of ``theta``, the probability that a label is true.
+    clean_proba_draws_ : ndarray of shape (n_chains, n_draws, n_samples) or None
+        ``P(w_n = 1 | c, xi, theta, y)`` at each kept sweep (float32); None unless
+        ``store_row_draws``.
+    clean_proba_ : ndarray of shape (n_samples,)
+        Posterior probability that training label ``n`` is true, ``P(w_n = 1 | y)`` (the
+        Rao-Blackwellised average of the conditional probabilities); compare VIBoost's phi_n.
+    weights_ : ndarray of shape (n_classifiers,)
+        Posterior mean of the weights.
+    snr_ : float
+        ``E[theta] / E[1 - theta]`` under the posterior; VIBoost's ``snr_`` is the same ratio
+        under its variational posterior (``eta_1 / eta_2``).
+    noise_grade_ : float
+        Posterior mean of ``xi`` (VIBoost's ``noise_grade_`` is the mode of its q(xi)).
+    evaluations_per_draw_ : float
+        Mean number of evaluations of a weight's log density per exact draw (adaptive
+        rejection sampling; a diagnostic of the sampler's cost).
+    base_classifiers_ : list of DecisionStump or None
+        The distinct stumps of ``classifier``, in order of first selection; None without one.
+    classes_ : ndarray of shape (2,)
+        Class labels; ``classes_[1]`` is the positive class (+1 in the paper).
+    n_features_in_ : int
+        Number of columns of ``X`` at fit.
+
+    See Also
+    --------
+    viboost.VIBoostClassifier : the variational (stagewise) fit of the same model.
+
+    References
+    ----------
+    .. [1] A. Lorbert, D. M. Blei, R. E. Schapire and P. J. Ramadge, "A Bayesian Boosting Model",
+       arXiv:1209.1996, 2012 (section 4; supplement S.3, Algorithm 2).
+    .. [2] W. R. Gilks and P. Wild, "Adaptive rejection sampling for Gibbs sampling", Applied
+       Statistics 41(2), 1992.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.gibbs import GibbsSampler
+    >>> rng = np.random.default_rng(0)
+    >>> outputs = rng.choice([-1.0, 1.0], size=(300, 3))
+    >>> y = np.where(rng.random(300) < 0.9, outputs[:, 0], -outputs[:, 0])  # 10% flipped
+    >>> gibbs = GibbsSampler(n_draws=300, n_burnin=100, random_state=0).fit(outputs, y)
+    >>> gibbs.weight_draws_.shape
+    (4, 300, 3)
+    >>> bool(gibbs.weights_[0] > 1.0 > abs(gibbs.weights_[1]))
+    True
+    >>> gibbs.predict(np.array([[1.0, -1.0, 1.0]]))
+    array([1.])
+    """
+
+    _parameter_constraints: dict = {
+        "n_draws": [Interval(Integral, 1, None, closed="left")],
+        "n_burnin": [Interval(Integral, 0, None, closed="left")],
+        "thin": [Interval(Integral, 1, None, closed="left")],
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "weight_prior": [Interval(Real, 0, None, closed="neither")],
+        "noise_grade_prior": [Interval(Real, 0, None, closed="neither")],
+        "clean_prior": ["array-like"],
+        "classifier": [VIBoostClassifier, None],
+        "store_row_draws": ["boolean"],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(
+        self,
+        n_draws: int = 1000,
+        *,
+        n_burnin: int = 500,
+        thin: int = 1,
+        n_chains: int = 4,
+        weight_prior: float = 1.0,
+        noise_grade_prior: float = 1.0,
+        clean_prior: tuple[float, float] = (1.0, 1.0),
+        classifier: VIBoostClassifier | None = None,
+        store_row_draws: bool = True,
+        n_jobs: int | None = None,
+        random_state: int | np.random.RandomState | None = None,
+    ) -> None:
+        self.n_draws = n_draws
+        self.n_burnin = n_burnin
+        self.thin = thin
+        self.n_chains = n_chains
+        self.weight_prior = weight_prior
+        self.noise_grade_prior = noise_grade_prior
+        self.clean_prior = clean_prior
+        self.classifier = classifier
+        self.store_row_draws = store_row_draws
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ base classifiers
+    def _base_outputs(self, X, fitting: bool) -> np.ndarray:
+        """The ``(n_samples, n_classifiers)`` matrix of ``f_m(x_n)`` in {-1.0, +1.0}."""
+        clf = self.classifier
+        if clf is None:
+            outputs = check_array(X, dtype=np.float64, ensure_min_features=0)
+            if outputs.size and not np.all(np.abs(outputs) == 1.0):
+                bad = outputs[np.abs(outputs) != 1.0][0]
+                raise ValueError(
+                    "Without a classifier, X must be the matrix of base-classifier outputs, "
+                    f"with every entry -1 or +1; found {bad!r}."
+                )
+            expected = outputs.shape[1] if fitting else self.n_features_in_
+        else:
+            if fitting:
+                check_is_fitted(clf)
+                self.base_classifiers_ = unique_stumps(clf.estimators_)
+            features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+            expected = clf.n_features_in_
+            if features.shape[1] == expected:
+                outputs = predict_stumps(self.base_classifiers_, features).T
+        n_columns = features.shape[1] if clf is not None else outputs.shape[1]
+        if n_columns != expected:
+            raise ValueError(
+                f"X has {n_columns} columns, but GibbsSampler is expecting {expected} "
+                + ("base-classifier outputs." if clf is None else "features (as the classifier).")
+            )
+        return np.ascontiguousarray(outputs)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y) -> GibbsSampler:
+        """Run the chains on the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_classifiers) or (n_samples, n_features)
+            Base-classifier outputs in {-1, +1} or, with ``classifier``, the features.
+        y : array-like of shape (n_samples,)
+            Labels of two classes (with ``classifier``: of its ``classes_``).
+
+        Returns
+        -------
+        self : GibbsSampler
+            The fitted sampler.
+        """
+        self._validate_params()
+        zeta = _check_pair("clean_prior", self.clean_prior)
+        if self.classifier is None:
+            self.base_classifiers_ = None
+        outputs = self._base_outputs(X, fitting=True)
+        y = column_or_1d(y, warn=True)
+        if y.shape[0] != outputs.shape[0]:
+            raise ValueError(
+                f"X has {outputs.shape[0]} rows but y has {y.shape[0]} labels; they must match."
+            )
+        if outputs.shape[0] == 0:
+            raise ValueError("GibbsSampler needs at least one training row; X has none.")
+        check_classification_targets(y)
+        if self.classifier is not None:
+            classes = self.classifier.classes_
+            unknown = np.setdiff1d(np.unique(y), classes)
+            if unknown.size:
+                raise ValueError(
+                    f"y has labels {unknown.tolist()} that the classifier was not fitted on "
+                    f"(its classes are {classes.tolist()})."
+                )
+        else:
+            classes = np.unique(y)
+            if classes.size != 2:
+                raise ValueError(
+                    f"GibbsSampler needs labels of exactly 2 classes; y has {classes.size} "
+                    f"({classes.tolist()[:5]})."
+                )
+        self.classes_ = classes
+        self.n_features_in_ = int(
+            outputs.shape[1] if self.classifier is None else self.classifier.n_features_in_
+        )
+        y_signed = np.where(y == classes[1], 1.0, -1.0)
+
+        rs = check_random_state(self.random_state)
+        n_rows, n_classifiers = outputs.shape
+        outputs_t = np.ascontiguousarray(outputs.T)
+        mu0, mu0_noise = float(self.weight_prior), float(self.noise_grade_prior)
+        starts = []
+        for _ in range(self.n_chains):
+            # A draw of the prior (section 4, steps 1, 4-6) as the chain's starting point.
+            c0 = np.atleast_1d(
+                sample_two_term_vlog(mu0, mu0, size=n_classifiers, random_state=rs)
+            ).astype(np.float64)
+            xi0 = float(sample_two_term_vlog(mu0_noise, mu0_noise, random_state=rs))
+            # theta ~ Beta(zeta_1, zeta_2): its log-odds are a two-term v-Log(zeta_2, zeta_1).
+            logit_theta0 = float(sample_two_term_vlog(zeta[1], zeta[0], random_state=rs))
+            clean0 = (rs.random_sample(n_rows) < expit(logit_theta0)).astype(np.uint8)
+            seed = int(rs.randint(0, 2**31 - 1))
+            starts.append((c0, xi0, logit_theta0, clean0, seed))
+
+        n_draws, store = int(self.n_draws), bool(self.store_row_draws)
+
+        def one_chain(start):
+            c0, xi0, logit_theta0, clean0, seed = start
+            out_c = np.empty((n_draws, n_classifiers))
+            out_xi = np.empty(n_draws)
+            out_logit = np.empty(n_draws)
+            out_rows = np.empty((n_draws if store else 0, n_rows))
+            proba_sum = np.zeros(n_rows)
+            out_evals = np.empty(n_draws)
+            run_chain(
+                outputs_t, y_signed, c0.copy(), xi0, logit_theta0, clean0.copy(),
+                mu0, mu0_noise, zeta[0], zeta[1],
+                int(self.n_burnin), n_draws, int(self.thin), np.random.default_rng(seed),
+                out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
+            )  # fmt: skip
+            rows = out_rows.astype(np.float32) if store else None
+            return out_c, out_xi, out_logit, rows, proba_sum, out_evals
+
+        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
+            delayed(one_chain)(start) for start in starts
+        )
+        self.weight_draws_ = np.stack([r[0] for r in results])
+        self.noise_grade_draws_ = np.stack([r[1] for r in results])
+        logit_theta = np.stack([r[2] for r in results])
+        self.clean_rate_draws_ = expit(logit_theta)
+        self.clean_proba_draws_ = np.stack([r[3] for r in results]) if store else None
+        self.clean_proba_ = np.sum([r[4] for r in results], axis=0) / (self.n_chains * n_draws)
+        evals = np.stack([r[5] for r in results])
+        self._density_evaluations = evals
+        self.evaluations_per_draw_ = (
+            float(evals.mean() / n_classifiers) if n_classifiers else float("nan")
+        )
+        self.weights_ = self.weight_draws_.mean(axis=(0, 1))
+        # E[theta] / E[1 - theta], with 1 - theta = expit(-logit) computed without cancellation.
+        self.snr_ = float(self.clean_rate_draws_.mean() / expit(-logit_theta).mean())
+        self.noise_grade_ = float(self.noise_grade_draws_.mean())
+        self._y_signed = y_signed
+        return self
+
+    # ------------------------------------------------------------------ ArviZ
+    def to_inference_data(self, include_rows: bool = True):
+        """The draws as an ``arviz.InferenceData``.
+
+        The ``posterior`` group holds ``c`` (dims ``chain, draw, classifier``), ``xi`` (the noise
+        grade), ``theta`` (the probability that a label is true), ``snr``
+        (``theta / (1 - theta)``) and, when row draws were stored and ``include_rows``,
+        ``clean_proba`` (dims ``chain, draw, row``: ``P(w_n = 1 | c, xi, theta, y)``, whose mean
+        over draws is ``clean_proba_``). ``sample_stats`` holds ``density_evaluations`` (per
+        sweep, of the weights' log densities) and ``observed_data`` the labels in {-1, +1}.
+
+        Parameters
+        ----------
+        include_rows : bool, default=True
+            Include the per-row variable ``clean_proba`` (it has ``n_samples`` components).
+
+        Returns
+        -------
+        arviz.InferenceData
+            Accepted by ``arviz.summary``, ``arviz.plot_trace``, ``arviz.ess``, ``arviz.rhat``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from viboost.gibbs import GibbsSampler
+        >>> rng = np.random.default_rng(0)
+        >>> outputs = rng.choice([-1.0, 1.0], size=(100, 2))
+        >>> gibbs = GibbsSampler(200, n_burnin=50, random_state=0).fit(outputs, outputs[:, 0])
+        >>> idata = gibbs.to_inference_data()
+        >>> sorted(idata.posterior.data_vars)
+        ['c', 'clean_proba', 'snr', 'theta', 'xi']
+        >>> dict(idata.posterior["c"].sizes)
+        {'chain': 4, 'draw': 200, 'classifier': 2}
+        """
+        check_is_fitted(self)
+        with warnings.catch_warnings():
+            # ArviZ 0.2x announces its 1.0 refactor on import; not a problem of ours.
+            warnings.filterwarnings(
+                "ignore", message="\\s*ArviZ is undergoing", category=FutureWarning
+            )
+            import arviz
+
+        theta = self.clean_rate_draws_
+        logit = np.log(theta) - np.log1p(-theta)
+        posterior = {
+            "c": self.weight_draws_,
+            "xi": self.noise_grade_draws_,
+            "theta": theta,
+            "snr": np.exp(logit),
+        }
+        dims = {"c": ["classifier"], "clean_proba": ["row"], "y": ["row"]}
+        n_rows = self._y_signed.shape[0]
+        coords = {"classifier": np.arange(self.weight_draws_.shape[2]), "row": np.arange(n_rows)}
+        if include_rows and self.clean_proba_draws_ is not None:
+            posterior["clean_proba"] = self.clean_proba_draws_
+        return arviz.from_dict(
+            posterior=posterior,
+            sample_stats={"density_evaluations": self._density_evaluations},
+            observed_data={"y": self._y_signed},
+            coords=coords,
+            dims=dims,
+            attrs={
+                "inference_library": "viboost",
+                "model": "Lorbert et al. noise model, section 4; Gibbs sampler, Algorithm 2",
+                "weight_prior": float(self.weight_prior),
+                "noise_grade_prior": float(self.noise_grade_prior),
+                "clean_prior": list(_check_pair("clean_prior", self.clean_prior)),
+            },
+        )
+
+    # ------------------------------------------------------------------ prediction
+    def decision_function(self, X) -> np.ndarray:
+        """Posterior mean of ``F(x) = sum_m c_m f_m(x)``; positive favours ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_in_)
+            Base-classifier outputs or, with ``classifier``, features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The posterior mean log-odds of a true +1 label.
+        """
+        check_is_fitted(self)
+        return self._base_outputs(X, fitting=False) @ self.weights_
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Posterior-mean probability of each class for a *true* label.
+
+        ``P(y = +1 | x, data) = E[sigmoid(F(x))]``, the average over all kept draws of all chains
+        (section 2's label model given the weights); the noise process is left out, as in
+        :meth:`viboost.VIBoostClassifier.predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_in_)
+            Base-classifier outputs or, with ``classifier``, features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            Columns in the order of ``classes_``.
+        """
+        check_is_fitted(self)
+        outputs = self._base_outputs(X, fitting=False)
+        draws = self.weight_draws_.reshape(-1, self.weight_draws_.shape[2]).T  # (M, S)
+        proba = np.empty(outputs.shape[0])
+        block = max(1, _PREDICT_BLOCK_ELEMENTS // max(1, draws.shape[1]))
+        for start in range(0, outputs.shape[0], block):
+            margins = outputs[start : start + block] @ draws
+            proba[start : start + block] = expit(margins).mean(axis=1)
+        return np.column_stack([1.0 - proba, proba])
+
+    def predict(self, X) -> np.ndarray:
+        """``classes_[1]`` where the posterior-mean probability of +1 exceeds 1/2.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features_in_)
+            Base-classifier outputs or, with ``classifier``, features.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Predicted class labels.
+        """
+        return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
