@@ -42,6 +42,11 @@ _NEWTON_TOL = 0.25
 # Envelope abscissae on each side of the mode, in curvature widths (acceptance ~0.88 for a
 # Gaussian with the tangent at the mode).
 _SIDE = 1.5
+# Newton iterations at most (bisection of a bracket of width 1e300 down to 1 takes ~1000).
+_MAX_NEWTON = 5000
+# Evaluations of the mode search kept for the hull, if within _NEAR curvature widths of the mode.
+_RECENT = 3
+_NEAR = 4.0
 # Longest Newton step towards the mode, in units of c (whose posterior scale is O(1)).
 _MAX_STEP = 16.0
 # Proposals before giving up on a draw (the acceptance rate is above 0.8 in practice).
@@ -185,41 +190,53 @@ def draw_weight(x0, a, b, exp_abs_b, n_active, mu0, xs, hs, dhs, zs, cum, rng):
     ``xs, hs, dhs, zs, cum`` are work arrays of length :data:`HULL_SIZE`.  Returns
     ``(draw, evaluations of h)``.
     """
-    n = 0
     evals = 0
     lo, hi = -math.inf, math.inf
     x = x0
     scale = 1.0
-    # Safeguarded Newton towards the mode; h is strictly concave (mu0 > 0).
-    for _ in range(200):
+    cap = _MAX_STEP
+    # The last _RECENT evaluations, kept in a ring at the end of the work arrays and offered to
+    # the hull (built from the front) once the mode is found.
+    ring = xs.shape[0] - _RECENT
+    recent = 0
+    for _ in range(_MAX_NEWTON):
         h, dh, d2h = weight_log_density(x, a, b, exp_abs_b, n_active, mu0)
         evals += 1
-        n = _insert(xs, hs, dhs, n, x, h, dh)
+        slot = ring + recent % _RECENT
+        xs[slot], hs[slot], dhs[slot] = x, h, dh
+        recent += 1
         if dh > 0.0:
             lo = x
         elif dh < 0.0:
             hi = x
         else:
-            lo = hi = x
-        if d2h < 0.0:
-            scale = 1.0 / math.sqrt(-d2h)
-            step = -dh / d2h
-        else:  # curvature underflowed far in a tail, where h is linear
-            scale = math.inf
-            step = math.copysign(math.inf, dh)
-        if abs(step) < _NEWTON_TOL * scale or lo == hi:
             break
-        # From a tail Newton overshoots (h'' -> 0): cap the step, then keep inside the bracket.
-        x_new = x + max(-_MAX_STEP, min(step, _MAX_STEP))
-        if not (lo < x_new < hi):
-            x_new = 0.5 * (lo + hi)
-            if math.isinf(x_new) or math.isnan(x_new):  # one side open: Newton never exits
-                x_new = x + step
-        if x_new == x:
+        scale = 1.0 / math.sqrt(-d2h) if d2h < 0.0 else math.inf
+        # Safeguarded Newton step (h is strictly concave since mu0 > 0).  Far in a tail h is
+        # linear and h'' underflows: the step is capped, and the cap doubles while it binds.
+        capped = not (d2h < 0.0 and abs(dh) < -d2h * cap)
+        if capped:  # at least back to 0 at once: starts at |x| ~ 1e300 take a few steps
+            step = math.copysign(max(cap, abs(x)), dh)
+            cap *= 2.0
+        else:
+            step = -dh / d2h
+            if abs(step) < _NEWTON_TOL * scale:
+                break
+            cap = _MAX_STEP
+        x_new = x + step
+        if not (lo < x_new < hi):  # overshot the bracket [lo, hi] of the mode: bisect
+            x_new = 0.5 * lo + 0.5 * hi
+        if not math.isfinite(x_new):  # the mode is beyond the float range
+            break
+        if x_new == x and not capped:  # converged to rounding
             break
         x = x_new
-    mode = x
+    mode = xs[ring + (recent - 1) % _RECENT]  # the last point evaluated
     scale = min(scale, 1e300)
+    n = 0
+    for k in range(ring, ring + min(recent, _RECENT)):
+        if abs(xs[k] - mode) <= _NEAR * scale:
+            n = _insert(xs, hs, dhs, n, xs[k], hs[k], dhs[k])
     # Tangents on both sides of the mode: h' > 0 at the leftmost abscissa, < 0 at the rightmost.
     for side in (-1.0, 1.0):
         dist = _SIDE * scale

@@ -214,7 +214,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         if clf is None:
             outputs = check_array(X, dtype=np.float64, ensure_min_features=0)
             if outputs.size and not np.all(np.abs(outputs) == 1.0):
-                bad = outputs[np.abs(outputs) != 1.0][0]
+                bad = float(outputs[np.abs(outputs) != 1.0][0])
                 raise ValueError(
                     "Without a classifier, X must be the matrix of base-classifier outputs, "
                     f"with every entry -1 or +1; found {bad!r}."
@@ -245,7 +245,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_classifiers) or (n_samples, n_features)
             Base-classifier outputs in {-1, +1} or, with ``classifier``, the features.
         y : array-like of shape (n_samples,)
-            Labels of two classes (with ``classifier``: of its ``classes_``).
+            Labels of two classes (with ``classifier``: of its ``classes_``). Labels in
+            {-1, +1} are the paper's signs and may all be of one class.
 
         Returns
         -------
@@ -275,6 +276,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 )
         else:
             classes = np.unique(y)
+            if classes.size < 2 and np.isin(classes, [-1, 1]).all():
+                # The paper's signs: data of one class are data all the same.
+                classes = np.array([-1, 1], dtype=classes.dtype)
             if classes.size != 2:
                 raise ValueError(
                     f"GibbsSampler needs labels of exactly 2 classes; y has {classes.size} "
@@ -470,4 +474,5 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples,)
             Predicted class labels.
         """
+        check_is_fitted(self)
         return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]

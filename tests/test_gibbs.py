@@ -1,0 +1,361 @@
+"""Tests of the Gibbs sampler (Algorithm 2): its compiled kernels against references written
+here, the no-classifier posterior against 2-D quadrature, simulation-based calibration, and the
+estimator API."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from numba import njit
+from scipy import stats
+from scipy.special import expit, gammainc, gammaln, log_expit
+
+from viboost import GibbsSampler, VIBoostClassifier
+from viboost._gibbs_kernel import HULL_SIZE, draw_weight, log_gamma_variate, weight_log_density
+from viboost.distributions import VersatileLogistic
+from viboost.generative import sample_model
+
+
+# ---------------------------------------------------------------------- kernels
+def reference_log_density(c, a, b, mu0):
+    """h(c) written directly from S.3 with mpmath-free float64 softplus."""
+    return -mu0 * (np.logaddexp(0.0, c) + np.logaddexp(0.0, -c)) + np.sum(log_expit(a * c + b))
+
+
+@pytest.mark.parametrize("c", [-800.0, -30.0, -1.5, 0.0, 0.3, 12.0, 701.0, 5e3])
+def test_weight_log_density_against_reference(c):
+    rng = np.random.default_rng(0)
+    n = 1500  # crosses a product block of 512
+    a = rng.choice([-1.0, 1.0], n)
+    b = np.concatenate([rng.normal(0, 5, n - 4), [0.0, -800.0, 800.0, 40.0]])
+    h, dh, d2h = weight_log_density(c, a, b, np.exp(-np.abs(b)), n, 0.7)
+    assert h == pytest.approx(reference_log_density(c, a, b, 0.7), rel=1e-12, abs=1e-9)
+    # Derivatives in closed form: sum a sigmoid(-(a c + b)) and -sum sigmoid * sigmoid(-.)
+    u = a * c + b
+    ref_dh = -0.7 * np.tanh(c / 2) + np.sum(a * expit(-u))
+    ref_d2h = -2 * 0.7 * expit(c) * expit(-c) - np.sum(expit(u) * expit(-u))
+    assert dh == pytest.approx(ref_dh, rel=1e-12, abs=1e-12)
+    assert d2h == pytest.approx(ref_d2h, rel=1e-10, abs=1e-300)
+
+
+@njit
+def _draws(x0, a, b, mu0, n, rng, restart):
+    xs = np.empty(HULL_SIZE)
+    hs = np.empty(HULL_SIZE)
+    dhs = np.empty(HULL_SIZE)
+    zs = np.empty(HULL_SIZE)
+    cum = np.empty(HULL_SIZE)
+    eb = np.exp(-np.abs(b))
+    out = np.empty(n)
+    evals = 0
+    x = x0
+    for t in range(n):
+        start = x0 if restart else x
+        x, used = draw_weight(start, a, b, eb, a.shape[0], mu0, xs, hs, dhs, zs, cum, rng)
+        out[t] = x
+        evals += used
+    return out, evals
+
+
+def _conditional(a, b, mu0):
+    """The weight conditional as a VersatileLogistic: log sigmoid(a c + b) is the term of slope
+    -a and knot -b / a (a = +-1)."""
+    return VersatileLogistic(
+        np.r_[1.0, -1.0, -a], np.r_[0.0, 0.0, -b / a], np.r_[mu0, mu0, np.ones(a.size)]
+    )
+
+
+@pytest.mark.parametrize(
+    "n_terms, spread, mu0, x0, restart",
+    [
+        (0, 0.0, 1.0, 5.0, False),  # the prior alone: a logistic
+        (3, 0.0, 1e-3, 0.0, False),  # a nearly flat prior
+        (40, 2.0, 1.0, 0.0, False),
+        (40, 2.0, 1.0, 1e3, True),  # every draw starts far in a tail
+        (40, 2.0, 1.0, -1e300, True),
+        (1000, 10.0, 1.0, 0.0, False),
+        (600, 50.0, 0.5, -40.0, True),
+    ],
+)
+def test_draw_weight_kolmogorov_smirnov(n_terms, spread, mu0, x0, restart):
+    rng = np.random.default_rng(n_terms)
+    a = rng.choice([-1.0, 1.0], n_terms)
+    b = rng.normal(0.0, spread, n_terms)
+    if n_terms:
+        b[0] = 3 * spread  # some terms all on one side
+    draws, evals = _draws(x0, a, b, mu0, 3000, np.random.default_rng(7), restart)
+    dist = _conditional(a, b, mu0)
+    assert stats.kstest(draws, dist.cdf).pvalue > 1e-3
+    assert evals / draws.size < (8.0 if restart else 5.0)
+
+
+def test_draw_weight_is_reproducible():
+    a = np.array([1.0, -1.0, 1.0])
+    b = np.array([0.5, 1.0, -2.0])
+    first, _ = _draws(0.0, a, b, 1.0, 50, np.random.default_rng(3), False)
+    second, _ = _draws(0.0, a, b, 1.0, 50, np.random.default_rng(3), False)
+    np.testing.assert_array_equal(first, second)
+
+
+@njit
+def _log_gammas_kernel(shape, n, rng):
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = log_gamma_variate(shape, rng)
+    return out
+
+
+def _log_gammas(shape, n, seed):
+    return _log_gammas_kernel(shape, n, np.random.default_rng(seed))
+
+
+@pytest.mark.parametrize("shape", [1e-3, 0.3, 1.0, 7.5, 400.0])
+def test_log_gamma_variate(shape):
+    draws = _log_gammas(shape, 4000, 1)
+    assert np.all(np.isfinite(draws))
+
+    # P(log G <= t) = P(G <= e^t), the regularised lower incomplete gamma function; where e^t
+    # underflows, its leading term e^(k t) / Gamma(k + 1) (relative error below k e^t).
+    def cdf(t):
+        t = np.asarray(t)
+        small = np.exp(np.minimum(shape * t - gammaln(shape + 1.0), 0.0))
+        return np.where(t < -700.0, small, gammainc(shape, np.exp(np.maximum(t, -700.0))))
+
+    assert stats.kstest(draws, cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("n_pos, n_neg, mu0", [(0, 0, 1.0), (3, 11, 1.0), (40, 2, 0.2)])
+def test_noise_grade_step_is_the_two_term_vlog(n_pos, n_neg, mu0):
+    # xi | w, y ~ v-Log([+1, -1], [0, 0], [mu0' + #noisy -1, mu0' + #noisy +1]) (S.3).
+    draws = _log_gammas(mu0 + n_pos, 3000, 2) - _log_gammas(mu0 + n_neg, 3000, 3)
+    exact = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [mu0 + n_neg, mu0 + n_pos])
+    assert stats.kstest(draws, exact.cdf).pvalue > 1e-3
+
+
+def test_clean_rate_step_is_beta():
+    # theta | w ~ Beta(zeta1 + sum w, zeta2 + sum(1 - w)), drawn as expit(log G1 - log G2).
+    theta = expit(_log_gammas(2.0 + 17, 3000, 4) - _log_gammas(1.5 + 5, 3000, 5))
+    assert stats.kstest(theta, stats.beta(19.0, 6.5).cdf).pvalue > 1e-3
+
+
+# ---------------------------------------------------------------------- whole sampler
+def _exact_no_classifier_marginals(n_pos, n_neg, mu0_noise, zeta):
+    """Marginal posterior CDFs of theta and xi with M = 0 (F = 0), by 2-D quadrature of
+    p(theta, xi | y) ~ Beta(theta) p(xi) (theta/2 + (1-theta) s(xi))^n+ (. s(-xi))^n-."""
+    theta = np.linspace(0.0, 1.0, 2001)[1:-1]
+    xi = np.linspace(-40.0, 40.0, 4001)
+    t, x = np.meshgrid(theta, xi, indexing="ij")
+    log_p = (
+        stats.beta(*zeta).logpdf(t)
+        - mu0_noise * (np.logaddexp(0, x) + np.logaddexp(0, -x))
+        + n_pos * np.log(t / 2 + (1 - t) * expit(x))
+        + n_neg * np.log(t / 2 + (1 - t) * expit(-x))
+    )
+    p = np.exp(log_p - log_p.max())
+    p_theta = p.sum(axis=1)
+    p_xi = p.sum(axis=0)
+    cdf_theta = np.cumsum(p_theta) / p_theta.sum()
+    cdf_xi = np.cumsum(p_xi) / p_xi.sum()
+    return (
+        lambda v: np.interp(v, theta, cdf_theta),
+        lambda v: np.interp(v, xi, cdf_xi),
+    )
+
+
+def test_no_classifiers_reproduces_the_exact_posterior():
+    y = np.array([1.0] * 30 + [-1.0] * 10)
+    outputs = np.empty((y.size, 0))
+    gibbs = GibbsSampler(
+        n_draws=2000, n_burnin=200, thin=10, n_chains=2, clean_prior=(2.0, 2.0), random_state=0
+    ).fit(outputs, y)
+    assert gibbs.weight_draws_.shape == (2, 2000, 0)
+    cdf_theta, cdf_xi = _exact_no_classifier_marginals(30, 10, 1.0, (2.0, 2.0))
+    assert stats.kstest(gibbs.clean_rate_draws_.ravel(), cdf_theta).pvalue > 1e-3
+    assert stats.kstest(gibbs.noise_grade_draws_.ravel(), cdf_xi).pvalue > 1e-3
+    # Without base classifiers F = 0 for every row, so all rows of a class are alike.
+    assert np.ptp(gibbs.clean_proba_[:30]) < 1e-12
+
+
+def test_simulation_based_calibration():
+    """Talts et al. (2018): with parameters drawn from the prior and data from the model, the
+    rank of the true value among posterior draws is uniform. Chi-square over 10 bins."""
+    rng = np.random.default_rng(20261123)
+    outputs = rng.choice([-1.0, 1.0], size=(12, 2))
+    n_sims, n_draws = 300, 99
+    ranks = {"theta": [], "xi": [], "c0": []}
+    for sim in range(n_sims):
+        truth = sample_model(outputs, clean_prior=(2.0, 2.0), random_state=rng)
+        gibbs = GibbsSampler(
+            n_draws=n_draws, n_burnin=50, thin=4, n_chains=1, clean_prior=(2.0, 2.0),
+            store_row_draws=False, random_state=sim,
+        ).fit(outputs, truth.y)  # fmt: skip
+        ranks["theta"].append(np.sum(gibbs.clean_rate_draws_ < truth.clean_proba))
+        ranks["xi"].append(np.sum(gibbs.noise_grade_draws_ < truth.noise_grade))
+        ranks["c0"].append(np.sum(gibbs.weight_draws_[..., 0] < truth.weights[0]))
+    for name, values in ranks.items():
+        counts = np.bincount(np.asarray(values) // 10, minlength=10)
+        assert counts.sum() == n_sims
+        p = stats.chisquare(counts).pvalue
+        assert p > 1e-3, (name, counts, p)
+
+
+def _noisy_outputs(seed=0, n=400, m=4, flip=0.15):
+    rng = np.random.default_rng(seed)
+    outputs = rng.choice([-1.0, 1.0], size=(n, m))
+    truth = np.where(outputs[:, 0] + 0.5 * outputs[:, 1] > 0, 1, 0)
+    flipped = rng.random(n) < flip
+    labels = np.where(flipped, 1 - truth, truth)
+    return outputs, labels, flipped
+
+
+def test_fit_shapes_summaries_and_reproducibility():
+    outputs, labels, flipped = _noisy_outputs()
+    kwargs = dict(n_draws=300, n_burnin=100, n_chains=3, random_state=5)
+    gibbs = GibbsSampler(**kwargs).fit(outputs, labels)
+    assert gibbs.weight_draws_.shape == (3, 300, 4)
+    assert gibbs.noise_grade_draws_.shape == gibbs.clean_rate_draws_.shape == (3, 300)
+    assert gibbs.clean_proba_draws_.shape == (3, 300, 400)
+    assert gibbs.clean_proba_draws_.dtype == np.float32
+    np.testing.assert_allclose(
+        gibbs.clean_proba_, gibbs.clean_proba_draws_.mean(axis=(0, 1)), rtol=1e-5
+    )
+    theta = gibbs.clean_rate_draws_
+    assert gibbs.snr_ == pytest.approx(theta.mean() / (1 - theta).mean(), rel=1e-12)
+    assert gibbs.noise_grade_ == pytest.approx(gibbs.noise_grade_draws_.mean())
+    # The flipped labels are the ones the posterior doubts.
+    assert gibbs.clean_proba_[flipped].mean() < gibbs.clean_proba_[~flipped].mean() - 0.2
+    # Same seed, same draws -- whatever the number of threads.
+    again = GibbsSampler(**kwargs, n_jobs=2).fit(outputs, labels)
+    np.testing.assert_array_equal(gibbs.weight_draws_, again.weight_draws_)
+    np.testing.assert_array_equal(gibbs.clean_proba_, again.clean_proba_)
+    other = GibbsSampler(**{**kwargs, "random_state": 6}).fit(outputs, labels)
+    assert not np.array_equal(gibbs.weight_draws_, other.weight_draws_)
+    lean = GibbsSampler(**kwargs, store_row_draws=False).fit(outputs, labels)
+    assert lean.clean_proba_draws_ is None
+    np.testing.assert_allclose(lean.clean_proba_, gibbs.clean_proba_, rtol=1e-12)
+    restored = pickle.loads(pickle.dumps(gibbs))
+    np.testing.assert_array_equal(restored.predict_proba(outputs), gibbs.predict_proba(outputs))
+
+
+def test_prediction_is_the_posterior_mean():
+    outputs, labels, _ = _noisy_outputs(seed=1)
+    gibbs = GibbsSampler(n_draws=200, n_burnin=100, random_state=0).fit(outputs, labels)
+    new = np.array([[1.0, 1.0, -1.0, 1.0], [-1.0, -1.0, 1.0, 1.0]])
+    draws = gibbs.weight_draws_.reshape(-1, 4)
+    expected = expit(new @ draws.T).mean(axis=1)
+    proba = gibbs.predict_proba(new)
+    np.testing.assert_allclose(proba[:, 1], expected, rtol=1e-12)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(gibbs.predict(new), [1, 0])
+    np.testing.assert_allclose(gibbs.decision_function(new), new @ draws.mean(axis=0))
+    assert gibbs.score(outputs, labels) > 0.8
+
+
+# ArviZ 0.23's trace plot calls a matplotlib API deprecated in 3.11 (not ours to fix).
+@pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
+def test_arviz_summary_and_trace_plot():
+    import arviz
+    import matplotlib
+
+    matplotlib.use("Agg")
+    outputs, labels, _ = _noisy_outputs(seed=2, n=200, m=3)
+    gibbs = GibbsSampler(n_draws=200, n_burnin=100, random_state=0).fit(outputs, labels)
+    idata = gibbs.to_inference_data()
+    summary = arviz.summary(idata, var_names=["c", "xi", "theta", "snr"])
+    assert list(summary.index) == ["c[0]", "c[1]", "c[2]", "xi", "theta", "snr"]
+    assert summary.loc["theta", "mean"] == pytest.approx(gibbs.clean_rate_draws_.mean(), 1e-3)
+    assert np.isfinite(summary[["r_hat", "ess_bulk", "ess_tail"]].to_numpy()).all()
+    rows = arviz.summary(idata, var_names=["clean_proba"], kind="stats")
+    assert rows.shape[0] == 200
+    np.testing.assert_allclose(rows["mean"], gibbs.clean_proba_, atol=6e-3)  # rounded to 3 dp
+    axes = arviz.plot_trace(idata, var_names=["xi", "theta"])
+    assert axes.shape == (2, 2)
+    matplotlib.pyplot.close("all")
+    without_rows = gibbs.to_inference_data(include_rows=False)
+    assert "clean_proba" not in without_rows.posterior
+
+
+def test_from_a_fitted_viboost_classifier():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))
+    y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, "spam", "ham")
+    flip = rng.random(300) < 0.1
+    y[flip] = np.where(y[flip] == "spam", "ham", "spam")
+    clf = VIBoostClassifier(n_estimators=15).fit(X, y)
+    gibbs = GibbsSampler(n_draws=200, n_burnin=100, n_chains=2, classifier=clf, random_state=0)
+    gibbs.fit(X, y)
+    stumps = gibbs.base_classifiers_
+    keys = {(s.feature, s.threshold, s.missing_right) for s in stumps}
+    assert len(keys) == len(stumps) <= len(clf.estimators_)
+    assert gibbs.weight_draws_.shape == (2, 200, len(stumps))
+    np.testing.assert_array_equal(gibbs.classes_, clf.classes_)
+    assert gibbs.n_features_in_ == 3
+    assert gibbs.score(X, y) > 0.8
+    assert np.mean(gibbs.predict(X) == clf.predict(X)) > 0.9
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        gibbs.predict(X[:, :2])
+    with pytest.raises(ValueError, match="not fitted on"):
+        GibbsSampler(classifier=clf).fit(X, np.where(y == "spam", "eggs", y))
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.array([[1.0, 0.5], [-1.0, 1.0]]), [0, 1], "every entry -1 or \\+1; found 0.5"),
+        (np.ones((3, 2)), [0, 1], "3 rows but y has 2"),
+        (np.ones((3, 2)), [0, 1, 2], "exactly 2 classes"),
+        (np.ones((3, 2)), [2, 2, 2], "exactly 2 classes"),
+        (np.array([[1.0, np.nan]]), [1], "NaN"),
+    ],
+)
+def test_bad_input(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        GibbsSampler(n_draws=5, n_burnin=0).fit(X, y)
+
+
+def test_bad_parameters_and_unfitted():
+    X, y = np.ones((4, 1)), [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="clean_prior must be a pair"):
+        GibbsSampler(clean_prior=(1.0, -1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="n_draws"):
+        GibbsSampler(n_draws=0).fit(X, y)
+    with pytest.raises(ValueError, match="weight_prior"):
+        GibbsSampler(weight_prior=0.0).fit(X, y)
+    gibbs = GibbsSampler(n_draws=5, n_burnin=0).fit(X, y)
+    with pytest.raises(ValueError, match="expecting 1 base-classifier outputs"):
+        gibbs.predict(np.ones((2, 2)))
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        GibbsSampler().predict(X)
+    with pytest.raises(NotFittedError):
+        GibbsSampler(classifier=VIBoostClassifier()).fit(X, y)
+
+
+def test_extreme_margins_do_not_overflow():
+    # Perfectly separable labels with a weak prior push the weights far out; nothing overflows.
+    outputs = np.tile([[1.0], [-1.0]], (200, 1))
+    y = outputs[:, 0].copy()
+    gibbs = GibbsSampler(n_draws=100, n_burnin=50, weight_prior=1e-6, random_state=0)
+    gibbs.fit(outputs, y)
+    assert np.all(np.isfinite(gibbs.weight_draws_))
+    assert gibbs.weights_[0] > 5.0
+    assert np.all(np.isfinite(gibbs.predict_proba(outputs)))
+    assert math.isfinite(gibbs.snr_)
+
+
+def test_two_term_marginal_posterior_of_the_weight_alone():
+    # One classifier, every label clean with certainty (zeta heavily on theta = 1): the weight
+    # posterior is the conjugate v-Log of section 3 (prior conditioned on the b-Log labels).
+    outputs = np.array([[1.0]] * 25 + [[-1.0]] * 15)
+    y = np.array([1.0] * 20 + [-1.0] * 5 + [-1.0] * 12 + [1.0] * 3)
+    gibbs = GibbsSampler(
+        n_draws=1500, n_burnin=100, thin=2, n_chains=2, clean_prior=(1e6, 1e-3), random_state=1
+    ).fit(outputs, y)
+    assert gibbs.clean_rate_draws_.min() > 0.999
+    # y f = +1 for 32 rows and -1 for 8: v-Log([+1, -1], [0, 0], [mu0 + 8, mu0 + 32]).
+    exact = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [1.0 + 8, 1.0 + 32])
+    assert stats.kstest(gibbs.weight_draws_.ravel(), exact.cdf).pvalue > 1e-3
