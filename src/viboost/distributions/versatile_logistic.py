@@ -24,9 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import IntegrationWarning
-from scipy.optimize import brentq
 from scipy.special import expit, log_expit
-from scipy.stats.sampling import TransformedDensityRejection
 
 from viboost._math import LOG2, log1mexp, log_cosh, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
@@ -62,6 +60,7 @@ _SERIES_DELTA = 0.2  # |delta| below which the Bregman term is summed as a cumul
 _GK_RTOL = 1e-13  # per-interval Gauss-Kronrod error bound, relative to the whole integral
 _GK_MAX_INTERVALS = 5000
 _GK_MAX_ROUNDS = 100
+_GK_FLOOR = 1e-280  # absolute tolerance of ``_gk_intervals``, relative to the total
 _BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
 
 # Gauss-Kronrod 7-15 rule on [-1, 1] (QUADPACK qk15): nodes, Kronrod and Gauss weights.
@@ -468,9 +467,11 @@ class VersatileLogistic:
         self._deriv_coef: tuple[NDArray, NDArray, NDArray] | None = None
         self._mode_cache: float | None = None
         self._log_normalizer_cache: float | None = None
+        self._panels_cache: tuple[_BregmanKernel, float, float, NDArray, NDArray] | None = None
         self._quad_cache: _QuadSetup | None = None
         self._moments_cache: tuple[float, float, float] | None = None
-        self._sampler_cache: tuple[TransformedDensityRejection, float, float] | None = None
+        self._sampler_cache: _ArsSampler | None = None
+        self._table_cache: _CdfTable | None = None
 
     # ------------------------------------------------------------------ parameters
     @property
@@ -989,36 +990,52 @@ class VersatileLogistic:
         return -g_star + log_sum_exp(pieces)
 
     # ------------------------------------------------------------------ moments, cdf, sampling
-    def _quad_setup(self) -> _QuadSetup:
-        """Shifted kernel at the mode, panels on both sides and their masses (cached).
+    def _panels(self) -> tuple[_BregmanKernel, float, float, NDArray, NDArray]:
+        """Shifted kernel at the mode, curvature width and panel edges on both sides (cached).
 
         ``g~(d) = g(z* + d) - g(z*)`` is evaluated in Bregman form (accurate for any
-        multiplicities).  On each side the panels are ``[0, s], [s, 2s], [2s, 4s], ...`` with
-        ``s`` a width at which ``g~`` rises by ``O(1)``, up to where ``g~`` exceeds
-        ``760 + 3 log(u / s)`` (beyond, the mass is below the smallest double).  Each panel is
-        integrated by adaptive Gauss-Kronrod, together with the moment integrands ``|d|``,
-        ``d**2`` and ``g~(d)`` (all nonnegative on a side).
+        multiplicities); where the mode is known only to within many peak widths (a rounding
+        tilt of ``g~``), the tilt is dropped as in ``log_normalizer`` (``_BregmanKernel.center``).
+        On each side the panels are ``[0, s], [s, 2s], [2s, 4s], ...`` with ``s`` a width at
+        which ``g~`` rises by ``O(1)``, up to where ``g~`` exceeds ``760 + 3 log(u / s)``
+        (beyond, the mass is below the smallest double).  Returns ``(kernel, z*, s0, right
+        edges, left edges)`` with ``s0 = 1 / sqrt(g''(z*))``.
         """
-        if self._quad_cache is None:
+        if self._panels_cache is None:
             terms = self._compressed()
             z_star = self.mode()
             kernel = _BregmanKernel(
                 terms.slopes, terms.knots, terms.weights, terms.log2_scale, z_star
             )
+            kernel.center(self._active()[3] + kernel.g0 * kernel.scale)
             h = self._derivatives(z_star)[1]
             s0 = 1.0 / math.sqrt(h) if math.isfinite(h) and h > 0.0 else 1.0
-            sides = []
+            edges = []
             for side in (1.0, -1.0):
                 s = _rise_scale(kernel, side, s0)
-                edges = [0.0]
+                e = [0.0]
                 u = s
                 while True:
-                    edges.append(u)
+                    e.append(u)
                     r = float(kernel(np.array([side * u]))[0])
                     if r >= _CDF_CUT + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
                         break
                     u *= 2.0
-                e = np.asarray(edges)
+                edges.append(np.asarray(e))
+            self._panels_cache = (kernel, z_star, s0, edges[0], edges[1])
+        return self._panels_cache
+
+    def _quad_setup(self) -> _QuadSetup:
+        """Panels of ``_panels`` integrated with the moment integrands (cached).
+
+        Each panel is integrated by adaptive Gauss-Kronrod, together with the moment integrands
+        ``|d|``, ``d**2`` and ``g~(d)`` (all nonnegative on a side), to ``1e-13`` relative to
+        the panel plus the central mass (about ``s0``).
+        """
+        if self._quad_cache is None:
+            kernel, z_star, s0, right_edges, left_edges = self._panels()
+            sides = []
+            for side, e in ((1.0, right_edges), (-1.0, left_edges)):
                 n_panels = e.shape[0] - 1
 
                 def integrand(x: NDArray, side: float = side) -> NDArray:
@@ -1026,7 +1043,7 @@ class VersatileLogistic:
                     f = np.exp(-np.maximum(gt, -700.0))
                     return np.stack([f, x * f, x * x * f, gt * f])
 
-                vals = _gk_intervals(integrand, e[:-1], e[1:], np.zeros(n_panels))
+                vals = _gk_intervals(integrand, e[:-1], e[1:], np.full(n_panels, s0))
                 # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
                 tails = np.concatenate([np.cumsum(vals[0][::-1])[::-1], [0.0]])
                 sides.append((e, tails, vals.sum(axis=1)))
@@ -1107,45 +1124,35 @@ class VersatileLogistic:
         """
         return self._moments()[2]
 
-    def _tails(self, z: NDArray[np.float64]) -> tuple[NDArray, NDArray]:
-        """``(lower, upper)``: unnormalised masses of ``(-inf, z]`` (for ``z <= z*``, else NaN
-        ignored) and ``[z, inf)`` (for ``z > z*``); each tail is integrated directly."""
-        q = self._quad_setup()
-        d = z - q.z_star
-        lower = np.zeros(d.shape)
-        upper = np.zeros(d.shape)
-        for side, (edges, tails, _), out in ((1.0, q.right, upper), (-1.0, q.left, lower)):
-            sel = np.flatnonzero((side * d > 0.0) if side > 0 else (d <= 0.0))
-            if sel.shape[0] == 0:
-                continue
-            u = np.abs(d[sel])
-            inside = u < edges[-1]
-            res = np.zeros(sel.shape[0])
-            if np.any(inside):
-                ui = u[inside]
-                # Break points: the points and the panel edges, sorted; integrate between.
-                pts = np.unique(np.concatenate([ui, edges]))
-                lo, hi = pts[:-1], pts[1:]
-                panel = np.searchsorted(edges, lo, side="right") - 1
-                beyond = tails[panel + 1]
+    def _table(self) -> _CdfTable:
+        """Piecewise Chebyshev interpolant of ``g~`` on both sides of the mode (cached).
 
-                def integrand(x: NDArray, side: float = side) -> NDArray:
-                    gt = q.kernel(side * x)
-                    return np.exp(-np.maximum(gt, -700.0))[None, :]
-
-                pieces = _gk_intervals(integrand, lo, hi, beyond)[0]
-                cum = np.concatenate([np.cumsum(pieces[::-1])[::-1], [0.0]])
-                res[inside] = cum[np.searchsorted(pts, ui)]
-            out[sel] = res
-        return lower, upper
+        The panels of ``_quad_setup`` are bisected until the degree-16 Chebyshev interpolant of
+        ``g~`` on each cell has converged (last coefficients below ``1e-13 (1 + |g~|)``, so the
+        density ``exp(-g~)`` is reproduced to ~1e-13 relative, in the tails too).  The mass of
+        every cell (and the mass beyond each cell edge, summed outwards from the far end) is
+        integrated once from the interpolant; ``cdf``, ``sf`` and ``ppf`` then only integrate the
+        cheap interpolant from a point to the nearest edge, never the ``K``-term kernel.
+        """
+        if self._table_cache is None:
+            kernel, z_star, _, right_edges, left_edges = self._panels()
+            right = _build_side_table(kernel, 1.0, right_edges)
+            left = _build_side_table(kernel, -1.0, left_edges)
+            mass = float(right.tails[0] + left.tails[0])
+            self._table_cache = _CdfTable(right, left, mass, z_star)
+        return self._table_cache
 
     def cdf(self, z: ArrayLike) -> float | NDArray[np.float64]:
         """Cumulative distribution function ``P(Z <= z)``.
 
         Below the mode the lower tail is integrated, above it the upper tail (and subtracted
-        from 1), each by adaptive Gauss-Kronrod on the shifted kernel, so both tails keep their
-        relative accuracy (the upper tail through ``sf``).  Normalised by the same quadrature's
-        total mass, so ``cdf`` increases from exactly 0 to exactly 1.
+        from 1), so both tails keep their relative accuracy (the upper tail through ``sf``).
+        The integrand is a cached piecewise Chebyshev interpolant of the shifted kernel
+        ``g(z) - g(z*)`` (accurate to ~1e-13 relative in the density; see ``_table``) and the
+        masses beyond the interpolation cells' edges are cached, so each point costs one short
+        adaptive Gauss-Kronrod integral to the next edge, whatever the number of terms (2000
+        points with ``K = 10**4`` take well under a second after the one-off setup).
+        Normalised by the same table's total mass, so ``cdf`` increases from 0 to 1.
 
         Parameters
         ----------
@@ -1193,11 +1200,15 @@ class VersatileLogistic:
         flat = z_arr.reshape(-1)
         if np.any(np.isnan(flat)):
             raise ValueError("z must not contain NaN")
-        q = self._quad_setup()
-        lower, upper_mass = self._tails(flat)
-        below = flat - q.z_star <= 0.0
-        low_p = lower / q.mass
-        up_p = upper_mass / q.mass
+        t = self._table()
+        d = flat - t.z_star
+        below = d <= 0.0
+        mass_lo = np.zeros(d.shape[0])
+        mass_up = np.zeros(d.shape[0])
+        mass_lo[below] = _partial_masses(t.left, -d[below])
+        mass_up[~below] = _partial_masses(t.right, d[~below])
+        low_p = mass_lo / t.mass
+        up_p = mass_up / t.mass
         if upper:
             out = np.where(below, 1.0 - low_p, up_p)
         else:
@@ -1208,7 +1219,13 @@ class VersatileLogistic:
         return out.reshape(z_arr.shape)
 
     def ppf(self, q: ArrayLike) -> float | NDArray[np.float64]:
-        """Quantile function, the inverse of ``cdf``, by bracketed root finding (``brentq``).
+        """Quantile function, the inverse of ``cdf``, vectorised.
+
+        The cell of the cached interpolation table (see ``cdf``) holding each quantile is found
+        from the cached masses beyond its edges; inside it, a safeguarded Newton iteration
+        (bisection fallback) solves for the point, all probabilities at once.  Probabilities
+        below ``cdf(mode)`` are inverted through the lower tail and the others through the
+        upper tail (``1 - q``, exact there), so both tails keep their relative accuracy.
 
         Parameters
         ----------
@@ -1236,57 +1253,28 @@ class VersatileLogistic:
         flat = q_arr.reshape(-1)
         if np.any(np.isnan(flat)) or np.any((flat < 0.0) | (flat > 1.0)):
             raise ValueError("probabilities must lie in [0, 1]")
-        setup = self._quad_setup()
-        z_star = setup.z_star
-        c_mode = float(self.cdf(z_star))
-        out = np.empty(flat.shape[0])
-        for i, p in enumerate(flat.tolist()):
-            if p == 0.0:
-                out[i] = -math.inf
-                continue
-            if p == 1.0:
-                out[i] = math.inf
-                continue
-            if p == c_mode:
-                out[i] = z_star
-                continue
-            side = 1.0 if p > c_mode else -1.0
-            step = max(setup.scale, 1e-300)
-            near, far = z_star, z_star + side * step
-            for _ in range(2000):
-                c_far = float(self.cdf(far))
-                if (side > 0 and c_far >= p) or (side < 0 and c_far <= p):
-                    break
-                near, far = far, z_star + side * 2.0 * abs(far - z_star)
-            lo, hi = (near, far) if side > 0 else (far, near)
-            out[i] = brentq(
-                lambda x, p=p: float(self.cdf(x)) - p, lo, hi, xtol=1e-300, rtol=4.0 * _EPS
-            )
+        t = self._table()
+        c_mode = t.left.tails[0] / t.mass
+        out = np.full(flat.shape[0], t.z_star)
+        out[flat == 0.0] = -math.inf
+        out[flat == 1.0] = math.inf
+        lower = (flat > 0.0) & (flat < c_mode)
+        upper = (flat > c_mode) & (flat < 1.0)
+        if np.any(lower):
+            target = np.minimum(flat[lower] * t.mass, t.left.tails[0])
+            out[lower] = t.z_star - _invert_side(t.left, target)
+        if np.any(upper):
+            target = np.minimum((1.0 - flat[upper]) * t.mass, t.right.tails[0])
+            out[upper] = t.z_star + _invert_side(t.right, target)
         if q_arr.ndim == 0:
             return float(out[0])
         return out.reshape(q_arr.shape)
 
-    def _sampler(self) -> tuple[TransformedDensityRejection, float, float]:
-        """Cached exact TDR sampler of ``x = (Z - z*) / s`` with its ``(z*, s)``."""
+    def _sampler(self) -> _ArsSampler:
+        """Cached adaptive rejection sampler (envelope refined once, then frozen)."""
         if self._sampler_cache is None:
-            setup = self._quad_setup()
-            kernel, z_star = setup.kernel, setup.z_star
-            s = setup.scale
-
-            class _Std:
-                # Unnormalised density of x, with log 0 at the mode (no overflow).
-                def pdf(self_, x: float) -> float:
-                    gt = float(kernel(np.array([s * x]))[0])
-                    return math.exp(-gt) if gt < 745.0 else 0.0
-
-                def dpdf(self_, x: float) -> float:
-                    f = self_.pdf(x)
-                    if f == 0.0:
-                        return 0.0
-                    return -s * kernel.derivatives(s * x)[0] * kernel.scale * f
-
-            gen = TransformedDensityRejection(_Std(), center=0.0, random_state=1)
-            self._sampler_cache = (gen, z_star, s)
+            kernel, z_star, s0 = self._panels()[:3]
+            self._sampler_cache = _ArsSampler(kernel, z_star, s0)
         return self._sampler_cache
 
     def rvs(
@@ -1294,12 +1282,26 @@ class VersatileLogistic:
         size: int | tuple[int, ...] | None = None,
         random_state: int | np.random.Generator | np.random.RandomState | None = None,
     ) -> float | NDArray[np.float64]:
-        """Exact random draws by transformed density rejection (the density is log-concave).
+        """Exact random draws by adaptive rejection sampling (Gilks & Wild 1992).
 
-        Uses ``scipy.stats.sampling.TransformedDensityRejection`` on the standardised,
-        unnormalised kernel ``exp(-(g(z* + s x) - g(z*)))`` (``s``: the curvature width at the
-        mode), which is exact (rejection sampling) for any T-concave, in particular any
-        log-concave, density.  The sampler is built once and cached.
+        The density is log-concave (supplement S.1), so tangents of ``h(x) = -(g(z* + s x) -
+        g(z*))`` (``s``: the curvature width at the mode; ``h`` evaluated in the cancellation-free
+        Bregman form, its slope likewise, so multiplicities up to ~1e300 are fine) bound it
+        from above and chords from below.  Proposals are drawn in vectorised batches from the
+        piecewise-exponential hull (inverse cdf of each truncated exponential piece, masses in
+        log space); a proposal under the squeeze is accepted without evaluating ``h``, the rest
+        are accepted if ``log U <= h(x) - u(x)`` after one vectorised kernel call.  Every
+        accepted draw is exact.  The envelope is built once (from abscissae ``0`` and ``+-c``
+        with slopes of the right signs) and refined deterministically, adding tangents where
+        hull and squeeze differ most, until 99% of the hull mass lies under the squeeze; it is
+        then cached and frozen, so draws depend only on ``random_state`` and are kept in
+        generation order.
+
+        Timings (``benchmarks/vlog_rvs.py``, 2-core machine, set-up included; size 1 / 1e4):
+        2 terms 0.006 / 0.007 s against 0.015 / 0.018 s for scipy's
+        ``TransformedDensityRejection`` (used before), 100 terms 0.005 / 0.008 s against
+        0.018 / 0.020 s, 1e4 terms 0.11 / 0.14 s against 0.24 / 0.25 s; with multiplicities
+        ~1e200 TDR fails ("not T-concave") and ARS takes 0.007 s.  Hence ARS everywhere.
 
         Parameters
         ----------
@@ -1331,11 +1333,85 @@ class VersatileLogistic:
             rng = random_state
         else:
             rng = np.random.default_rng(random_state)
-        gen, z_star, s = self._sampler()
-        gen.set_random_state(rng)
+        sampler = self._sampler()
         if size is None:
-            return float(z_star + s * float(gen.rvs()))
-        return z_star + s * np.asarray(gen.rvs(size), dtype=np.float64)
+            return float(sampler.sample(1, rng)[0])
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        n = math.prod(shape)
+        return sampler.sample(n, rng).reshape(shape)
+
+    def expected_softplus(self, sign: float = 1.0, shift: float = 0.0) -> float:
+        """``E[log(1 + exp(sign (Z - shift)))]``, the expected log-loss term of S.3.
+
+        For the two-term v-Log ``([+1, -1], [gamma, gamma], [a, b])`` (slopes ``+1`` and ``-1``
+        in either order, equal knots; terms with ``mu = 0`` or slope 0 ignored) and
+        ``shift = gamma``, ``sigmoid(Z - gamma) ~ Beta(b, a)`` and supplement S.3 gives the
+        closed forms ``E[log(1 + e^(Z - gamma))] = psi(a + b) - psi(a)`` and
+        ``E[log(1 + e^-(Z - gamma))] = psi(a + b) - psi(b)``, evaluated here without
+        cancellation (even for ``a = 1e200, b = 1``).  Otherwise the expectation is integrated
+        by adaptive Gauss-Kronrod over the cached interpolation table of ``cdf``.
+
+        Parameters
+        ----------
+        sign : float, default=1.0
+            ``+1`` or ``-1``.
+        shift : float, default=0.0
+            Finite offset subtracted from ``Z``.
+
+        Returns
+        -------
+        float
+            The expectation.
+
+        Raises
+        ------
+        ValueError
+            If ``sign`` is not ``+-1`` or ``shift`` is not finite.
+
+        Examples
+        --------
+        >>> from scipy.special import digamma
+        >>> from viboost.distributions import VersatileLogistic
+        >>> d = VersatileLogistic([1.0, -1.0], 0.0, [2.0, 5.0])
+        >>> print(f"{d.expected_softplus(+1):.10f} {digamma(7.0) - digamma(2.0):.10f}")
+        1.4500000000 1.4500000000
+        >>> print(f"{d.expected_softplus(-1):.10f} {digamma(7.0) - digamma(5.0):.10f}")
+        0.3666666667 0.3666666667
+
+        A third term leaves only the quadrature, which agrees with the closed form when the
+        term is negligible:
+
+        >>> d3 = VersatileLogistic([1.0, -1.0, 1.0], [0.0, 0.0, 3.0], [2.0, 5.0, 1e-12])
+        >>> print(f"{d3.expected_softplus(+1):.10f}")
+        1.4500000000
+        """
+        sign = float(sign)
+        shift = float(shift)
+        if sign not in (1.0, -1.0):
+            raise ValueError(f"sign must be +1 or -1; got {sign}")
+        if not math.isfinite(shift):
+            raise ValueError(f"shift must be finite; got {shift}")
+        b, g, m, _ = self._active()
+        if b.shape[0] == 2 and sorted(b.tolist()) == [-1.0, 1.0] and g[0] == g[1] == shift:
+            a_pos = float(m[b > 0.0][0])
+            b_neg = float(m[b < 0.0][0])
+            # Z - gamma = logit(S), S ~ Beta(b, a): softplus(Z - gamma) = -log(1 - S).
+            if sign > 0.0:
+                return _digamma_difference(a_pos, b_neg)
+            return _digamma_difference(b_neg, a_pos)
+        t = self._table()
+        total = 0.0
+        for side, table in ((1.0, t.right), (-1.0, t.left)):
+            edges = table.edges
+
+            def integrand(u: NDArray, side: float = side, table: _SideTable = table) -> NDArray:
+                f = np.exp(-np.maximum(_cheb_eval(table, u), -700.0))
+                sp = softplus(sign * (t.z_star + side * u - shift))
+                return np.stack([f, sp * f])
+
+            vals = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))
+            total += math.fsum(vals[1].tolist())
+        return total / t.mass
 
     # ------------------------------------------------------------------ conjugacy
     def condition(
@@ -1882,11 +1958,17 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
         est = np.zeros((m, n))
         for j in range(m):
             est[j] = result[j] + np.bincount(owner, weights=kronrod[j], minlength=n)
-        ratio = np.where(est[0] > 0.0, others / np.where(est[0] > 0.0, est[0], 1.0), 0.0)
+        # others / est[0], capped at 1e300 (no overflow where an interval's own mass is tiny).
+        pos_est = est[0] > 0.0
+        safe = np.where(pos_est, est[0], 1.0)
+        ratio = np.where(pos_est, np.minimum(others, 1e300 * safe) / safe, 0.0)
         ok = np.ones(owner.shape[0], dtype=bool)
         for j in range(m):
             tol = _GK_RTOL * (est[j] * (1.0 + ratio) + (others if j == 0 else 0.0))
-            ok &= err[j] <= tol[owner]
+            # Below 1e-280 of the whole, intervals are accepted (subnormal integrands have
+            # lost their relative precision, and bisecting them would never end).
+            floor = _GK_FLOOR * (float(np.sum(np.abs(est[j]))) + float(np.sum(others)))
+            ok &= err[j] <= np.maximum(tol[owner], floor)
         done |= ok
         for j in range(m):
             np.add.at(result[j], owner[done], kronrod[j][done])
@@ -1903,3 +1985,382 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
     if result is None:
         return np.zeros((1, n))
     return result
+
+
+# ---------------------------------------------------------------------- cdf table
+# Piecewise Chebyshev interpolant of g~ on each side of the mode (``VersatileLogistic._table``).
+_CHEB_DEG = 16
+_CHEB_T = np.cos(np.pi * np.arange(_CHEB_DEG + 1) / _CHEB_DEG)[::-1]  # Lobatto nodes, ascending
+# Values at the nodes -> Chebyshev coefficients (DCT-I with halved end weights).
+_CHEB_MAT = np.cos(np.outer(np.arange(_CHEB_DEG + 1), np.pi * np.arange(_CHEB_DEG + 1) / _CHEB_DEG))
+_CHEB_MAT = _CHEB_MAT[:, ::-1] * (2.0 / _CHEB_DEG)
+_CHEB_MAT[:, [0, -1]] *= 0.5
+_CHEB_MAT[[0, -1], :] *= 0.5
+_CHEB_RTOL = 1e-13  # accept a cell when its last three coefficients are below this (1 + |g~|)
+_CHEB_SKIP = 780.0  # ... or when g~ exceeds this on the whole cell (exp(-780) underflows)
+_CHEB_MAX_CELLS = 20_000
+
+
+class _SideTable(NamedTuple):
+    """One side of the mode: cells ``[edges_i, edges_{i+1}]`` in ``u = |z - z*|``."""
+
+    edges: NDArray  # (n + 1,), edges[0] = 0
+    coefs: NDArray  # (n, _CHEB_DEG + 1): Chebyshev coefficients of g~(side u) on each cell
+    tails: NDArray  # (n + 1,): unnormalised mass beyond each edge, tails[n] = 0
+
+
+class _CdfTable(NamedTuple):
+    right: _SideTable
+    left: _SideTable
+    mass: float
+    z_star: float
+
+
+def _cheb_eval(table: _SideTable, u: NDArray) -> NDArray:
+    """The interpolant of ``g~(side u)`` at ``u`` (Clenshaw; ``u`` clipped to the table)."""
+    edges, coefs = table.edges, table.coefs
+    cell = np.clip(np.searchsorted(edges, u, side="right") - 1, 0, coefs.shape[0] - 1)
+    a, b = edges[cell], edges[cell + 1]
+    t = np.clip((2.0 * u - a - b) / (b - a), -1.0, 1.0)
+    c = coefs[cell]
+    b1 = np.zeros(u.shape)
+    b2 = np.zeros(u.shape)
+    for k in range(_CHEB_DEG, 0, -1):
+        b1, b2 = 2.0 * t * b1 - b2 + c[:, k], b1
+    return t * b1 - b2 + c[:, 0]
+
+
+def _build_side_table(kernel: _BregmanKernel, side: float, panels: NDArray) -> _SideTable:
+    """Refine ``panels`` by bisection until Chebyshev interpolation of ``g~`` has converged."""
+    pending = np.stack([panels[:-1], panels[1:]], axis=1)
+    cells: list[NDArray] = []
+    coefs: list[NDArray] = []
+    n_cells = 0
+    while pending.shape[0]:
+        a, b = pending[:, :1], pending[:, 1:]
+        nodes = 0.5 * (a + b) + 0.5 * (b - a) * _CHEB_T
+        vals = kernel(side * nodes.ravel()).reshape(nodes.shape)
+        c = vals @ _CHEB_MAT.T
+        err = np.max(np.abs(c[:, -3:]), axis=1)
+        scale = 1.0 + np.max(np.abs(vals), axis=1)
+        tiny = (b - a)[:, 0] <= 64.0 * np.spacing(b[:, 0])
+        done = (err <= _CHEB_RTOL * scale) | (np.min(vals, axis=1) > _CHEB_SKIP) | tiny
+        n_cells += pending.shape[0]
+        if n_cells > _CHEB_MAX_CELLS:
+            done[:] = True  # pragma: no cover - defensive
+        cells.append(pending[done])
+        coefs.append(c[done])
+        rest = pending[~done]
+        mid = 0.5 * (rest[:, 0] + rest[:, 1])
+        pending = np.concatenate(
+            [np.stack([rest[:, 0], mid], axis=1), np.stack([mid, rest[:, 1]], axis=1)]
+        )
+    all_cells = np.concatenate(cells)
+    order = np.argsort(all_cells[:, 0], kind="stable")
+    edges = np.concatenate([all_cells[order, 0], all_cells[order[-1:], 1]])
+    table = _SideTable(edges, np.concatenate(coefs)[order], np.zeros(edges.shape[0]))
+
+    def integrand(u: NDArray) -> NDArray:
+        return np.exp(-np.maximum(_cheb_eval(table, u), -700.0))[None, :]
+
+    masses = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))[0]
+    tails = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])
+    return table._replace(tails=tails)
+
+
+def _partial_masses(table: _SideTable, u: NDArray) -> NDArray:
+    """Unnormalised mass beyond ``u`` (``u >= 0``) on one side, from the table."""
+    edges, tails = table.edges, table.tails
+    res = np.zeros(u.shape[0])
+    inside = u < edges[-1]
+    if not np.any(inside):
+        return res
+    ui = u[inside]
+    # Integrate from each point to the next point or edge, then sum outwards (no cancellation).
+    pts = np.unique(np.concatenate([ui, edges]))
+    lo, hi = pts[:-1], pts[1:]
+    beyond = tails[np.searchsorted(edges, lo, side="right")]
+
+    def integrand(x: NDArray) -> NDArray:
+        return np.exp(-np.maximum(_cheb_eval(table, x), -700.0))[None, :]
+
+    pieces = _gk_intervals(integrand, lo, hi, beyond)[0]
+    cum = np.concatenate([np.cumsum(pieces[::-1])[::-1], [0.0]])
+    res[inside] = cum[np.searchsorted(pts, ui)]
+    return res
+
+
+def _invert_side(table: _SideTable, target: NDArray) -> NDArray:
+    """``u`` with (mass beyond ``u``) ``= target``, for ``0 < target <= tails[0]``, vectorised.
+
+    The cell is found from the cached masses; inside it, safeguarded Newton (bisection
+    fallback) on ``F(u) = integral_u^b f - (target - tails[i + 1])``, ``F' = -f(u)``.
+    """
+    edges, tails = table.edges, table.tails
+    # tails is decreasing: cell i has tails[i] >= target > tails[i + 1].
+    cell = np.clip(np.searchsorted(-tails, -target, side="left") - 1, 0, edges.shape[0] - 2)
+    lo, hi = edges[cell].copy(), edges[cell + 1].copy()
+    rest = target - tails[cell + 1]
+    u = 0.5 * (lo + hi)
+    active = np.ones(u.shape[0], dtype=bool)
+    for _ in range(100):
+        idx = np.flatnonzero(active)
+        if idx.shape[0] == 0:
+            break
+        ui = u[idx]
+
+        def integrand(x: NDArray) -> NDArray:
+            return np.exp(-np.maximum(_cheb_eval(table, x), -700.0))[None, :]
+
+        mass = _gk_intervals(integrand, ui, edges[cell[idx] + 1], tails[cell[idx] + 1])[0]
+        f_val = mass - rest[idx]
+        dens = np.exp(-np.maximum(_cheb_eval(table, ui), -700.0))
+        # F is decreasing: F > 0 means u is too small.
+        pos = f_val > 0.0
+        lo[idx] = np.where(pos, ui, lo[idx])
+        hi[idx] = np.where(pos, hi[idx], ui)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = ui + f_val / dens
+        ok = np.isfinite(newton) & (newton > lo[idx]) & (newton < hi[idx])
+        new = np.where(ok, newton, 0.5 * (lo[idx] + hi[idx]))
+        new = np.where(f_val == 0.0, ui, new)  # an exact root stays put
+        tol = 4.0 * _EPS * np.maximum(np.abs(new), edges[1])
+        conv = (np.abs(new - ui) <= tol) | (hi[idx] - lo[idx] <= tol) | (f_val == 0.0)
+        u[idx] = new
+        active[idx[conv]] = False
+    return u
+
+
+# ---------------------------------------------------------------------- adaptive rejection
+_ARS_EFFICIENCY = 0.99  # refine the envelope until (squeeze mass) / (hull mass) reaches this
+_ARS_MAX_POINTS = 200
+_ARS_MAX_ROUNDS = 40
+_ARS_ADD_PER_ROUND = 24
+
+
+def _kernel_slope(kernel: _BregmanKernel, d: NDArray) -> NDArray:
+    """``g~'(d)`` in true units for a 1-D array ``d``, consistent with ``kernel`` (Bregman form).
+
+    ``g~'(d) = gamma + sum_k mu_k beta_k (expit(a_k + beta_k d) - expit(a_k))``; each
+    difference is formed as ``expit(a + delta) expit(-a) (1 - e^-delta)`` (``delta >= 0``) or
+    ``-expit(a) expit(-a - delta) (1 - e^delta)`` (``delta < 0``), without cancellation, and the
+    products with ``mu`` in log space, so that multiplicities up to 1e300 cause no noise.
+    """
+    out = np.empty(d.shape[0])
+    a, b = kernel.a, kernel.slopes
+    log_w = np.log(kernel.weights)
+    lp_a, lq_a = log_expit(a), log_expit(-a)
+    rows = _chunk_rows(b.shape[0], _BREGMAN_CHUNK_ELEMENTS)
+    for start in range(0, d.shape[0], rows):
+        delta = np.multiply.outer(d[start : start + rows], b)
+        t = delta + a
+        up = delta >= 0.0
+        log_mag = log_w + np.where(up, log_expit(t) + lq_a, lp_a + log_expit(-t))
+        factor = np.where(up, -np.expm1(-np.abs(delta)), np.expm1(-np.abs(delta)))
+        out[start : start + rows] = (np.exp(log_mag) * factor) @ b
+    return (out + kernel.gamma) * kernel.scale
+
+
+class _Envelope(NamedTuple):
+    """Tangent hull and chord squeeze of a concave ``h`` (Gilks & Wild 1992), frozen."""
+
+    x: NDArray  # abscissae, increasing
+    h: NDArray  # h(x)
+    dh: NDArray  # h'(x), decreasing (positive first, negative last)
+    z: NDArray  # piece boundaries: -inf, tangent intersections, +inf
+    log_mass: NDArray  # log mass of each hull piece
+    cum: NDArray  # cumulative normalised masses of the pieces
+    efficiency: float  # squeeze mass / hull mass: the fraction accepted without evaluating h
+
+
+def _log_exp_piece(u_left: NDArray, slope: NDArray, width: NDArray) -> NDArray:
+    """``log integral_0^width exp(u_left + slope t) dt`` (``width`` may be inf if slope < 0)."""
+    y = np.abs(slope) * width
+    top = np.where(slope > 0.0, u_left + slope * np.where(np.isfinite(width), width, 0.0), u_left)
+    out = np.empty(u_left.shape[0])
+    flat = (y == 0.0) | (slope == 0.0)
+    with np.errstate(divide="ignore"):  # a zero-width piece has mass 0 (log -inf)
+        out[flat] = u_left[flat] + np.log(width[flat])
+    nf = ~flat
+    # integral = exp(top) (1 - e^-y) / |slope|
+    out[nf] = top[nf] + log1mexp(y[nf]) - np.log(np.abs(slope[nf]))
+    return out
+
+
+def _make_envelope(x: NDArray, h: NDArray, dh: NDArray) -> _Envelope:
+    m = x.shape[0]
+    gap = np.diff(x)
+    den = dh[:-1] - dh[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zi = x[:-1] + (h[1:] - h[:-1] - dh[1:] * gap) / den
+    zi = np.where(np.isfinite(zi) & (den > 0.0), zi, x[:-1] + 0.5 * gap)
+    zi = np.clip(zi, x[:-1], x[1:])
+    z = np.concatenate([[-np.inf], zi, [np.inf]])
+    # Piece j: line h_j + dh_j (x - x_j) on [z_j, z_{j+1}]; integrate from its left end
+    # (or, for the first piece, from the right end backwards with the reflected slope).
+    left_end = np.where(np.isfinite(z[:-1]), z[:-1], z[1:])
+    u_left = h + dh * (left_end - x)
+    width = z[1:] - z[:-1]
+    slope = np.where(np.isfinite(z[:-1]), dh, -dh)
+    log_mass = _log_exp_piece(u_left, slope, width)
+    top = float(np.max(log_mass))
+    w = np.exp(log_mass - top)
+    total = float(np.sum(w))
+    cum = np.cumsum(w) / total
+    cum[-1] = 1.0
+    # Squeeze mass: chords between consecutive abscissae.
+    dh_chord = (h[1:] - h[:-1]) / gap if m > 1 else np.zeros(0)
+    sq = _log_exp_piece(h[:-1], dh_chord, gap) if m > 1 else np.zeros(0)
+    efficiency = float(np.sum(np.exp(sq - top)) / total)
+    return _Envelope(x, h, dh, z, log_mass, cum, efficiency)
+
+
+def _ars_excess(env: _Envelope) -> tuple[NDArray, NDArray]:
+    """Candidate new abscissae and the hull-minus-squeeze mass each would reduce."""
+    x, h, dh, z = env.x, env.h, env.dh, env.z
+    top = float(np.max(env.log_mass))
+    gap = np.diff(x)
+    # Hull mass on [x_i, x_{i+1}]: right part of piece i plus left part of piece i+1.
+    right = _log_exp_piece(h[:-1], dh[:-1], z[1:-1] - x[:-1])
+    left = _log_exp_piece(h[1:] + dh[1:] * (z[1:-1] - x[1:]), dh[1:], x[1:] - z[1:-1])
+    chord = _log_exp_piece(h[:-1], (h[1:] - h[:-1]) / gap, gap)
+    inner = np.exp(right - top) + np.exp(left - top) - np.exp(chord - top)
+    inner_pts = np.where((z[1:-1] > x[:-1]) & (z[1:-1] < x[1:]), z[1:-1], x[:-1] + 0.5 * gap)
+    ends = np.exp(env.log_mass[[0, -1]] - top)
+    end_pts = np.array([x[0] - 1.0 / dh[0], x[-1] - 1.0 / dh[-1]])  # one e-fold further out
+    return np.concatenate([inner_pts, end_pts]), np.concatenate([inner, ends])
+
+
+class _ArsSampler:
+    """Adaptive rejection sampler of ``x = (Z - z*) / s`` with ``h(x) = -g~(s x)``.
+
+    The envelope is refined deterministically when built (see ``VersatileLogistic.rvs``) and
+    then frozen, so that draws depend only on the random stream.
+    """
+
+    def __init__(self, kernel: _BregmanKernel, z_star: float, s: float) -> None:
+        self.kernel = kernel
+        self.z_star = z_star
+        self.s = s
+        self.n_evals = 0
+        # Initial abscissae: c on each side with h'(c) of the right sign and h(c) >= -40.
+        pts = [0.0]
+        for side in (1.0, -1.0):
+            c = 1.0
+            for _ in range(2000):
+                h, dh = self._eval(np.array([side * c]))
+                if side * dh[0] >= 0.0:  # still rising towards the tail: go further out
+                    c *= 2.0
+                elif h[0] < -40.0 and c > 1e-300:
+                    c *= 0.25
+                else:
+                    break
+            pts.append(side * c)
+        x = np.unique(np.asarray(pts))
+        h, dh = self._eval(x)
+        env = _make_envelope(x, h, dh)
+        for _ in range(_ARS_MAX_ROUNDS):
+            if env.efficiency >= _ARS_EFFICIENCY or env.x.shape[0] >= _ARS_MAX_POINTS:
+                break
+            cand, excess = _ars_excess(env)
+            pick = np.argsort(-excess, kind="stable")[:_ARS_ADD_PER_ROUND]
+            pick = pick[excess[pick] >= 0.05 * excess[pick[0]]]
+            new = cand[pick]
+            new = new[np.isfinite(new)]
+            # Skip abscissae that (nearly) coincide with existing ones.
+            pos = np.clip(np.searchsorted(env.x, new), 1, env.x.shape[0] - 1)
+            near = np.minimum(np.abs(new - env.x[pos - 1]), np.abs(new - env.x[pos]))
+            new = np.unique(new[near > 1e-12 * np.maximum(1.0, np.abs(new))])
+            if new.shape[0] == 0:
+                break
+            h_new, dh_new = self._eval(new)
+            x = np.concatenate([env.x, new])
+            order = np.argsort(x, kind="stable")
+            h = np.concatenate([env.h, h_new])[order]
+            dh = np.concatenate([env.dh, dh_new])[order]
+            env = _make_envelope(x[order], h, dh)
+        self.env = env
+
+    def _h(self, x: NDArray) -> NDArray:
+        self.n_evals += x.shape[0]
+        return -self.kernel(self.s * x)
+
+    def _eval(self, x: NDArray) -> tuple[NDArray, NDArray]:
+        h = self._h(x)
+        dh = -self.s * _kernel_slope(self.kernel, self.s * x)
+        return h, dh
+
+    def sample(self, n: int, rng: np.random.Generator | np.random.RandomState) -> NDArray:
+        """``n`` exact draws of ``Z``, in generation order."""
+        env = self.env
+        x_k, h_k, dh_k, z = env.x, env.h, env.dh, env.z
+        m = x_k.shape[0]
+        out: list[NDArray] = []
+        need = n
+        while need > 0:
+            batch = int(need / max(env.efficiency, 0.05) * 1.05) + 4
+            u1, u2, u3 = rng.random(batch), rng.random(batch), rng.random(batch)
+            j = np.minimum(np.searchsorted(env.cum, u1, side="right"), m - 1)
+            lam = dh_k[j]
+            lo, hi = z[j], z[j + 1]
+            width = hi - lo
+            # Inverse cdf of the truncated exponential exp(lam x) on [lo, hi], measured from
+            # its higher end: y = -log(1 - U (1 - e^(-|lam| w))) / |lam|  (w may be inf).
+            rate = np.abs(lam)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                y = -np.log1p(-u2 * -np.expm1(-rate * width)) / rate
+            y = np.where(rate * np.where(np.isfinite(width), width, np.inf) > 1e-300, y, u2 * width)
+            y = np.minimum(np.where(np.isfinite(y), y, 0.0), np.where(np.isfinite(width), width, y))
+            xs = np.where(lam > 0.0, hi - y, lo + y)
+            xs = np.clip(xs, lo, hi)
+            upper = h_k[j] + lam * (xs - x_k[j])
+            # Squeeze: chord between the abscissae around xs (-inf outside [x_0, x_{m-1}]).
+            i = np.clip(np.searchsorted(x_k, xs, side="right") - 1, 0, max(m - 2, 0))
+            inside = (xs >= x_k[0]) & (xs <= x_k[-1]) & (m > 1)
+            if m > 1:
+                frac = (xs - x_k[i]) / (x_k[i + 1] - x_k[i])
+                chord = h_k[i] + frac * (h_k[i + 1] - h_k[i])
+            else:  # pragma: no cover - the envelope has at least 2 abscissae
+                chord = np.full(batch, -np.inf)
+            log_u = np.log(u3)  # u3 = 0 gives -inf: accepted, as it should be
+            accept = inside & (log_u <= chord - upper)
+            rest = np.flatnonzero(~accept)
+            if rest.shape[0]:
+                h_rest = self._h(xs[rest])
+                accept[rest] = log_u[rest] <= h_rest - upper[rest]
+            got = xs[accept][:need]
+            out.append(got)
+            need -= got.shape[0]
+        return self.z_star + self.s * (np.concatenate(out) if out else np.zeros(0))
+
+
+_DIGAMMA_SERIES = (
+    (1, 0.5),
+    (2, 1.0 / 12.0),
+    (4, -1.0 / 120.0),
+    (6, 1.0 / 252.0),
+    (8, -1.0 / 240.0),
+    (10, 1.0 / 132.0),
+    (12, -691.0 / 32760.0),
+)
+
+
+def _digamma_difference(x: float, y: float) -> float:
+    """``digamma(x + y) - digamma(x)`` for ``x, y > 0`` without cancellation.
+
+    For ``x >= 10`` the asymptotic series ``psi(t) = log t - 1/(2t) - 1/(12t^2) + ...`` is
+    differenced term by term, ``t^-n`` differences as ``x^-n (1 - (1 + r)^-n)`` with
+    ``r = y / x``; below, ``psi(t) = psi(t + 1) - 1/t`` shifts ``x`` up, adding the positive
+    terms ``y / ((x + j)(x + y + j))``.
+    """
+    acc = 0.0
+    while x < 12.0:
+        acc += 1.0 / (x * (1.0 + x / y))  # y / (x (x + y)), without overflow
+        x += 1.0
+    r = y / x
+    lr = math.log1p(r)
+    # psi(t) ~ log t - 1/(2t) - sum_k B_2k / (2k t^2k)
+    series = 0.0
+    for n, c in _DIGAMMA_SERIES:
+        series += c * x**-n * -math.expm1(-n * lr)
+    return acc + lr + series
