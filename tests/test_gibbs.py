@@ -299,6 +299,16 @@ def test_from_a_fitted_viboost_classifier():
         gibbs.predict(X[:, :2])
     with pytest.raises(ValueError, match="not fitted on"):
         GibbsSampler(classifier=clf).fit(X, np.where(y == "spam", "eggs", y))
+    # Cloned (as cross-validation does) through FrozenEstimator, the classifier stays fitted.
+    from sklearn.base import clone
+    from sklearn.frozen import FrozenEstimator
+
+    frozen = clone(GibbsSampler(n_draws=50, n_burnin=20, classifier=FrozenEstimator(clf)))
+    assert len(frozen.fit(X, y).base_classifiers_) == len(stumps)
+    from sklearn.linear_model import LogisticRegression
+
+    with pytest.raises(TypeError, match="fitted VIBoostClassifier"):
+        GibbsSampler(classifier=LogisticRegression().fit(X, y)).fit(X, y)
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,7 @@ from joblib import Parallel, delayed
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
@@ -95,7 +95,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     classifier : VIBoostClassifier or None, default=None
         A fitted VIBoost classifier whose distinct stumps are the base classifiers; ``X`` is then
         the feature matrix. With None, ``X`` is the matrix of base-classifier outputs itself
-        (``X[n, m] = f_m(x_n)`` in {-1, +1}).
+        (``X[n, m] = f_m(x_n)`` in {-1, +1}). It is used as fitted, never refitted; since
+        ``sklearn.base.clone`` (as in cross-validation) returns an unfitted copy, pass
+        ``sklearn.frozen.FrozenEstimator(classifier)`` there.
     store_row_draws : bool, default=True
         Keep, for every kept sweep, each row's ``P(w_n = 1 | c, xi, theta, y)``
         (``n_chains * n_draws * n_samples`` float32 values) so that ``clean_proba`` is a
@@ -174,7 +176,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         "weight_prior": [Interval(Real, 0, None, closed="neither")],
         "noise_grade_prior": [Interval(Real, 0, None, closed="neither")],
         "clean_prior": ["array-like"],
-        "classifier": [VIBoostClassifier, None],
+        "classifier": [HasMethods(["predict"]), None],
         "store_row_draws": ["boolean"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
@@ -223,7 +225,13 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         else:
             if fitting:
                 check_is_fitted(clf)
-                self.base_classifiers_ = unique_stumps(clf.estimators_)
+                stumps = getattr(clf, "estimators_", None)
+                if not stumps or not all(isinstance(s, DecisionStump) for s in stumps):
+                    raise TypeError(
+                        "classifier must be a fitted VIBoostClassifier (or a "
+                        f"sklearn.frozen.FrozenEstimator of one); got {type(clf).__name__}."
+                    )
+                self.base_classifiers_ = unique_stumps(stumps)
             features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
             expected = clf.n_features_in_
             if features.shape[1] == expected:
