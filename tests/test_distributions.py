@@ -24,7 +24,7 @@ from scipy.special import betaln, expit
 
 from viboost._math import log1mexp, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions import BinaryLogistic, VersatileLogistic
-from viboost.distributions import versatile_logistic as vl_module
+from viboost.distributions import _vlog_quadrature as quad_module
 
 MP_DPS = 50
 
@@ -370,13 +370,13 @@ def test_log_normalizer_edge_cases_mpmath(slopes, knots, mults, bounds):
 def test_trapezoid_and_split_paths_agree(seed, monkeypatch):
     # Both integration paths of log_normalizer (nested sinh-trapezoid; closed-form hinge tails
     # plus Gauss-Kronrod middle) on the same density; the trapezoid may run to convergence.
-    monkeypatch.setattr(vl_module, "_TRAP_MAX_EVALS", 100_000)
+    monkeypatch.setattr(quad_module, "_TRAP_MAX_EVALS", 100_000)
     rng = np.random.default_rng(100 + seed)
     slopes, knots, mults = _random_valid_params(rng, 30, knot_range=5.0)
     mults *= 10.0 ** rng.uniform(-2, 2)
     d = VersatileLogistic(slopes, knots, mults)
     kernel, g_star, s = d._integration_setup()
-    trapezoid = vl_module._log_integral_trapezoid(kernel, s)
+    trapezoid = quad_module._log_integral_trapezoid(kernel, s)
     assert trapezoid is not None
     fast = -g_star + math.log(s) + trapezoid
     assert fast == pytest.approx(d._log_normalizer_split(), rel=1e-11, abs=1e-11)
@@ -549,7 +549,7 @@ def test_ordinary_case_uses_the_fast_path(monkeypatch):
 
 
 def test_quadrature_warns_when_it_cannot_converge(monkeypatch):
-    monkeypatch.setattr(vl_module, "_GK_MAX_ROUNDS", 1)
+    monkeypatch.setattr(quad_module, "_GK_MAX_ROUNDS", 1)
     d = VersatileLogistic(*_random_extreme_params(1003, 1e6))  # cliffs need many rounds
     with pytest.warns(IntegrationWarning, match="did not reach"):
         assert math.isfinite(d.log_normalizer())
