@@ -18,6 +18,13 @@ from viboost.cli import main
 from viboost.experiments import EXPERIMENTS, Settings
 from viboost.experiments._common import exact_max_bins, run_seeds, write_csv
 from viboost.experiments.prior import DEFAULT_TOTALS, prior_alpha, prior_curves
+from viboost.experiments.vi_vs_gibbs import (
+    QUICK_CHAINS,
+    RUN_COLUMNS,
+    THETAS_QUICK,
+    summarise_vi_vs_gibbs,
+    vi_vs_gibbs_run,
+)
 from viboost.inference import approx_alpha
 
 FIGURES = [
@@ -29,6 +36,7 @@ FIGURES = [
     "step_noise_grade.png",
     "long_servedio_snr.png",
     "long_servedio_error.png",
+    "vi_vs_gibbs.png",
 ]
 CSVS = [
     "prior_alpha.csv",
@@ -39,6 +47,8 @@ CSVS = [
     "step_runs.csv",
     "long_servedio_snr.csv",
     "long_servedio_error.csv",
+    "vi_vs_gibbs.csv",
+    "vi_vs_gibbs_runs.csv",
 ]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LOG3 = float(np.log(3))
@@ -146,6 +156,109 @@ def test_quick_noise_statistics_are_sane(quick_run: tuple[Path, str]) -> None:
     assert elbo.share_negative.between(0, 1).all() and np.isfinite(elbo["mean"]).all()
     prior = pd.read_csv(out / "prior_alpha.csv")
     np.testing.assert_allclose(prior.alpha, prior.alpha_package, rtol=1e-10, atol=1e-12)
+
+
+def test_quick_vi_vs_gibbs_is_sane(quick_run: tuple[Path, str]) -> None:
+    out, report = quick_run
+    raw = pd.read_csv(out / "vi_vs_gibbs_runs.csv")
+    assert list(raw.columns) == RUN_COLUMNS
+    assert len(raw) == len(THETAS_QUICK) * 3
+    assert sorted(set(raw.theta)) == sorted(THETAS_QUICK)
+    noisy, clean = raw[raw.theta < 1], raw[raw.theta == 1]
+    # The truth: theta / (1 - theta), infinite only at theta = 1; log 3 everywhere.
+    np.testing.assert_allclose(noisy.true_snr, noisy.theta / (1 - noisy.theta))
+    assert np.isinf(clean.true_snr).all() and (clean.true_share == 1).all()
+    np.testing.assert_allclose(raw.true_noise_grade, LOG3)
+    assert raw.true_share.between(0, 1).all()
+    finite = [c for c in RUN_COLUMNS if c not in ("true_snr", "empirical_snr")]
+    assert np.isfinite(raw[finite].to_numpy()).all()
+    assert (raw[["vi_snr", "gibbs_snr", "gibbs_snr_low"]] > 0).all().all()
+    # Posterior summaries are ordered; the mean of xi lies inside its 90% interval.
+    assert (raw.gibbs_snr_low < raw.gibbs_snr_high).all()
+    assert (raw.gibbs_noise_grade_low < raw.gibbs_noise_grade).all()
+    assert (raw.gibbs_noise_grade < raw.gibbs_noise_grade_high).all()
+    # Diagnostics from ArviZ: R-hat near 1 where the chains mix well (little noise; at theta =
+    # 0.5 the 200-draw quick chains of theta can reach R-hat 1.5), ESS positive and at most the
+    # number of draws times a small factor (antithetic chains can exceed it a little).
+    draws = QUICK_CHAINS.n_chains * QUICK_CHAINS.n_draws
+    rhat = raw[["rhat_theta", "rhat_xi"]]
+    assert rhat.to_numpy().min() > 0.99
+    assert rhat[raw.theta >= 0.9].to_numpy().max() < 1.2
+    assert (raw[["ess_theta", "ess_xi"]] > 0).all().all()
+    assert (raw[["ess_theta", "ess_xi"]] < 3 * draws).all().all()
+    assert (raw[["vi_seconds", "gibbs_seconds"]] > 0).all().all()
+    # Noise-free step data: VIBoost keeps choosing the one stump at x = 0.
+    assert (clean.n_stumps == 1).all() and (noisy.n_stumps >= 1).all()
+    # At theta = 0.9 the Gibbs 90% interval holds the true SNR (9) in most runs, and the noise
+    # grade's holds log 3 in most runs with noise.
+    high = raw[raw.theta == 0.9]
+    assert ((high.gibbs_snr_low <= 9) & (9 <= high.gibbs_snr_high)).sum() >= 2
+    covered = (noisy.gibbs_noise_grade_low <= LOG3) & (LOG3 <= noisy.gibbs_noise_grade_high)
+    assert covered.mean() >= 2 / 3
+    # Both SNRs grow with theta (medians over the runs).
+    medians = raw.groupby("theta")[["vi_snr", "gibbs_snr"]].median()
+    assert medians.vi_snr.is_monotonic_increasing
+    assert medians.gibbs_snr.iloc[-1] > medians.gibbs_snr.iloc[0]
+    summary = pd.read_csv(out / "vi_vs_gibbs.csv")
+    pd.testing.assert_frame_equal(
+        summary, summarise_vi_vs_gibbs(raw), check_exact=False, check_dtype=False
+    )
+    assert "`viboost reproduce vi-vs-gibbs`" in report and "(vi_vs_gibbs.png)" in report
+
+
+def test_vi_vs_gibbs_run_is_reproducible() -> None:
+    a, b = (vi_vs_gibbs_run(0.8, 7, QUICK_CHAINS) for _ in range(2))
+    timings = {"vi_seconds", "gibbs_seconds"}
+    assert {k: v for k, v in a.items() if k not in timings} == {
+        k: v for k, v in b.items() if k not in timings
+    }
+    c = vi_vs_gibbs_run(0.8, 8, QUICK_CHAINS)
+    assert c["gibbs_snr"] != a["gibbs_snr"]
+
+
+def test_summarise_vi_vs_gibbs_by_hand() -> None:
+    rows = []
+    for theta, run, vi, mean, low, high, rhat in [
+        (0.5, 0, 40.0, 3.0, 0.5, 50.0, 1.01),  # holds the truth (1) and VI's 40
+        (0.5, 1, 10.0, 5.0, 2.0, 50.0, 1.20),  # holds VI's 10, not the truth
+        (1.0, 0, 70.0, 50.0, 10.0, 900.0, 1.00),
+    ]:
+        rows.append(
+            {
+                "theta": theta,
+                "run": run,
+                "seed": run,
+                "true_snr": theta / (1 - theta) if theta < 1 else np.inf,
+                "true_noise_grade": LOG3,
+                "true_share": theta,
+                "empirical_snr": np.inf,
+                "n_stumps": 3,
+                "vi_snr": vi,
+                "vi_noise_grade": 0.1,
+                "gibbs_snr": mean,
+                "gibbs_snr_low": low,
+                "gibbs_snr_high": high,
+                "gibbs_noise_grade": 0.5,
+                "gibbs_noise_grade_low": -2.0 + run * 3.5,  # run 1: [1.5, 3] misses 0.1, log 3
+                "gibbs_noise_grade_high": 3.0,
+                "rhat_theta": rhat,
+                "rhat_xi": 1.0,
+                "ess_theta": 100.0 + run,
+                "ess_xi": 400.0,
+                "vi_seconds": 0.1,
+                "gibbs_seconds": 0.5 + run,
+            }
+        )
+    summary = summarise_vi_vs_gibbs(pd.DataFrame(rows, columns=RUN_COLUMNS)).set_index("theta")
+    half = summary.loc[0.5]
+    assert half.runs == 2 and half.true_snr == 1.0
+    assert half.snr_covered == 0.5 and half.vi_snr_in_interval == 1.0
+    assert half.vi_snr_mean == 25.0 and half.gibbs_snr_median == 4.0
+    assert half.gibbs_snr_low_mean == 1.25 and half.gibbs_snr_high_mean == 50.0
+    assert half.noise_grade_covered == 0.5 and half.vi_noise_grade_in_interval == 0.5
+    assert half.rhat_max == 1.20 and half.ess_min == 100.0 and half.gibbs_seconds_mean == 1.0
+    assert np.isnan(summary.loc[1.0, "snr_covered"])  # infinite truth: no coverage
+    assert summary.loc[1.0, "vi_snr_in_interval"] == 1.0
 
 
 def test_report_has_a_table_per_experiment(quick_run: tuple[Path, str]) -> None:

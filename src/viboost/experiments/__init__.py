@@ -15,6 +15,7 @@ name                 paper                                       module
 ``text``             Figure 7 (text data: Reuters acq/crude)     :mod:`.classification`
 ``step``             Figures 8 and 9 (step data)                 :mod:`.noise`
 ``long-servedio``    Figure 10 (Long-Servedio data)              :mod:`.noise`
+``vi-vs-gibbs``      Figures 8-9 data: VIBoost vs Gibbs (S.3)    :mod:`.vi_vs_gibbs`
 ===================  ==========================================  ===============================
 
 :func:`run_experiments` runs some of them and, for ``all``, writes ``report.md``
@@ -31,6 +32,7 @@ from viboost.experiments.classification import run_spam, run_text
 from viboost.experiments.noise import run_long_servedio, run_step
 from viboost.experiments.prior import run_prior
 from viboost.experiments.report import write_report
+from viboost.experiments.vi_vs_gibbs import run_vi_vs_gibbs
 
 __all__ = [
     "EXPERIMENTS",
@@ -43,15 +45,17 @@ __all__ = [
     "run_spam",
     "run_step",
     "run_text",
+    "run_vi_vs_gibbs",
 ]
 
-#: Experiment name -> runner, in the order of the paper.
+#: Experiment name -> runner, in the order of the paper (then the comparison with Gibbs).
 EXPERIMENTS: dict[str, Callable[[Settings], ExperimentResult]] = {
     "prior": run_prior,
     "spam": run_spam,
     "text": run_text,
     "step": run_step,
     "long-servedio": run_long_servedio,
+    "vi-vs-gibbs": run_vi_vs_gibbs,
 }
 
 
