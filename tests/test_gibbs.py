@@ -369,3 +369,60 @@ def test_two_term_marginal_posterior_of_the_weight_alone():
     # y f = +1 for 32 rows and -1 for 8: v-Log([+1, -1], [0, 0], [mu0 + 8, mu0 + 32]).
     exact = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [1.0 + 8, 1.0 + 32])
     assert stats.kstest(gibbs.weight_draws_.ravel(), exact.cdf).pvalue > 1e-3
+
+
+def test_one_classifier_many_rows_against_3d_quadrature():
+    """Large margins and N = 2,000 rows: with one base classifier the data reduce to the counts
+    of (f, y), and the posterior of (c, xi, theta) is integrated on a 3-D grid."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    f = rng.choice([-1.0, 1.0], n)
+    clean = rng.random(n) < 0.8
+    y = np.where(
+        clean,
+        np.where(rng.random(n) < expit(2.0 * f), 1.0, -1.0),
+        np.where(rng.random(n) < expit(np.log(3.0)), 1.0, -1.0),
+    )
+    # theta, c and the 2,000 type selectors are strongly coupled: Algorithm 2 mixes slowly here
+    # (bulk ESS ~ 250 of these 40,000 draws), hence the long chains.
+    gibbs = GibbsSampler(
+        n_draws=10000, n_burnin=500, n_chains=4, store_row_draws=False, n_jobs=2, random_state=0
+    ).fit(f[:, None], y)
+    import arviz
+
+    summary = arviz.summary(
+        gibbs.to_inference_data(include_rows=False), var_names=["c", "xi", "theta"]
+    )
+
+    c = np.linspace(0.0, 16.0, 321)
+    xi = np.linspace(-12.0, 14.0, 321)
+    theta = np.linspace(0.0, 1.0, 242)[1:-1]
+    log_post = np.empty((theta.size, c.size, xi.size))
+    cc, xx = np.meshgrid(c, xi, indexing="ij")
+    prior = -(
+        np.logaddexp(0, cc) + np.logaddexp(0, -cc) + np.logaddexp(0, xx) + np.logaddexp(0, -xx)
+    )
+    for k, t in enumerate(theta):
+        total = prior.copy()
+        for fv in (-1.0, 1.0):
+            for yv in (-1.0, 1.0):
+                count = np.sum((f == fv) & (y == yv))
+                total += count * np.log(t * expit(yv * fv * cc) + (1 - t) * expit(yv * xx))
+        log_post[k] = total
+    p = np.exp(log_post - log_post.max())
+    p /= p.sum()
+    # The grid holds the posterior: no mass at its edges.
+    assert p.sum(axis=(0, 2))[[0, -1]].max() < 1e-6 and p.sum(axis=(0, 1))[[0, -1]].max() < 1e-5
+    for draws, grid, axes, name in (
+        (gibbs.clean_rate_draws_, theta, (1, 2), "theta"),
+        (gibbs.weight_draws_[..., 0], c, (0, 2), "c[0]"),
+        (gibbs.noise_grade_draws_, xi, (0, 1), "xi"),
+    ):
+        marginal = p.sum(axis=axes)
+        mean = np.sum(marginal * grid)
+        sd = np.sqrt(np.sum(marginal * (grid - mean) ** 2))
+        mcse, ess = summary.loc[name, "mcse_mean"], summary.loc[name, "ess_bulk"]
+        assert ess > 100, (name, ess)
+        # Within 4 Monte Carlo standard errors (plus the grid's resolution).
+        assert abs(draws.mean() - mean) < 4 * mcse + 0.01 * sd, (name, draws.mean(), mean, mcse)
+        assert draws.std() == pytest.approx(sd, rel=0.15)

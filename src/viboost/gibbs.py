@@ -341,6 +341,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         self.noise_grade_draws_ = np.stack([r[1] for r in results])
         logit_theta = np.stack([r[2] for r in results])
         self.clean_rate_draws_ = expit(logit_theta)
+        self._logit_clean_rate = logit_theta
         self.clean_proba_draws_ = np.stack([r[3] for r in results]) if store else None
         self.clean_proba_ = np.sum([r[4] for r in results], axis=0) / (self.n_chains * n_draws)
         evals = np.stack([r[5] for r in results])
@@ -397,13 +398,13 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             )
             import arviz
 
-        theta = self.clean_rate_draws_
-        logit = np.log(theta) - np.log1p(-theta)
+        with np.errstate(over="ignore"):  # a ratio beyond the float range is inf
+            snr = np.exp(self._logit_clean_rate)
         posterior = {
             "c": self.weight_draws_,
             "xi": self.noise_grade_draws_,
-            "theta": theta,
-            "snr": np.exp(logit),
+            "theta": self.clean_rate_draws_,
+            "snr": snr,
         }
         dims = {"c": ["classifier"], "clean_proba": ["row"], "y": ["row"]}
         n_rows = self._y_signed.shape[0]
