@@ -221,7 +221,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                     "Without a classifier, X must be the matrix of base-classifier outputs, "
                     f"with every entry -1 or +1; found {bad!r}."
                 )
-            expected = outputs.shape[1] if fitting else self.n_features_in_
+            n_columns = outputs.shape[1]
+            expected = n_columns if fitting else self.n_features_in_
+            what = "base-classifier outputs"
         else:
             if fitting:
                 check_is_fitted(clf)
@@ -233,15 +235,14 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                     )
                 self.base_classifiers_ = unique_stumps(stumps)
             features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
-            expected = clf.n_features_in_
-            if features.shape[1] == expected:
-                outputs = predict_stumps(self.base_classifiers_, features).T
-        n_columns = features.shape[1] if clf is not None else outputs.shape[1]
+            n_columns, expected = features.shape[1], clf.n_features_in_
+            what = "features (as the classifier)"
         if n_columns != expected:
             raise ValueError(
-                f"X has {n_columns} columns, but GibbsSampler is expecting {expected} "
-                + ("base-classifier outputs." if clf is None else "features (as the classifier).")
+                f"X has {n_columns} columns, but GibbsSampler is expecting {expected} {what}."
             )
+        if clf is not None:
+            outputs = predict_stumps(self.base_classifiers_, features).T
         return np.ascontiguousarray(outputs)
 
     # ------------------------------------------------------------------ fit
@@ -322,7 +323,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             out_c = np.empty((n_draws, n_classifiers))
             out_xi = np.empty(n_draws)
             out_logit = np.empty(n_draws)
-            out_rows = np.empty((n_draws if store else 0, n_rows))
+            out_rows = np.empty((n_draws if store else 0, n_rows), dtype=np.float32)
             proba_sum = np.zeros(n_rows)
             out_evals = np.empty(n_draws)
             run_chain(
@@ -331,7 +332,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 int(self.n_burnin), n_draws, int(self.thin), np.random.default_rng(seed),
                 out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
             )  # fmt: skip
-            rows = out_rows.astype(np.float32) if store else None
+            rows = out_rows if store else None
             return out_c, out_xi, out_logit, rows, proba_sum, out_evals
 
         results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
