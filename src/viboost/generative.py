@@ -44,6 +44,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
+from viboost.datasets._validation import check_probability
+
 __all__ = [
     "ModelDraw",
     "binary_asymmetric_channel",
@@ -116,13 +118,6 @@ def _check_positive(value: object, name: str) -> float:
         or float(value) <= 0.0
     ):
         raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
-
-
-def _check_unit(value: object, name: str) -> float:
-    """Return ``value`` as a float if it is a real number in [0, 1], else raise ValueError."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
     return float(value)
 
 
@@ -425,7 +420,7 @@ def inversion_to_noise(rho: ArrayLike, r: float) -> tuple[float, float]:
     total = float(values.sum())
     if abs(total - 1.0) > _RHO_SUM_ATOL:
         raise ValueError(f"rho must sum to 1 (within {_RHO_SUM_ATOL:g}), got sum {total!r}")
-    r = _check_unit(r, "r")
+    r = check_probability(r, "r")
     rho1, rho2, rho3 = (float(v) for v in values)
     if rho2 > rho1:
         raise ValueError(
@@ -477,8 +472,8 @@ def binary_asymmetric_channel(theta: float, s: float) -> tuple[float, float]:
     >>> round(a, 12), round(b, 12)  # rho_2 + rho_3 (1 - r), rho_2 + rho_3 r
     (0.2, 0.2)
     """
-    theta = _check_unit(theta, "theta")
-    s = _check_unit(s, "s")
+    theta = check_probability(theta, "theta")
+    s = check_probability(s, "s")
     return (1.0 - theta) * (1.0 - s), (1.0 - theta) * s
 
 
@@ -512,7 +507,7 @@ def true_to_noisy_ratio(theta: float) -> float:
     >>> true_to_noisy_ratio(0.0), true_to_noisy_ratio(0.5), true_to_noisy_ratio(1.0)
     (1.0, 3.0, inf)
     """
-    theta = _check_unit(theta, "theta")
+    theta = check_probability(theta, "theta")
     if theta == 1.0:
         return math.inf
     return (1.0 + theta) / (1.0 - theta)

@@ -49,6 +49,15 @@ __all__ = ["GibbsSampler"]
 _PREDICT_BLOCK_ELEMENTS = 1 << 22
 
 
+def import_arviz():
+    """Import ArviZ (imported lazily: only the ArviZ output needs it), without the FutureWarning
+    by which ArviZ 0.2x announces its 1.0 refactor on every import."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="\\s*ArviZ is undergoing", category=FutureWarning)
+        import arviz
+    return arviz
+
+
 def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
     """The distinct base classifiers among ``stumps``, in order of first selection.
 
@@ -392,12 +401,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         {'chain': 4, 'draw': 200, 'classifier': 2}
         """
         check_is_fitted(self)
-        with warnings.catch_warnings():
-            # ArviZ 0.2x announces its 1.0 refactor on import; not a problem of ours.
-            warnings.filterwarnings(
-                "ignore", message="\\s*ArviZ is undergoing", category=FutureWarning
-            )
-            import arviz
+        arviz = import_arviz()
 
         with np.errstate(over="ignore"):  # a ratio beyond the float range is inf
             snr = np.exp(self._logit_clean_rate)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -160,15 +159,12 @@ def vi_vs_gibbs_run(theta: float, seed: int, chains: ChainSettings) -> dict[str,
     dict
         The values of :data:`RUN_COLUMNS` except ``theta``, ``run`` and ``seed``.
     """
-    with warnings.catch_warnings():
-        # ArviZ 0.2x announces its 1.0 refactor on import; not a problem of ours.
-        warnings.filterwarnings("ignore", message="\\s*ArviZ is undergoing", category=FutureWarning)
-        import arviz
 
     from viboost import datasets
     from viboost.estimator import VIBoostClassifier
-    from viboost.gibbs import GibbsSampler
+    from viboost.gibbs import GibbsSampler, import_arviz
 
+    arviz = import_arviz()
     _warm_up()
     X, y, is_true = datasets.make_step(
         theta, STEP_NOISE_GRADE, random_state=seed, return_flags=True
