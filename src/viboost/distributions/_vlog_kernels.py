@@ -28,6 +28,12 @@ _SERIES_DELTA = 0.2  # |delta| below which the Bregman term is summed as a cumul
 _BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
 
 
+# g~ = g(z0 + d) - g(z0) with z0 the computed mode dips below 0 by at most ~50: the minimiser
+# lies within 10 curvature widths of z0 (see ``_BregmanKernel.center``).  A deeper dip means
+# that g~ is rounding noise, and the density cannot be integrated or sampled.
+KERNEL_DIP_LIMIT = 60.0
+
+
 def _chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
     return max(1, elements // max(1, n_terms))
 
@@ -157,7 +163,16 @@ class _BregmanKernel:
         self.wp = np.exp(log_w + self.log_p)  # mu p / scale, exact even where p is subnormal
         # g'(z0) / scale and (g(z0) - constant terms) / scale, with the same care for mu expit(a).
         log_hi = log_expit(a)
-        self.gamma = float(slopes @ np.exp(log_w + log_hi))
+        # gamma = sum_k beta_k mu_k expit(a_k): the products are formed elementwise and summed
+        # exactly (math.fsum), not by a BLAS dot product, whose fused multiply-adds on some
+        # CPUs leave the rounding error of one product where two products cancel exactly.  The
+        # sum is still only known to within ``gamma_noise`` (a few eps of each summand), which
+        # ``center`` compares it with.
+        summands = slopes * np.exp(log_w + log_hi)
+        self.gamma = math.fsum(summands.tolist())
+        self.gamma_noise = (
+            (8.0 + math.log2(slopes.shape[0])) * _EPS * math.fsum(np.abs(summands).tolist())
+        )
         # softplus(a) = -log_expit(-a); for a < -30 it is expit(a) to 1e-13, formed in log space.
         sp_big = -log_expit(-np.maximum(a, -30.0))
         self.g0 = float(np.sum(np.where(a > -30.0, weights * sp_big, np.exp(log_w + log_hi))))
@@ -255,9 +270,18 @@ class _BregmanKernel:
         if not d2 > 0.0:
             return 0.0
         d_c = -d1 / d2
+        ratio = abs(d_c) * math.sqrt(d2) * math.sqrt(self.scale)
+        if ratio > 10.0 and abs(d1) <= self.gamma_noise:
+            # The tilt is below the rounding noise of g'(z0) (z0 is the mode to working
+            # precision, which is how ``mode`` accepted it) and yet would move the peak by more
+            # than 10 widths: it is pure noise.  Typical case: huge multiplicities on tiny,
+            # opposite slopes (mu = 1e200, beta = +-1e-100), whose summands of g' (1e100 each)
+            # cancel to a noise of ~1e84 around a peak of width ~1.  Kept, it would make g~
+            # unbounded below (a density that cannot be normalised or sampled).
+            self.gamma = 0.0
+            return 0.0
         if abs(d_c) * float(np.max(np.abs(self.slopes))) > 1e-3:
             return 0.0
-        ratio = abs(d_c) * math.sqrt(d2) * math.sqrt(self.scale)
         if ratio <= 10.0:
             return d_c
         if ratio > 1e8 or ratio * ratio <= 1e-12 * abs(g_star):

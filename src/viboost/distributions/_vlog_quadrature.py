@@ -22,7 +22,12 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import IntegrationWarning
 
 from viboost._math import log1mexp, log_cosh, log_sum_exp
-from viboost.distributions._vlog_kernels import _EPS, _BregmanKernel, _ShiftedKernel
+from viboost.distributions._vlog_kernels import (
+    _EPS,
+    KERNEL_DIP_LIMIT,
+    _BregmanKernel,
+    _ShiftedKernel,
+)
 
 # Integration settings of the fast path of ``log_normalizer`` (see ``_log_integral_trapezoid``).
 _SINH_LAMBDA = 3.0  # x = lambda * sinh(t / lambda): uniform near the peak, geometric in the tails
@@ -339,6 +344,12 @@ def _log_middle_integral(
             batch = np.minimum(u * 2.0 ** np.arange(16), length)
             batch = batch[: int(np.searchsorted(batch, length)) + 1]
             vals = rise(batch)
+            if np.any(vals < -KERNEL_DIP_LIMIT):
+                raise FloatingPointError(
+                    "v-Log normaliser: the log-density is not resolved in float64 (it rises by "
+                    f"{-float(np.min(vals)):.3g} away from its computed mode: rounding noise of "
+                    "extreme multiplicities or slopes)"
+                )
             for u_k, r_k in zip(batch, vals, strict=True):
                 edges.append(float(u_k))
                 if u_k >= length or r_k >= cut + math.log(u_k / s):
@@ -417,10 +428,10 @@ class _QuadSetup(NamedTuple):
 
     kernel: _BregmanKernel
     z_star: float
-    scale: float
-    right: tuple[NDArray, NDArray, NDArray]  # (edges, masses beyond each edge, integrals)
+    scale: float  # s0, the curvature width: masses and moments are integrals over t = d / s0
+    right: tuple[NDArray, NDArray, NDArray]  # (edges in d, masses beyond each edge, integrals)
     left: tuple[NDArray, NDArray, NDArray]
-    mass: float
+    mass: float  # integral of exp(-g~(s0 t)) dt over both sides
 
 
 def _rise_scale(kernel: _BregmanKernel, side: float, s0: float) -> float:
@@ -453,12 +464,15 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
     result has shape ``(m, len(lo))``.  A subinterval is accepted when for every function
     ``|K15 - G7| <= 1e-13 (estimate of its interval's integral + others_i)`` (``others``:
     further mass the caller adds to that interval's result, for function 0 and scaled for the
-    rest), or when it can no longer be split.
+    rest), or when it can no longer be split.  The work is bounded: after ``_GK_MAX_ROUNDS``
+    rounds, or beyond ``_GK_MAX_INTERVALS`` plus 64 per interval subintervals, the
+    unconverged subintervals keep their Kronrod estimates and an ``IntegrationWarning`` says so.
     """
     n = lo.shape[0]
     owner = np.arange(n)
     result: NDArray | None = None
-    for _ in range(_GK_MAX_ROUNDS):
+    n_total = n
+    for round_ in range(_GK_MAX_ROUNDS):
         if owner.shape[0] == 0:
             break
         mid = 0.5 * (lo + hi)
@@ -488,18 +502,22 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
             floor = _GK_FLOOR * (float(np.sum(np.abs(est[j]))) + float(np.sum(others)))
             ok &= err[j] <= np.maximum(tol[owner], floor)
         done |= ok
+        n_split = int(np.count_nonzero(~done))
+        n_total += 2 * n_split
+        if n_split and (round_ == _GK_MAX_ROUNDS - 1 or n_total > _GK_MAX_INTERVALS + 64 * n):
+            warnings.warn(
+                "v-Log quadrature: adaptive Gauss-Kronrod did not reach its tolerance "
+                f"within {round_ + 1} rounds and {n_total} subintervals",
+                IntegrationWarning,
+                stacklevel=3,
+            )
+            done[:] = True  # keep the current estimates of the unconverged subintervals
         for j in range(m):
             np.add.at(result[j], owner[done], kronrod[j][done])
         keep = ~done
         lo, mid, hi, owner = lo[keep], mid[keep], hi[keep], owner[keep]
         lo, hi = np.concatenate([lo, mid]), np.concatenate([mid, hi])
         owner = np.concatenate([owner, owner])
-    else:
-        warnings.warn(
-            "v-Log quadrature: adaptive Gauss-Kronrod did not reach its tolerance",
-            IntegrationWarning,
-            stacklevel=3,
-        )
     if result is None:
         return np.zeros((1, n))
     return result

@@ -17,6 +17,7 @@ from scipy.special import log_expit
 from viboost._math import log1mexp
 from viboost.distributions._vlog_kernels import (
     _BREGMAN_CHUNK_ELEMENTS,
+    KERNEL_DIP_LIMIT,
     _BregmanKernel,
     _chunk_rows,
 )
@@ -26,6 +27,16 @@ _ARS_EFFICIENCY = 0.99  # refine the envelope until (squeeze mass) / (hull mass)
 _ARS_MAX_POINTS = 200
 _ARS_MAX_ROUNDS = 40
 _ARS_ADD_PER_ROUND = 24
+# Batches of proposals before ``sample`` gives up.  A refined envelope accepts >= 99% (at least
+# ``_ARS_MIN_EFFICIENCY`` when the refinement is cut short), so a batch sized for the draws
+# still needed fills them with probability near 1; 200 batches are never needed by a valid one.
+_ARS_MAX_BATCHES = 200
+# Below this squeeze/hull mass ratio the envelope is not usable (see ``_check_envelope``).
+_ARS_MIN_EFFICIENCY = 0.05
+
+
+class SamplingError(RuntimeError):
+    """A v-Log density could not be sampled: its log-density is not resolved in float64."""
 
 
 def _kernel_slope(kernel: _BregmanKernel, d: NDArray) -> NDArray:
@@ -148,6 +159,7 @@ class _ArsSampler:
             pts.append(side * c)
         x = np.unique(np.asarray(pts))
         h, dh = self._eval(x)
+        _check_envelope(x, h, dh)
         env = _make_envelope(x, h, dh)
         for _ in range(_ARS_MAX_ROUNDS):
             if env.efficiency >= _ARS_EFFICIENCY or env.x.shape[0] >= _ARS_MAX_POINTS:
@@ -168,7 +180,14 @@ class _ArsSampler:
             order = np.argsort(x, kind="stable")
             h = np.concatenate([env.h, h_new])[order]
             dh = np.concatenate([env.dh, dh_new])[order]
+            _check_envelope(x[order], h, dh)
             env = _make_envelope(x[order], h, dh)
+        if not env.efficiency >= _ARS_MIN_EFFICIENCY:
+            raise SamplingError(
+                "adaptive rejection sampling: the envelope of the v-Log density accepts only "
+                f"{env.efficiency:.3g} of its mass after {env.x.shape[0]} tangents; the density "
+                "is not resolved in float64 (multiplicities or slopes too extreme)"
+            )
         self.env = env
 
     def _h(self, x: NDArray) -> NDArray:
@@ -187,8 +206,10 @@ class _ArsSampler:
         m = x_k.shape[0]
         out: list[NDArray] = []
         need = n
-        while need > 0:
-            batch = int(need / max(env.efficiency, 0.05) * 1.05) + 4
+        for _ in range(_ARS_MAX_BATCHES):
+            if need <= 0:
+                break
+            batch = int(need / env.efficiency * 1.05) + 4
             u1, u2, u3 = rng.random(batch), rng.random(batch), rng.random(batch)
             j = np.minimum(np.searchsorted(env.cum, u1, side="right"), m - 1)
             lam = dh_k[j]
@@ -221,4 +242,32 @@ class _ArsSampler:
             got = xs[accept][:need]
             out.append(got)
             need -= got.shape[0]
+        else:
+            if need > 0:
+                raise SamplingError(
+                    f"adaptive rejection sampling accepted {n - need} of {n} draws in "
+                    f"{_ARS_MAX_BATCHES} batches of proposals (envelope efficiency "
+                    f"{env.efficiency:.3g}); the v-Log density is not resolved in float64"
+                )
         return self.z_star + self.s * (np.concatenate(out) if out else np.zeros(0))
+
+
+def _check_envelope(x: NDArray, h: NDArray, dh: NDArray) -> None:
+    """Raise :class:`SamplingError` unless ``(x, h, dh)`` can bound a log-concave density.
+
+    ``h`` must be finite and at most ``KERNEL_DIP_LIMIT`` (it is 0 at the centre ``x = 0``),
+    rising at the leftmost abscissa and falling at the rightmost; otherwise the kernel is
+    rounding noise (for example a tilt far above the density's own scale) and no envelope
+    built from it bounds the density.
+    """
+    if not (np.all(np.isfinite(h)) and np.all(np.isfinite(dh))):
+        raise SamplingError(
+            "adaptive rejection sampling: the v-Log log-density is not finite near its mode"
+        )
+    top = float(np.max(h))
+    if top > KERNEL_DIP_LIMIT or not (dh[0] > 0.0 and dh[-1] < 0.0):
+        raise SamplingError(
+            "adaptive rejection sampling: the v-Log log-density is not resolved in float64 "
+            f"(it rises by {top:.3g} from its computed mode, or does not decay in both "
+            "directions); the multiplicities or slopes are too extreme"
+        )

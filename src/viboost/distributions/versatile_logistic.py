@@ -35,6 +35,7 @@ from scipy.special import expit, log_expit
 from viboost._math import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions._vlog_kernels import (
     _EPS,
+    KERNEL_DIP_LIMIT,
     _BregmanKernel,
     _chunk_rows,
     _ShiftedKernel,
@@ -741,9 +742,16 @@ class VersatileLogistic:
                 s = _rise_scale(kernel, side, s0)
                 e = [0.0]
                 u = s
-                while True:
+                # Doubling from s >= 1e-300 passes 1e300 within 2,000 steps.
+                for _ in range(2100):
                     e.append(u)
                     r = float(kernel(np.array([side * u]))[0])
+                    if not r > -KERNEL_DIP_LIMIT:
+                        raise FloatingPointError(
+                            f"{self!r} is not resolved in float64: its log-density rises by "
+                            f"{-r:.3g} away from its computed mode (rounding noise of "
+                            "extreme multiplicities or slopes)"
+                        )
                     if r >= _CDF_CUT + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
                         break
                     u *= 2.0
@@ -756,20 +764,24 @@ class VersatileLogistic:
 
         Each panel is integrated by adaptive Gauss-Kronrod, together with the moment integrands
         ``|d|``, ``d**2`` and ``g~(d)`` (all nonnegative on a side), to ``1e-13`` relative to
-        the panel plus the central mass (about ``s0``).
+        the panel plus the central mass (about 1).  The integration variable is ``t = d / s0``
+        (``s0``: the curvature width), so that a peak 1e-150 wide or 1e150 wide is integrated
+        without its moments (``s0**2``, ``s0**3`` in ``d``) underflowing or overflowing; all
+        masses and moments of ``_QuadSetup`` are in these units.
         """
         if self._quad_cache is None:
             kernel, z_star, s0, right_edges, left_edges = self._panels()
             sides = []
             for side, e in ((1.0, right_edges), (-1.0, left_edges)):
                 n_panels = e.shape[0] - 1
+                t_edges = e / s0
 
-                def integrand(x: NDArray, side: float = side) -> NDArray:
-                    gt = kernel(side * x)
+                def integrand(t: NDArray, side: float = side) -> NDArray:
+                    gt = kernel(side * s0 * t)
                     f = np.exp(-np.maximum(gt, -700.0))
-                    return np.stack([f, x * f, x * x * f, gt * f])
+                    return np.stack([f, t * f, t * t * f, gt * f])
 
-                vals = _gk_intervals(integrand, e[:-1], e[1:], np.full(n_panels, s0))
+                vals = _gk_intervals(integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels))
                 # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
                 tails = np.concatenate([np.cumsum(vals[0][::-1])[::-1], [0.0]])
                 sides.append((e, tails, vals.sum(axis=1)))
@@ -782,13 +794,13 @@ class VersatileLogistic:
         if self._moments_cache is None:
             q = self._quad_setup()
             right, left = q.right[2], q.left[2]
-            m1 = (right[1] - left[1]) / q.mass  # E[Z - z*]
-            m2 = (right[2] + left[2]) / q.mass  # E[(Z - z*)^2]
+            m1 = (right[1] - left[1]) / q.mass  # E[(Z - z*) / s0]
+            m2 = (right[2] + left[2]) / q.mass  # E[((Z - z*) / s0)^2]
             eg = (right[3] + left[3]) / q.mass  # E[g~(Z - z*)]
-            mean = q.z_star + m1
-            var = max(m2 - m1 * m1, 0.0)
-            # Entropy = log B + E[g] = (log B + g(z*)) + E[g~]; log B + g(z*) = log(mass).
-            entropy = math.log(q.mass) + eg
+            mean = q.z_star + q.scale * m1
+            var = max(m2 - m1 * m1, 0.0) * q.scale * q.scale
+            # Entropy = log B + E[g] = (log B + g(z*)) + E[g~]; log B + g(z*) = log(s0 mass).
+            entropy = math.log(q.scale) + math.log(q.mass) + eg
             self._moments_cache = (mean, var, entropy)
         return self._moments_cache
 
