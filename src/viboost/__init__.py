@@ -12,8 +12,13 @@ The reference implementation of "A Bayesian Boosting Model" (Lorbert, Blei, Scha
 - :mod:`viboost.cli`: the ``viboost`` command.
 """
 
+from viboost import _compile
 from viboost._version import __version__
 from viboost.estimator import VIBoostClassifier, ViboostVersionWarning
 from viboost.gibbs import GibbsSampler
+
+# The kernels compile on first use (nothing compiles at import); when one really compiles (not
+# loaded from numba's cache), one line on stderr says so. VIBOOST_QUIET_COMPILE=1 silences it.
+_compile.install()
 
 __all__ = ["GibbsSampler", "VIBoostClassifier", "ViboostVersionWarning", "__version__"]

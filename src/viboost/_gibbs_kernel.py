@@ -233,7 +233,9 @@ def draw_weight(x0, a, b, exp_abs_b, n_active, mu0, xs, hs, dhs, zs, cum, rng):
         x = x_new
     mode = xs[ring + (recent - 1) % _RECENT]  # the last point evaluated
     scale = min(scale, 1e300)
-    n = 0
+    # np.int64(0), not 0: a literal 0 would be typed Literal[int](0) while numba infers the
+    # loop, and _insert, _build_hull and _sample_piece would each compile a second time for it.
+    n = np.int64(0)
     for k in range(ring, ring + min(recent, _RECENT)):
         if abs(xs[k] - mode) <= _NEAR * scale:
             n = _insert(xs, hs, dhs, n, xs[k], hs[k], dhs[k])
@@ -346,7 +348,7 @@ def run_chain(
         # c_i ~ v-Log(...), i = 1..M: only rows with w_n = 1 carry a term.
         for m in range(m_count):
             cm = c[m]
-            k = 0
+            k = np.int64(0)  # not 0: see draw_weight (one compilation of it, not two)
             for i in range(n_rows):
                 if clean[i]:
                     f = outputs_t[m, i]

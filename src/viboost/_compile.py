@@ -1,0 +1,103 @@
+"""A one-line notice on stderr when numba compiles viboost's kernels.
+
+viboost's hot loops are numba kernels compiled lazily, on first use, and cached on disk
+(``cache=True``: next to the modules in site-packages, or under ``NUMBA_CACHE_DIR``). The first
+fit after an install therefore spends 15-30 s compiling, with nothing else to show for it. This
+module installs a listener for numba's ``"numba:compile"`` event, which numba broadcasts only when
+it really compiles a function (a function loaded from the on-disk cache raises no event), and
+prints :data:`NOTICE` to stderr the first time a kernel defined in viboost compiles: at most once
+per process, never when everything comes from the cache, never for other libraries' numba
+functions.
+
+Set the environment variable ``VIBOOST_QUIET_COMPILE=1`` to silence it (read when a kernel
+compiles, so setting it from Python after ``import viboost`` works too).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import TextIO
+
+from numba.core import event as numba_event
+
+__all__ = ["NOTICE", "QUIET_ENV", "CompileNotice", "install"]
+
+#: The line printed to stderr when a viboost kernel compiles for the first time in a process.
+NOTICE = (
+    "viboost: compiling numerical kernels (first use only, cached afterwards; 10-30 s)... "
+    "set VIBOOST_QUIET_COMPILE=1 to hide this note"
+)
+#: Environment variable that silences the notice when set to anything but "", "0" or "false".
+QUIET_ENV = "VIBOOST_QUIET_COMPILE"
+_PACKAGE = __name__.partition(".")[0]  # "viboost"
+_COMPILE_EVENT = "numba:compile"
+
+_install_lock = threading.Lock()
+_listener: CompileNotice | None = None
+
+
+def _quiet() -> bool:
+    return os.environ.get(QUIET_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _is_ours(data: object) -> bool:
+    """Whether a ``numba:compile`` event is about a function defined in viboost."""
+    dispatcher = data.get("dispatcher") if isinstance(data, dict) else None
+    module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+class CompileNotice(numba_event.Listener):
+    """Print :data:`NOTICE` once, when a viboost kernel compiles (not when it loads from cache).
+
+    Parameters
+    ----------
+    stream : text stream or None, default=None
+        Where the notice goes; None means ``sys.stderr`` as it is when the notice is printed
+        (so redirections made after import are followed).
+
+    Attributes
+    ----------
+    announced : bool
+        Whether the notice has been printed.
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.announced = False
+
+    def on_start(self, event: numba_event.Event) -> None:
+        """Print the notice if ``event`` starts the first compilation of a viboost kernel."""
+        if self.announced or not _is_ours(event.data) or _quiet():
+            return
+        with self._lock:  # several threads may start compiling at once: one line only
+            if self.announced:
+                return
+            self.announced = True
+        stream = self._stream if self._stream is not None else sys.stderr
+        try:
+            print(NOTICE, file=stream, flush=True)
+        except (OSError, ValueError, AttributeError):  # no usable stderr (closed, None): skip
+            pass
+
+    def on_end(self, event: numba_event.Event) -> None:
+        """Nothing to do when a compilation ends."""
+
+
+def install() -> CompileNotice:
+    """Register the process-wide :class:`CompileNotice` for numba's compile events (idempotent).
+
+    Returns
+    -------
+    CompileNotice
+        The listener registered (the same one on every call).
+    """
+    global _listener
+    with _install_lock:
+        if _listener is None:
+            _listener = CompileNotice()
+            numba_event.register(_COMPILE_EVENT, _listener)
+        return _listener

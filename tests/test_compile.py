@@ -1,0 +1,165 @@
+"""The compile notice (viboost._compile): one line on stderr when a viboost kernel compiles.
+
+The subprocess tests point ``NUMBA_CACHE_DIR`` at an empty directory, so that numba really
+compiles there (instead of loading the kernels from the cache of this checkout), and compile only
+small kernels (``log_normalizer_c``; ``predict`` for the command line), a few seconds each.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import joblib
+import numba
+import numpy as np
+import pandas as pd
+from numba.core import event as numba_event
+
+import viboost
+from viboost import VIBoostClassifier
+from viboost._compile import NOTICE, QUIET_ENV, CompileNotice, install
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Imports viboost's modules and counts the kernels they compiled or loaded (none should be: all
+# compile lazily), then compiles the kernels behind log_normalizer_c (serial, about 2 s) and
+# reports how many of them numba compiled ("misses") and loaded from its cache ("hits").
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from numba.core.registry import CPUDispatcher
+    import viboost, viboost.cli, viboost.gibbs, viboost.generative, viboost.datasets
+    import viboost.inference as inference
+    every = [
+        k for m in list(sys.modules.values()) if m and m.__name__.startswith("viboost")
+        for k in vars(m).values() if isinstance(k, CPUDispatcher)
+    ]
+    at_import = sum(len(k.signatures) for k in every)  # compiled or loaded by the imports
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(50) < 0.5, -1.0, 1.0)
+    inference.log_normalizer_c(y, rng.normal(size=50), y, np.ones(50), 1.0)
+    kernels = [k for k in vars(inference).values() if isinstance(k, CPUDispatcher)]
+    misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
+    hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+    print(f"kernels={len(every)} at_import={at_import} misses={misses} hits={hits}")
+    """
+)
+
+
+def _env(cache_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT", QUIET_ENV)}
+    env["NUMBA_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def _counts(stdout: str) -> tuple[int, int]:
+    """(misses, hits) from the child's report, after checking that the imports compiled nothing."""
+    report = dict(part.split("=") for part in stdout.strip().splitlines()[-1].split())
+    assert int(report["kernels"]) > 20 and int(report["at_import"]) == 0, report
+    return int(report["misses"]), int(report["hits"])
+
+
+def test_notice_when_compiling_and_not_when_cached(tmp_path):
+    first = _run(["-c", CHILD], _env(tmp_path))
+    assert first.returncode == 0, first.stderr
+    misses, _ = _counts(first.stdout)
+    assert misses > 0  # numba really compiled
+    assert first.stderr.count(NOTICE) == 1, first.stderr  # once, however many kernels compile
+    assert first.stderr.startswith(NOTICE)
+
+    second = _run(["-c", CHILD], _env(tmp_path))  # same cache: everything loads from it
+    assert second.returncode == 0, second.stderr
+    misses, hits = _counts(second.stdout)
+    assert misses == 0 and hits > 0
+    assert "viboost:" not in second.stderr, second.stderr
+
+
+def test_quiet_environment_variable(tmp_path):
+    run = _run(["-c", CHILD], _env(tmp_path, **{QUIET_ENV: "1"}))
+    assert run.returncode == 0, run.stderr
+    assert _counts(run.stdout)[0] > 0  # it compiled, silently
+    assert "viboost:" not in run.stderr, run.stderr
+
+
+def test_command_line_shows_the_notice_then_its_output(tmp_path):
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"f0": rng.normal(size=60), "f1": rng.normal(size=60)})
+    model = VIBoostClassifier(n_estimators=5, random_state=0).fit(X, (X["f0"] > 0).astype(int))
+    joblib.dump(model, tmp_path / "model.joblib")
+    X.to_csv(tmp_path / "data.csv", index=False)
+    args = ["-m", "viboost", "predict", str(tmp_path / "model.joblib"), str(tmp_path / "data.csv")]
+    run = _run(args, _env(tmp_path / "cache"))
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count(NOTICE) == 1, run.stderr
+    assert run.stdout.startswith("prediction,proba_0,proba_1\n")
+    assert len(run.stdout.splitlines()) == 61
+
+
+def _listen(listener: CompileNotice):
+    return numba_event.install_listener("numba:compile", listener)
+
+
+def test_only_viboost_kernels_trigger_the_notice():
+    stream = io.StringIO()
+    listener = CompileNotice(stream)
+    with _listen(listener):
+        numba.njit(lambda x: x + 1)(1)  # another library's function: no notice
+        assert stream.getvalue() == "" and not listener.announced
+        # A fresh, uncached dispatcher of a viboost function compiles: notice, once.
+        numba.njit(viboost.inference._newton_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0.0)
+        numba.njit(viboost.inference._newton_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0)
+    assert stream.getvalue() == NOTICE + "\n"
+    assert listener.announced
+
+
+def test_notice_is_printed_once_across_threads():
+    stream = io.StringIO()
+    listener = CompileNotice(stream)
+    data = {"dispatcher": viboost.inference._newton_mode, "args": (), "return_type": None}
+    start = numba_event.Event("numba:compile", numba_event.EventStatus.START, data)
+    barrier = threading.Barrier(8)
+
+    def compile_event() -> None:
+        barrier.wait()
+        listener.on_start(start)
+
+    threads = [threading.Thread(target=compile_event) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert stream.getvalue() == NOTICE + "\n"
+
+
+def test_quiet_is_read_when_compiling(monkeypatch):
+    stream = io.StringIO()
+    listener = CompileNotice(stream)
+    data = {"dispatcher": viboost.inference._newton_mode, "args": (), "return_type": None}
+    start = numba_event.Event("numba:compile", numba_event.EventStatus.START, data)
+    monkeypatch.setenv(QUIET_ENV, "1")
+    listener.on_start(start)
+    assert stream.getvalue() == ""
+    monkeypatch.setenv(QUIET_ENV, "0")
+    listener.on_start(start)
+    assert stream.getvalue() == NOTICE + "\n"
+
+
+def test_install_is_idempotent():
+    # `import viboost` has installed the listener (the subprocess tests see its notice); a second
+    # install returns it instead of registering another one, which would print a second line.
+    assert install() is install()
