@@ -49,7 +49,9 @@ _CHUNK_ROWS = 1 << 16
 _MAX_CHUNKS = 32
 
 
-@numba.njit(cache=True, parallel=True)
+# Serial (prange runs as range): one pass per fit on the default path, ~2 ms per 10^6 rows, while
+# parallel=True tripled its first-use compile time (measured 5.3 s against 1.6 s).
+@numba.njit(cache=True)
 def _knot_range(y, margin, sample_weight):  # pragma: no cover - compiled
     n = y.shape[0]
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
