@@ -44,6 +44,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
+from viboost._parallel import kernel_threads, numba_threads
 from viboost._version import __version__
 from viboost.compression import compress_round
 from viboost.inference import (
@@ -163,6 +164,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         distinct values is binned exactly, so the stumps are those of the exhaustive search;
         otherwise its thresholds are quantiles. Thresholds are in the units of ``X``. None uses
         the exhaustive search over all distinct values (:class:`~viboost.stumps.ExactStumpSearch`).
+    n_jobs : int or None, default=None
+        Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
+        scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
+        -1 means all cores; at most ``numba.config.NUMBA_NUM_THREADS``. Small calls (fewer than
+        about a million rows x features in ``fit``, rows x stumps in a prediction) run on one
+        thread whatever ``n_jobs``. The count is set for the duration of the call only, and
+        the results are bit-identical for every ``n_jobs``.
     random_state : int, RandomState instance or None, default=None
         Seeds the row subsample (at most 200,000 rows) from which quantile bin edges are taken.
         Nothing else in the fit is random.
@@ -242,6 +250,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "update_alpha_once": ["boolean"],
         "warm_start": ["boolean"],
         "max_bins": [Interval(Integral, 2, 255, closed="both"), None],
+        "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -264,6 +273,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         update_alpha_once: bool = False,
         warm_start: bool = False,
         max_bins: int | None = 255,
+        n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
     ) -> None:
@@ -282,6 +292,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.update_alpha_once = update_alpha_once
         self.warm_start = warm_start
         self.max_bins = max_bins
+        self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
@@ -307,6 +318,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 ViboostVersionWarning,
                 stacklevel=2,
             )
+        state.setdefault("n_jobs", None)  # models saved before n_jobs existed
         super().__setstate__(state)
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
@@ -364,6 +376,23 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
             )
 
+        # The kernels' threads for this call only; one thread below the work threshold.
+        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
+        with numba_threads(threads):
+            self._fit_rounds(X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta)
+        return self
+
+    def _fit_rounds(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        y_signed: np.ndarray,
+        sample_weight: np.ndarray,
+        weighted: np.ndarray,
+        clean_prior: tuple[float, float],
+        init_eta: tuple[float, float],
+    ) -> None:
+        """The rounds of :meth:`fit` on validated input (from scratch or warm-started)."""
         continuing = self.warm_start and hasattr(self, "estimators_")
         if continuing:
             self._check_warm_start(X, classes)
@@ -407,7 +436,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 progress.update()
         # phi_n for every training row, from the final state of q(w) and the final ensemble.
         self.clean_proba_ = self._odds.proba(y_signed, rows.margin)
-        return self
 
     def _init_run(
         self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
@@ -566,7 +594,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
-        return self._margin(X, len(self.estimators_))
+        n_rounds = len(self.estimators_)
+        # One compiled pass of rows x stumps: one thread below the work threshold.
+        with numba_threads(kernel_threads(self.n_jobs, X.shape[0] * n_rounds)):
+            return self._margin(X, n_rounds)
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
         """Yield ``H(x)`` after each round, the first after one stump."""

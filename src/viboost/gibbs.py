@@ -39,6 +39,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from viboost._gibbs_kernel import run_chain
+from viboost._parallel import numba_threads, resolve_n_jobs
 from viboost.estimator import VIBoostClassifier, _check_pair
 from viboost.generative import sample_two_term_vlog
 from viboost.stumps import DecisionStump, predict_stumps
@@ -113,8 +114,11 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         variable of :meth:`to_inference_data`. False keeps only their posterior mean,
         ``clean_proba_``.
     n_jobs : int or None, default=None
-        Chains run in parallel threads (the compiled kernel releases the GIL). None means 1;
-        -1 means all cores.
+        Chains run in parallel threads (the compiled kernel releases the GIL), at most
+        ``min(n_jobs, n_chains)`` at once, with scikit-learn's meaning: None means 1 unless in a
+        :func:`joblib.parallel_config` context, -1 means all cores; at most
+        ``numba.config.NUMBA_NUM_THREADS``. Each chain runs serially, so no more than ``n_jobs``
+        threads compute at once.
     random_state : int, RandomState instance or None, default=None
         Seeds the chains' starting points and random streams; the draws are reproducible for a
         fixed seed, whatever ``n_jobs``.
@@ -326,6 +330,12 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             starts.append((c0, xi0, logit_theta0, clean0, seed))
 
         n_draws, store = int(self.n_draws), bool(self.store_row_draws)
+        # Threads: one per running chain, at most n_jobs in all; a chain's kernel is serial, and
+        # any numba threads inside a chain get the chains' leftover share (the count is
+        # thread-local, so each worker thread sets its own, for this call only).
+        threads = resolve_n_jobs(self.n_jobs)
+        workers = min(threads, self.n_chains)
+        inner = max(1, threads // workers)
 
         def one_chain(start):
             c0, xi0, logit_theta0, clean0, seed = start
@@ -335,16 +345,18 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             out_rows = np.empty((n_draws if store else 0, n_rows), dtype=np.float32)
             proba_sum = np.zeros(n_rows)
             out_evals = np.empty(n_draws)
-            run_chain(
-                outputs_t, y_signed, c0.copy(), xi0, logit_theta0, clean0.copy(),
-                mu0, mu0_noise, zeta[0], zeta[1],
-                int(self.n_burnin), n_draws, int(self.thin), np.random.default_rng(seed),
-                out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
-            )  # fmt: skip
+            with numba_threads(inner):
+                run_chain(
+                    outputs_t, y_signed, c0.copy(), xi0, logit_theta0, clean0.copy(),
+                    mu0, mu0_noise, zeta[0], zeta[1],
+                    int(self.n_burnin), n_draws, int(self.thin), np.random.default_rng(seed),
+                    out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
+                )  # fmt: skip
             rows = out_rows if store else None
             return out_c, out_xi, out_logit, rows, proba_sum, out_evals
 
-        results = Parallel(n_jobs=self.n_jobs, prefer="threads")(
+        # Threads whatever joblib backend is configured: the chains share the arrays above.
+        results = Parallel(n_jobs=workers, require="sharedmem")(
             delayed(one_chain)(start) for start in starts
         )
         self.weight_draws_ = np.stack([r[0] for r in results])

@@ -121,16 +121,13 @@ def _one_thread() -> Iterator[None]:
     """Run numba's parallel kernels (VIBoost's) on one thread, as the Gibbs chains run.
 
     On 100 rows threads gain nothing, and on a busy machine they can cost a lot: both fits are
-    timed single-threaded.
+    timed single-threaded (VIBoost's default ``n_jobs=None`` already is, unless a
+    ``joblib.parallel_config`` context says otherwise; this makes it explicit).
     """
-    import numba
+    from viboost._parallel import numba_threads
 
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
+    with numba_threads(1):
         yield
-    finally:
-        numba.set_num_threads(before)
 
 
 @functools.cache

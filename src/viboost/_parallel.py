@@ -1,0 +1,166 @@
+"""How many threads viboost's compiled kernels use: ``n_jobs``, a work threshold, numba's count.
+
+Policy
+------
+- ``n_jobs`` has scikit-learn's meaning, resolved by joblib (:func:`resolve_n_jobs`): None is 1
+  unless a :func:`joblib.parallel_config` context sets ``n_jobs``; -1 is all cores, -2 all but
+  one, and so on. The result is capped at ``numba.config.NUMBA_NUM_THREADS``, the size of
+  numba's thread pool (joblib's loky workers start with ``NUMBA_NUM_THREADS`` set to their share
+  of the cores, so a fit inside ``GridSearchCV(n_jobs=...)`` with processes is capped there).
+- Below :data:`WORK_THRESHOLD` units of work (:func:`kernel_threads`) the kernels run on one
+  thread whatever ``n_jobs``: a small fit or prediction never pays for waking threads, which on a
+  busy machine can cost far more than the work itself.
+- :func:`numba_threads` sets ``numba.set_num_threads`` for the duration of one call and restores
+  the previous count, also when the call raises. numba's count is thread-local, so a fit in a
+  joblib worker thread (``GridSearchCV(n_jobs=2)`` with the threading backend) changes the count
+  of that thread only, and a new thread starts from ``NUMBA_NUM_THREADS``.
+
+The kernels split their rows into chunks fixed by the data's shape, never by the thread count,
+and reduce the chunks in a fixed order, so results are bit-identical for every ``n_jobs``.
+
+Measurements (provisional: a 2-core AMD EPYC shared with other work, load average 1-3 before
+any of ours, numba 0.68 with its ``omp`` threading layer; two runs each, speed-up = time at one
+thread / time at two). Reproduce with ``python benchmarks/contention.py --sweep`` (threshold) and
+``python benchmarks/contention.py --launch`` (launch cost), on a quiet machine.
+
+- Launch cost of a small parallel kernel (the loop of ``_stump_outputs``, 569 rows), per call:
+  with no added load 6-35 us at two threads, 6 us at ``set_num_threads(1)``, 4-6 us compiled
+  without ``parallel``; with two busy background processes 69-134 us, 12-15 us and 1-12 us.
+  A fit launches about three kernels per round, so at one thread the launch costs well under
+  1% of a 100-round fit: ``set_num_threads(1)`` suffices and no serial copies are compiled.
+  Not so with numba's ``workqueue`` layer (used when neither OpenMP nor TBB loads;
+  ``numba.threading_layer()`` says which): one thread still hands each launch to a pool thread,
+  57 us per call with no added load and 140 us loaded, against 3-4 us compiled without
+  ``parallel``.
+- The threshold, in rows x features for a fit (the histogram's work per round; the other
+  per-round kernels are linear in the rows) and rows x stumps for a prediction: 5-round fits
+  gain from two threads from about 10^6 cells up (262,144 x 4: 1.05x and 1.36x; 65,536 x 30:
+  1.40x and 1.54x; 131,072 x 30: 1.68x and 1.74x) and lose or tie below (569 x 30, breast
+  cancer: 0.82x and 0.17x; 65,536 x 4: 0.76x and 0.69x; 16,384 x 30: 0.91x and 1.13x). The
+  rows are split into chunks of 2^15-2^16 rows, so smaller fits have little to share.
+  ``decision_function`` of 100 stumps gains 1.2-1.9x from 3 x 10^4 rows up; at 10^4 rows
+  (1.60x and 1.44x) the call takes 1-2 ms, so the one threshold, 2^20, leaving it on one
+  thread costs about a millisecond and serves both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from numbers import Integral
+
+import joblib
+import numba
+
+__all__ = [
+    "WORK_THRESHOLD",
+    "kernel_threads",
+    "max_threads",
+    "numba_threads",
+    "resolve_n_jobs",
+]
+
+#: Units of work (rows x features in a fit, rows x stumps in a prediction) below which the
+#: compiled kernels run on one thread whatever ``n_jobs`` asks for; measured, see above.
+WORK_THRESHOLD = 1 << 20
+
+
+def max_threads() -> int:
+    """The size of numba's thread pool, ``numba.config.NUMBA_NUM_THREADS``."""
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def resolve_n_jobs(n_jobs: int | None) -> int:
+    """The number of threads ``n_jobs`` asks for, with scikit-learn's (joblib's) meaning.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        None means 1 unless in a :func:`joblib.parallel_config` context that sets ``n_jobs``;
+        -1 means all cores, ``-k`` all but ``k - 1``; 0 is invalid.
+
+    Returns
+    -------
+    int
+        At least 1 and at most :func:`max_threads`.
+
+    Examples
+    --------
+    >>> import joblib
+    >>> resolve_n_jobs(None), resolve_n_jobs(1)
+    (1, 1)
+    >>> resolve_n_jobs(-1) == max_threads()
+    True
+    >>> with joblib.parallel_config(n_jobs=2):
+    ...     resolve_n_jobs(None) == min(2, max_threads())
+    True
+    """
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral)):
+        raise TypeError(f"n_jobs must be an int or None, got {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("n_jobs == 0 has no meaning; use None, a positive count or -1")
+    return max(1, min(int(joblib.effective_n_jobs(n_jobs)), max_threads()))
+
+
+def kernel_threads(n_jobs: int | None, work: float) -> int:
+    """Threads for the compiled kernels of one call: 1 below :data:`WORK_THRESHOLD`.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        As in :func:`resolve_n_jobs`.
+    work : float
+        The call's work: rows x features for a fit, rows x stumps for a prediction.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> kernel_threads(-1, 569 * 30)
+    1
+    >>> kernel_threads(-1, 10**6 * 4) == max_threads()
+    True
+    """
+    threads = resolve_n_jobs(n_jobs)  # validates n_jobs even for small work
+    return 1 if work < WORK_THRESHOLD else threads
+
+
+@contextlib.contextmanager
+def numba_threads(n_threads: int) -> Iterator[int]:
+    """Run numba's parallel kernels on ``n_threads`` threads inside the ``with`` block.
+
+    The calling thread's previous count is restored on exit, also on an exception. The count is
+    capped at :func:`max_threads`.
+
+    Parameters
+    ----------
+    n_threads : int
+        At least 1.
+
+    Yields
+    ------
+    int
+        The count in force.
+
+    Examples
+    --------
+    >>> import numba
+    >>> before = numba.get_num_threads()
+    >>> with numba_threads(1) as n:
+    ...     n, numba.get_num_threads()
+    (1, 1)
+    >>> numba.get_num_threads() == before
+    True
+    """
+    n = max(1, min(int(n_threads), max_threads()))
+    before = numba.get_num_threads()
+    if n == before:  # nothing to change (and nothing to restore)
+        yield n
+        return
+    numba.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        numba.set_num_threads(before)
