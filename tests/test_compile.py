@@ -22,7 +22,7 @@ import pandas as pd
 from numba.core import event as numba_event
 
 import viboost
-from viboost import VIBoostClassifier
+from viboost import VIBoostClassifier, cli
 from viboost._compile import NOTICE, QUIET_ENV, CompileNotice, install
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -125,6 +125,14 @@ def test_only_viboost_kernels_trigger_the_notice():
         numba.njit(viboost.inference._newton_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0)
     assert stream.getvalue() == NOTICE + "\n"
     assert listener.announced
+    assert listener.seconds > 0.0  # the two compilations were timed
+
+
+def test_other_compilations_are_not_timed():
+    listener = CompileNotice(io.StringIO())
+    with _listen(listener):
+        numba.njit(lambda x: 2 * x)(1.0)
+    assert listener.seconds == 0.0 and not listener.announced
 
 
 def test_notice_is_printed_once_across_threads():
@@ -163,3 +171,17 @@ def test_install_is_idempotent():
     # `import viboost` has installed the listener (the subprocess tests see its notice); a second
     # install returns it instead of registering another one, which would print a second line.
     assert install() is install()
+
+
+def test_demo_says_how_much_of_the_fit_was_compiling(monkeypatch, capsys):
+    readings = iter([0.0, 12.3])  # compile_seconds() before and after VIBoost's fit
+    monkeypatch.setattr(cli, "compile_seconds", lambda: next(readings))
+    assert cli.main(["demo", "--n-estimators", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "includes 12.3 s of one-time kernel compilation" in out
+
+
+def test_demo_says_nothing_when_nothing_compiled(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "compile_seconds", lambda: 3.0)
+    assert cli.main(["demo", "--n-estimators", "3"]) == 0
+    assert "compilation" not in capsys.readouterr().out

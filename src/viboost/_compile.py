@@ -2,7 +2,7 @@
 
 viboost's hot loops are numba kernels compiled lazily, on first use, and cached on disk
 (``cache=True``: next to the modules in site-packages, or under ``NUMBA_CACHE_DIR``). The first
-fit after an install therefore spends 15-30 s compiling, with nothing else to show for it. This
+fit after an install therefore spends 20-40 s compiling, with nothing else to show for it. This
 module installs a listener for numba's ``"numba:compile"`` event, which numba broadcasts only when
 it really compiles a function (a function loaded from the on-disk cache raises no event), and
 prints :data:`NOTICE` to stderr the first time a kernel defined in viboost compiles: at most once
@@ -18,16 +18,17 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import TextIO
 
 from numba.core import event as numba_event
 
-__all__ = ["NOTICE", "QUIET_ENV", "CompileNotice", "install"]
+__all__ = ["NOTICE", "QUIET_ENV", "CompileNotice", "compile_seconds", "install"]
 
 #: The line printed to stderr when a viboost kernel compiles for the first time in a process.
 NOTICE = (
-    "viboost: compiling numerical kernels (first use only, cached afterwards; 10-30 s)... "
-    "set VIBOOST_QUIET_COMPILE=1 to hide this note"
+    "viboost: compiling numerical kernels (first use only, up to a minute; cached afterwards). "
+    "Set VIBOOST_QUIET_COMPILE=1 to hide this note."
 )
 #: Environment variable that silences the notice when set to anything but "", "0" or "false".
 QUIET_ENV = "VIBOOST_QUIET_COMPILE"
@@ -62,16 +63,27 @@ class CompileNotice(numba_event.Listener):
     ----------
     announced : bool
         Whether the notice has been printed.
+    seconds : float
+        Wall time spent compiling viboost kernels so far (a kernel compiled while another one
+        compiles, as a callee, is counted once, within its caller).
     """
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
         self._lock = threading.Lock()
+        self._local = threading.local()  # per thread: nesting depth and start of the outermost
         self.announced = False
+        self.seconds = 0.0
 
     def on_start(self, event: numba_event.Event) -> None:
         """Print the notice if ``event`` starts the first compilation of a viboost kernel."""
-        if self.announced or not _is_ours(event.data) or _quiet():
+        if not _is_ours(event.data):
+            return
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0:
+            self._local.start = time.perf_counter()
+        if self.announced or _quiet():
             return
         with self._lock:  # several threads may start compiling at once: one line only
             if self.announced:
@@ -84,7 +96,15 @@ class CompileNotice(numba_event.Listener):
             pass
 
     def on_end(self, event: numba_event.Event) -> None:
-        """Nothing to do when a compilation ends."""
+        """Add the time of an outermost viboost compilation to :attr:`seconds`."""
+        depth = getattr(self._local, "depth", 0)
+        if not _is_ours(event.data) or depth == 0:
+            return
+        self._local.depth = depth - 1
+        if depth == 1:
+            elapsed = time.perf_counter() - self._local.start
+            with self._lock:
+                self.seconds += elapsed
 
 
 def install() -> CompileNotice:
@@ -101,3 +121,20 @@ def install() -> CompileNotice:
             _listener = CompileNotice()
             numba_event.register(_COMPILE_EVENT, _listener)
         return _listener
+
+
+def compile_seconds() -> float:
+    """Wall time this process has spent compiling viboost's kernels (0.0 if all were cached).
+
+    Returns
+    -------
+    float
+        Seconds, summed over the compilations seen since :func:`install` (``import viboost``).
+
+    Examples
+    --------
+    >>> from viboost._compile import compile_seconds
+    >>> compile_seconds() >= 0.0
+    True
+    """
+    return install().seconds
