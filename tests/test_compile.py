@@ -11,6 +11,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -19,11 +20,19 @@ import joblib
 import numba
 import numpy as np
 import pandas as pd
+import pytest
+from numba.core import config as numba_config
 from numba.core import event as numba_event
 
 import viboost
 from viboost import VIBoostClassifier, cli
-from viboost._compile import NOTICE, QUIET_ENV, CompileNotice, install
+from viboost._compile import (
+    NOTICE,
+    QUIET_ENV,
+    CompileNotice,
+    ensure_cache_location,
+    install,
+)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -185,3 +194,37 @@ def test_demo_says_nothing_when_nothing_compiled(monkeypatch, capsys):
     monkeypatch.setattr(cli, "compile_seconds", lambda: 3.0)
     assert cli.main(["demo", "--n-estimators", "3"]) == 0
     assert "compilation" not in capsys.readouterr().out
+
+
+@pytest.fixture
+def no_cache_dir(monkeypatch, tmp_path):
+    """NUMBA_CACHE_DIR unset (restored afterwards) and the temporary directory under tmp_path."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", "")  # records the variable's state for the undo
+    monkeypatch.setattr(numba_config, "CACHE_DIR", "")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_cache_location_untouched_when_numba_can_cache(no_cache_dir):
+    assert ensure_cache_location() is None  # this checkout's __pycache__ is writable
+    assert os.environ["NUMBA_CACHE_DIR"] == "" and numba_config.CACHE_DIR == ""
+
+
+def test_cache_location_for_a_read_only_install(no_cache_dir, monkeypatch):
+    def no_locator(py_func):
+        raise RuntimeError("cannot cache function: no locator available")
+
+    # What numba answers for a read-only install with a read-only home directory.
+    monkeypatch.setattr(viboost._compile, "FunctionCache", no_locator)
+    path = ensure_cache_location()
+    assert path is not None and Path(path).parent == no_cache_dir
+    assert os.environ["NUMBA_CACHE_DIR"] == path and numba_config.CACHE_DIR == path
+    assert Path(path).is_dir()
+    if hasattr(os, "getuid"):
+        assert Path(path).stat().st_mode & 0o077 == 0  # private to this user
+    assert ensure_cache_location() is None  # set once: not changed again
+
+
+def test_cache_location_respects_numba_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert ensure_cache_location() is None

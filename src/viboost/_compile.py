@@ -11,32 +11,100 @@ functions.
 
 Set the environment variable ``VIBOOST_QUIET_COMPILE=1`` to silence it (read when a kernel
 compiles, so setting it from Python after ``import viboost`` works too).
+
+:func:`ensure_cache_location`, run when this module is imported (first, by ``viboost``'s
+``__init__``), gives numba a private temporary cache directory when it has no writable one, as
+with a read-only install and home directory, where numba would refuse to define the kernels.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 import time
 from typing import TextIO
 
+from numba.core import config as numba_config
 from numba.core import event as numba_event
+from numba.core.caching import FunctionCache
 
-__all__ = ["NOTICE", "QUIET_ENV", "CompileNotice", "compile_seconds", "install"]
+__all__ = [
+    "NOTICE",
+    "QUIET_ENV",
+    "CompileNotice",
+    "compile_seconds",
+    "ensure_cache_location",
+    "install",
+]
 
 #: The line printed to stderr when a viboost kernel compiles for the first time in a process.
 NOTICE = (
     "viboost: compiling numerical kernels (first use only, up to a minute; cached afterwards). "
     "Set VIBOOST_QUIET_COMPILE=1 to hide this note."
 )
-#: Environment variable that silences the notice when set to anything but "", "0" or "false".
+#: Environment variable that silences the notice unless unset, "", "0", "false" or "no".
 QUIET_ENV = "VIBOOST_QUIET_COMPILE"
 _PACKAGE = __name__.partition(".")[0]  # "viboost"
 _COMPILE_EVENT = "numba:compile"
 
 _install_lock = threading.Lock()
 _listener: CompileNotice | None = None
+
+
+def _probe() -> None:
+    """A function of this package's directory, for :func:`ensure_cache_location` to test."""
+
+
+def _private_dir(path: str) -> bool:
+    """Whether ``path`` is a directory only this user can write to (created if missing)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        status = os.stat(path)
+        getuid = getattr(os, "getuid", None)  # POSIX; Windows temp folders are per user
+        if getuid is not None and (status.st_uid != getuid() or status.st_mode & 0o022):
+            return False
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def ensure_cache_location() -> str | None:
+    """Give numba a writable cache directory when it has none, so that ``import viboost`` works.
+
+    numba keeps a ``cache=True`` kernel next to its module (``__pycache__``) or else in the user's
+    cache directory (``~/.cache/numba``); with neither writable (a read-only install and home, as
+    in some containers) it refuses to define the kernel, and ``import viboost`` fails with
+    "RuntimeError: cannot cache function ...: no locator available". Then, and only then (and
+    when ``NUMBA_CACHE_DIR`` is unset), ``NUMBA_CACHE_DIR`` is set for this process and its
+    children to a private per-user directory under the temporary directory (a fresh one per
+    process if that cannot be had). Called at import, before any kernel is defined.
+
+    Returns
+    -------
+    str or None
+        The directory chosen, or None when numba could cache already (nothing changed).
+    """
+    if numba_config.CACHE_DIR or os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    try:
+        FunctionCache(_probe)  # the same search numba makes when it defines a kernel
+        return None
+    except RuntimeError:
+        pass
+    getuid = getattr(os, "getuid", None)
+    user = str(getuid()) if getuid is not None else "user"
+    path = os.path.join(tempfile.gettempdir(), f"viboost-numba-cache-{user}")
+    if not _private_dir(path):
+        try:
+            path = tempfile.mkdtemp(prefix="viboost-numba-cache-")
+        except OSError:
+            return None  # nowhere to write: numba's own error will say so
+    os.environ["NUMBA_CACHE_DIR"] = path  # numba re-reads its settings from the environment
+    numba_config.CACHE_DIR = path
+    return path
 
 
 def _quiet() -> bool:
@@ -138,3 +206,8 @@ def compile_seconds() -> float:
     True
     """
     return install().seconds
+
+
+# At import, before viboost's modules define their kernels (the package imports this module
+# first): a read-only install must still import.
+ensure_cache_location()
