@@ -34,6 +34,42 @@ _BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per 
 KERNEL_DIP_LIMIT = 60.0
 
 
+def _exact_sum_with_noise(
+    summands: NDArray[np.float64], sensitivity: NDArray[np.float64]
+) -> tuple[float, float]:
+    """``(sum, noise)`` of the summands of a slope ``g'`` (``mu_k beta_k expit(t_k)``).
+
+    The summands are formed elementwise and summed exactly (``math.fsum``), not by a BLAS dot
+    product, whose fused multiply-adds on some CPUs leave the rounding error of one product
+    where two products cancel exactly.  The sum is still only known to within ``noise``: a few
+    eps of each summand (each was rounded when formed) plus a few eps of each ``sensitivity``
+    ``mu_k |beta_k t_k| expit(t_k) expit(-t_k)``, the change of a summand when its argument
+    ``t_k = beta_k (z - gamma_k)`` moves by its own rounding error (``eps |t_k|``).
+    """
+    total = math.fsum(summands.tolist())
+    magnitude = math.fsum(np.abs(summands).tolist()) + math.fsum(sensitivity.tolist())
+    noise = (8.0 + math.log2(max(summands.shape[0], 1))) * _EPS * magnitude
+    return total, noise
+
+
+def scaled_slope(
+    slopes: NDArray[np.float64], knots: NDArray[np.float64], weights: NDArray[np.float64], z: float
+) -> tuple[float, float, float]:
+    """``(g'(z), its rounding noise, g''(z))``, all divided by the multiplicity scale.
+
+    ``mu_k = weights_k * 2**e`` (see ``VersatileLogistic._compressed``); products with the
+    weights are formed in log space, so that they neither overflow nor lose a subnormal
+    ``expit``.  The same sum as the ``gamma`` of :class:`_BregmanKernel` at ``z0 = z``.
+    """
+    t = slopes * (z - knots)
+    log_w = np.log(weights)
+    lp, lq = log_expit(t), log_expit(-t)
+    spread = np.abs(slopes) * np.exp(log_w + lp + lq)  # mu |beta| expit(t) expit(-t)
+    total, noise = _exact_sum_with_noise(slopes * np.exp(log_w + lp), spread * np.abs(t))
+    curvature = float(spread @ np.abs(slopes))
+    return total, noise, curvature
+
+
 def _chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
     return max(1, elements // max(1, n_terms))
 
@@ -163,15 +199,9 @@ class _BregmanKernel:
         self.wp = np.exp(log_w + self.log_p)  # mu p / scale, exact even where p is subnormal
         # g'(z0) / scale and (g(z0) - constant terms) / scale, with the same care for mu expit(a).
         log_hi = log_expit(a)
-        # gamma = sum_k beta_k mu_k expit(a_k): the products are formed elementwise and summed
-        # exactly (math.fsum), not by a BLAS dot product, whose fused multiply-adds on some
-        # CPUs leave the rounding error of one product where two products cancel exactly.  The
-        # sum is still only known to within ``gamma_noise`` (a few eps of each summand), which
-        # ``center`` compares it with.
-        summands = slopes * np.exp(log_w + log_hi)
-        self.gamma = math.fsum(summands.tolist())
-        self.gamma_noise = (
-            (8.0 + math.log2(slopes.shape[0])) * _EPS * math.fsum(np.abs(summands).tolist())
+        spread = np.abs(slopes) * np.exp(log_w + self.log_p + self.log_q)
+        self.gamma, self.gamma_noise = _exact_sum_with_noise(
+            slopes * np.exp(log_w + log_hi), spread * np.abs(a)
         )
         # softplus(a) = -log_expit(-a); for a < -30 it is expit(a) to 1e-13, formed in log space.
         sp_big = -log_expit(-np.maximum(a, -30.0))
@@ -236,12 +266,20 @@ class _BregmanKernel:
             dc = np.minimum(delta, 30.0)
             em = np.expm1(dc)
             y = p * em
-            direct = w * (np.log1p(y) - y) + wp * (em - dc)
-            logadd = w * np.logaddexp(self.log_q, self.log_p + delta) - wp * delta
-            use_direct = (delta <= 30.0) & (y <= 0.5)
-            vals = np.where(small, series, np.where(use_direct, direct, logadd))
-            out[start : start + rows] = vals.sum(axis=1)
-        out += self.gamma * d
+            # Far out (|d| ~ 1e300) a term overflows to +inf, the limit of a convex g~ (the
+            # sum is clipped below); the branch np.where does not take may even be inf - inf.
+            # Only those overflows are let through: a NaN in the result is an error below.
+            with np.errstate(over="ignore", invalid="ignore"):
+                direct = w * (np.log1p(y) - y) + wp * (em - dc)
+                # log(q + p e^delta) - p delta, +inf (not inf - inf) at delta = +inf.
+                logadd = w * np.logaddexp(self.log_q, self.log_p + delta) - wp * delta
+                logadd[delta == np.inf] = np.inf
+                use_direct = (delta <= 30.0) & (y <= 0.5)
+                vals = np.where(small, series, np.where(use_direct, direct, logadd))
+                out[start : start + rows] = vals.sum(axis=1)
+                out[start : start + rows] += self.gamma * block
+        if np.any(np.isnan(out)):
+            raise FloatingPointError("v-Log kernel: NaN from an evaluation point or term")
         return np.clip(out, -self._cap, self._cap)
 
     def __call__(self, d: ArrayLike) -> NDArray[np.float64]:
@@ -300,14 +338,18 @@ class _BregmanKernel:
 
 
 # ---------------------------------------------------------------------- root finding
-def _solve_increasing(func, x0: float, spread: float, width_of) -> tuple[float, float]:
+def _solve_increasing(func, x0: float, spread: float) -> tuple[float, float]:
     """Root of an increasing function by bracket expansion and safeguarded Newton (rtsafe).
 
-    ``func(x)`` returns ``(f, f', tolerance, magnitude)``: ``|f| <= tolerance`` is accepted as
-    a root (``f`` is at its rounding-noise level), and ``magnitude`` is returned with the root.
-    ``width_of(f')`` is a length scale for the step tolerance.  Returns ``(root, magnitude)``.
+    ``func(x)`` returns ``(f, f', tolerance, magnitude, width)``: ``|f| <= tolerance`` is
+    accepted as a root (``f`` is at its rounding-noise level), ``magnitude`` is returned with
+    the root, and ``width`` is the curvature width of the density's peak at ``x``.  Otherwise
+    the iteration stops once a step is below ``1e-6`` widths (and ``1e-12`` relative), or below
+    the float spacing when the peak is narrower than that: the root is then placed well inside
+    the peak, which the shifted kernels need (a mode off by many widths leaves a tilt that
+    ``_BregmanKernel.center`` cannot tell from rounding noise).  Returns ``(root, magnitude)``.
     """
-    f0, fp0, tol0, mag0 = func(x0)
+    f0, fp0, tol0, mag0, _ = func(x0)
     if abs(f0) <= tol0:
         return x0, mag0
     # Bracket: expand from x0 on the side where f changes sign.  The first step is the Newton
@@ -321,7 +363,7 @@ def _solve_increasing(func, x0: float, spread: float, width_of) -> tuple[float, 
         outer = x0 + direction * step
         if not math.isfinite(outer):
             break
-        f_outer, _, _, mag_outer = func(outer)
+        f_outer, _, _, mag_outer, _ = func(outer)
         if (f_outer > 0.0) == (direction > 0.0) or f_outer == 0.0:
             break
         inner = outer
@@ -342,7 +384,7 @@ def _solve_increasing(func, x0: float, spread: float, width_of) -> tuple[float, 
     dx_old = hi - lo
     dx = dx_old
     for _ in range(5000):
-        f, fp, tol_f, mag = func(x)
+        f, fp, tol_f, mag, width = func(x)
         if abs(f) <= tol_f:
             return x, mag
         if f < 0.0:
@@ -357,8 +399,8 @@ def _solve_increasing(func, x0: float, spread: float, width_of) -> tuple[float, 
         else:
             dx_old = dx
             dx = x_new - x
-        width = width_of(fp) if fp > 0.0 else math.inf
-        tol = 1e-12 * max(min(1.0, width), abs(x_new))
+        tol = min(1e-12 * max(min(1.0, width), abs(x_new)), 1e-6 * width)
+        tol = max(tol, 2.0 * float(np.spacing(abs(x_new))))
         if abs(dx) <= tol or hi - lo <= 4.0 * np.spacing(max(abs(lo), abs(hi))):
             return x_new, mag
         x = x_new

@@ -359,6 +359,8 @@ def _log_middle_integral(
                 continue
             break
         panels.append(d_anchor + side * np.asarray(edges))
+    if not panels:  # a middle of (numerically) zero width
+        return -math.inf
     lo = np.concatenate([np.minimum(e[:-1], e[1:]) for e in panels])
     hi = np.concatenate([np.maximum(e[:-1], e[1:]) for e in panels])
     others = math.exp(min(log_other + g_anchor, 690.0))  # the tails, in units of the anchor
@@ -481,8 +483,16 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
         values = np.asarray(integrand(nodes.ravel()))
         m = values.shape[0]
         values = values.reshape(m, *nodes.shape)
-        kronrod = half * (values @ _GK_WK15)
-        gauss = half * (values @ _GK_WG15)
+        # Panels out to 1e300 can hold more mass than a float does (tails of multiplicities
+        # like 1e-200): such integrals overflow to inf, which the callers turn into an error.
+        with np.errstate(over="ignore", invalid="ignore"):
+            kronrod = half * (values @ _GK_WK15)
+            gauss = half * (values @ _GK_WG15)
+        if not np.all(np.isfinite(kronrod)):
+            raise FloatingPointError(
+                "v-Log quadrature: the density's mass or moments exceed the float range (its "
+                "tails are too long: multiplicities far below 1 on some term)"
+            )
         if result is None:
             result = np.zeros((m, n))
         err = np.abs(kronrod - gauss)
@@ -493,13 +503,14 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
         # others / est[0], capped at 1e300 (no overflow where an interval's own mass is tiny).
         pos_est = est[0] > 0.0
         safe = np.where(pos_est, est[0], 1.0)
-        ratio = np.where(pos_est, np.minimum(others, 1e300 * safe) / safe, 0.0)
+        ratio = np.where(pos_est, others / np.maximum(safe, 1e-300 * others), 0.0)
         ok = np.ones(owner.shape[0], dtype=bool)
         for j in range(m):
-            tol = _GK_RTOL * (est[j] * (1.0 + ratio) + (others if j == 0 else 0.0))
+            with np.errstate(over="ignore"):  # inf: the interval is negligible, accept it
+                tol = _GK_RTOL * (est[j] * (1.0 + ratio) + (others if j == 0 else 0.0))
             # Below 1e-280 of the whole, intervals are accepted (subnormal integrands have
             # lost their relative precision, and bisecting them would never end).
-            floor = _GK_FLOOR * (float(np.sum(np.abs(est[j]))) + float(np.sum(others)))
+            floor = float(np.sum(_GK_FLOOR * np.abs(est[j])) + np.sum(_GK_FLOOR * others))
             ok &= err[j] <= np.maximum(tol[owner], floor)
         done |= ok
         n_split = int(np.count_nonzero(~done))
@@ -546,10 +557,13 @@ class _SideTable(NamedTuple):
 
 
 class _CdfTable(NamedTuple):
+    """Both sides of the mode, in units of ``t = (z - z*) / scale`` (masses over ``t`` too)."""
+
     right: _SideTable
     left: _SideTable
     mass: float
     z_star: float
+    scale: float
 
 
 def _cheb_eval(table: _SideTable, u: NDArray) -> NDArray:
@@ -566,8 +580,26 @@ def _cheb_eval(table: _SideTable, u: NDArray) -> NDArray:
     return t * b1 - b2 + c[:, 0]
 
 
-def _build_side_table(kernel: _BregmanKernel, side: float, panels: NDArray) -> _SideTable:
-    """Refine ``panels`` by bisection until Chebyshev interpolation of ``g~`` has converged."""
+def _tail_masses(masses: NDArray) -> NDArray:
+    """Mass beyond each edge (``tails[i]`` = sum of pieces ``i, i+1, ...``; last entry 0)."""
+    with np.errstate(over="ignore"):
+        tails = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])
+    if not np.isfinite(tails[0]):
+        raise FloatingPointError(
+            "v-Log quadrature: the density's mass exceeds the float range (its tails are too "
+            "long: multiplicities far below 1 on some term)"
+        )
+    return tails
+
+
+def _build_side_table(
+    kernel: _BregmanKernel, side: float, panels: NDArray, width: float
+) -> _SideTable:
+    """Refine ``panels`` by bisection until Chebyshev interpolation of ``g~`` has converged.
+
+    ``panels`` and the table are in units of ``t = u / width`` (``u = |z - z*|``), so that the
+    masses of a peak 1e-150 or 1e150 wide neither underflow nor overflow.
+    """
     pending = np.stack([panels[:-1], panels[1:]], axis=1)
     cells: list[NDArray] = []
     coefs: list[NDArray] = []
@@ -575,7 +607,7 @@ def _build_side_table(kernel: _BregmanKernel, side: float, panels: NDArray) -> _
     while pending.shape[0]:
         a, b = pending[:, :1], pending[:, 1:]
         nodes = 0.5 * (a + b) + 0.5 * (b - a) * _CHEB_T
-        vals = kernel(side * nodes.ravel()).reshape(nodes.shape)
+        vals = kernel(side * width * nodes.ravel()).reshape(nodes.shape)
         c = vals @ _CHEB_MAT.T
         err = np.max(np.abs(c[:, -3:]), axis=1)
         scale = 1.0 + np.max(np.abs(vals), axis=1)
@@ -600,7 +632,7 @@ def _build_side_table(kernel: _BregmanKernel, side: float, panels: NDArray) -> _
         return np.exp(-np.maximum(_cheb_eval(table, u), -700.0))[None, :]
 
     masses = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))[0]
-    tails = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])
+    tails = _tail_masses(masses)
     return table._replace(tails=tails)
 
 

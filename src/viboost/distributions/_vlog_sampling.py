@@ -8,6 +8,7 @@ adaptive rejection sampler of Gilks & Wild (1992): a tangent hull and chord sque
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -76,7 +77,8 @@ class _Envelope(NamedTuple):
 
 def _log_exp_piece(u_left: NDArray, slope: NDArray, width: NDArray) -> NDArray:
     """``log integral_0^width exp(u_left + slope t) dt`` (``width`` may be inf if slope < 0)."""
-    y = np.abs(slope) * width
+    with np.errstate(over="ignore"):  # y = inf: the piece's mass is exp(top) / |slope|
+        y = np.abs(slope) * width
     top = np.where(slope > 0.0, u_left + slope * np.where(np.isfinite(width), width, 0.0), u_left)
     out = np.empty(u_left.shape[0])
     flat = (y == 0.0) | (slope == 0.0)
@@ -92,7 +94,7 @@ def _make_envelope(x: NDArray, h: NDArray, dh: NDArray) -> _Envelope:
     m = x.shape[0]
     gap = np.diff(x)
     den = dh[:-1] - dh[1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # replaced below
         zi = x[:-1] + (h[1:] - h[:-1] - dh[1:] * gap) / den
     zi = np.where(np.isfinite(zi) & (den > 0.0), zi, x[:-1] + 0.5 * gap)
     zi = np.clip(zi, x[:-1], x[1:])
@@ -100,10 +102,16 @@ def _make_envelope(x: NDArray, h: NDArray, dh: NDArray) -> _Envelope:
     # Piece j: line h_j + dh_j (x - x_j) on [z_j, z_{j+1}]; integrate from its left end
     # (or, for the first piece, from the right end backwards with the reflected slope).
     left_end = np.where(np.isfinite(z[:-1]), z[:-1], z[1:])
-    u_left = h + dh * (left_end - x)
+    with np.errstate(over="ignore"):  # a steep tangent far from its abscissa: -inf, no mass
+        u_left = h + dh * (left_end - x)
     width = z[1:] - z[:-1]
     slope = np.where(np.isfinite(z[:-1]), dh, -dh)
     log_mass = _log_exp_piece(u_left, slope, width)
+    if not np.all(log_mass < math.inf):  # +inf or NaN: a piece holds more than a float
+        raise SamplingError(
+            "adaptive rejection sampling: the hull of the v-Log density has a piece of "
+            "infinite mass (tails or slopes beyond the float range)"
+        )
     top = float(np.max(log_mass))
     w = np.exp(log_mass - top)
     total = float(np.sum(w))
@@ -128,7 +136,9 @@ def _ars_excess(env: _Envelope) -> tuple[NDArray, NDArray]:
     inner = np.exp(right - top) + np.exp(left - top) - np.exp(chord - top)
     inner_pts = np.where((z[1:-1] > x[:-1]) & (z[1:-1] < x[1:]), z[1:-1], x[:-1] + 0.5 * gap)
     ends = np.exp(env.log_mass[[0, -1]] - top)
-    end_pts = np.array([x[0] - 1.0 / dh[0], x[-1] - 1.0 / dh[-1]])  # one e-fold further out
+    # One e-fold further out (inf for a flat end: such candidates are dropped by the caller).
+    with np.errstate(over="ignore", divide="ignore"):
+        end_pts = np.array([x[0] - 1.0 / dh[0], x[-1] - 1.0 / dh[-1]])
     return np.concatenate([inner_pts, end_pts]), np.concatenate([inner, ends])
 
 
@@ -144,6 +154,13 @@ class _ArsSampler:
         self.z_star = z_star
         self.s = s
         self.n_evals = 0
+        # Densities whose tails reach beyond the float range overflow while the envelope is
+        # built; every abscissa, slope and piece mass is checked (``_check_envelope``,
+        # ``_make_envelope``), so an overflow ends in SamplingError, never in a silent inf.
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.env = self._build_envelope()
+
+    def _build_envelope(self) -> _Envelope:
         # Initial abscissae: c on each side with h'(c) of the right sign and h(c) >= -40.
         pts = [0.0]
         for side in (1.0, -1.0):
@@ -151,6 +168,8 @@ class _ArsSampler:
             for _ in range(2000):
                 h, dh = self._eval(np.array([side * c]))
                 if side * dh[0] >= 0.0:  # still rising towards the tail: go further out
+                    if c > 1e300:
+                        break  # never decays in float range: _check_envelope raises
                     c *= 2.0
                 elif h[0] < -40.0 and c > 1e-300:
                     c *= 0.25
@@ -188,7 +207,7 @@ class _ArsSampler:
                 f"{env.efficiency:.3g} of its mass after {env.x.shape[0]} tangents; the density "
                 "is not resolved in float64 (multiplicities or slopes too extreme)"
             )
-        self.env = env
+        return env
 
     def _h(self, x: NDArray) -> NDArray:
         self.n_evals += x.shape[0]

@@ -40,6 +40,7 @@ from viboost.distributions._vlog_kernels import (
     _chunk_rows,
     _ShiftedKernel,
     _solve_increasing,
+    scaled_slope,
 )
 from viboost.distributions._vlog_quadrature import (
     _CDF_CUT,
@@ -56,6 +57,7 @@ from viboost.distributions._vlog_quadrature import (
     _QuadSetup,
     _rise_scale,
     _SideTable,
+    _tail_masses,
 )
 from viboost.distributions._vlog_sampling import _ArsSampler
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
@@ -503,12 +505,13 @@ class VersatileLogistic:
         # where |g'| is at that level the point is the mode to working precision.
         noise = (8.0 + math.log2(b.shape[0])) * _EPS
 
-        def func(x: float) -> tuple[float, float, float, float]:
+        def func(x: float) -> tuple[float, float, float, float, float]:
             d, h, d_mag = self._derivatives(x)
-            return d, h, noise * d_mag, d_mag
+            width = 1.0 / math.sqrt(h) if h > 0.0 else math.inf
+            return d, h, noise * d_mag, d_mag, width
 
         spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        x, mag = _solve_increasing(func, x0, spread, lambda h: 1.0 / math.sqrt(h))
+        x, mag = _solve_increasing(func, x0, spread)
         if mag < _UNDERFLOW_MAGNITUDE:
             # The summands of g' have underflowed (every term saturated at x, e.g. between
             # far-apart knots): g' carries no information there, log P - log N still does.
@@ -524,8 +527,8 @@ class VersatileLogistic:
         sides = [(b[pos], g[pos], log_rate[pos]), (b[~pos], g[~pos], log_rate[~pos])]
         noise = (8.0 + math.log2(b.shape[0])) * _EPS
 
-        def func(x: float) -> tuple[float, float, float, float]:
-            logs, slopes_of_log = [], []
+        def func(x: float) -> tuple[float, float, float, float, float]:
+            logs, slopes_of_log, log_curv = [], [], []
             for bs, gs, ls in sides:
                 t = bs * (x - gs)
                 v = ls + log_expit(t)
@@ -535,13 +538,46 @@ class VersatileLogistic:
                 logs.append(top + math.log(total))
                 # d/dz log(sum mu |beta| expit(t)) = sum softmax * beta expit(-t)
                 slopes_of_log.append(float(e @ (bs * expit(-t))) / total)
+                # g'' = sum mu beta^2 expit(t) expit(-t), this side's part in log space.
+                log_curv.append(log_sum_exp(v + np.log(np.abs(bs)) + log_expit(-t)))
             h = logs[0] - logs[1]
             dh = slopes_of_log[0] - slopes_of_log[1]
+            width = math.exp(min(-0.5 * log_sum_exp(np.array(log_curv)), 690.0))
             # Each log-sum-exp is off by ~eps times the magnitude of its exponents.
-            return h, dh, noise * (abs(logs[0]) + abs(logs[1]) + 1.0), 1.0
+            return h, dh, noise * (abs(logs[0]) + abs(logs[1]) + 1.0), 1.0, width
 
         spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        return _solve_increasing(func, x0, spread, lambda dh: 1.0 / dh)[0]
+        return self._polish_mode(_solve_increasing(func, x0, spread)[0])
+
+    def _polish_mode(self, x: float) -> float:
+        """Safeguarded Newton steps on the exactly summed, scaled ``g'`` from a mode ``x``.
+
+        In log space ``log P - log N`` is known only to ~``eps |log P|``, i.e. the mode only to
+        ~``1e-13 / h'``, which is many peak widths when the multiplicities are huge (1e130
+        summands of ``g'`` and a peak 1e-42 wide at 1e47, for instance); the scaled slope
+        summed by ``math.fsum`` is far more precise there.  The steps stop when ``g'`` is
+        within its rounding noise, when a step no longer changes ``x``, or after 60 steps.
+        Skipped when a scaled multiplicity has underflowed (the slope would miss that term).
+        """
+        terms = self._compressed()
+        if not np.all(terms.weights > 0.0):
+            return x
+        lo, hi = -math.inf, math.inf
+        for _ in range(60):
+            d1, noise, d2 = scaled_slope(terms.slopes, terms.knots, terms.weights, x)
+            if abs(d1) <= noise or not d2 > 0.0:
+                break
+            if d1 > 0.0:
+                hi = x
+            else:
+                lo = x
+            new = x - d1 / d2
+            if not lo < new < hi:  # both ends are finite here: a bracket of the root
+                new = 0.5 * (lo + hi)
+            if new == x or not math.isfinite(new):
+                break
+            x = new
+        return x
 
     def approx_mode(self, tau: float = 1.0) -> float:
         r"""Closed-form approximate mode, eq. (appxmode) of the paper.
@@ -779,11 +815,14 @@ class VersatileLogistic:
                 def integrand(t: NDArray, side: float = side) -> NDArray:
                     gt = kernel(side * s0 * t)
                     f = np.exp(-np.maximum(gt, -700.0))
-                    return np.stack([f, t * f, t * t * f, gt * f])
+                    # Tails that reach t ~ 1e160 give moments beyond the float range: the
+                    # quadrature then raises FloatingPointError.
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        return np.stack([f, t * f, t * t * f, gt * f])
 
                 vals = _gk_intervals(integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels))
                 # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
-                tails = np.concatenate([np.cumsum(vals[0][::-1])[::-1], [0.0]])
+                tails = _tail_masses(vals[0])
                 sides.append((e, tails, vals.sum(axis=1)))
             mass = sides[0][2][0] + sides[1][2][0]
             self._quad_cache = _QuadSetup(kernel, z_star, s0, sides[0], sides[1], mass)
@@ -798,7 +837,8 @@ class VersatileLogistic:
             m2 = (right[2] + left[2]) / q.mass  # E[((Z - z*) / s0)^2]
             eg = (right[3] + left[3]) / q.mass  # E[g~(Z - z*)]
             mean = q.z_star + q.scale * m1
-            var = max(m2 - m1 * m1, 0.0) * q.scale * q.scale
+            # Python floats: a variance beyond the float range is inf, as IEEE rounding gives.
+            var = float(max(m2 - m1 * m1, 0.0)) * float(q.scale) * float(q.scale)
             # Entropy = log B + E[g] = (log B + g(z*)) + E[g~]; log B + g(z*) = log(s0 mass).
             entropy = math.log(q.scale) + math.log(q.mass) + eg
             self._moments_cache = (mean, var, entropy)
@@ -873,11 +913,12 @@ class VersatileLogistic:
         cheap interpolant from a point to the nearest edge, never the ``K``-term kernel.
         """
         if self._table_cache is None:
-            kernel, z_star, _, right_edges, left_edges = self._panels()
-            right = _build_side_table(kernel, 1.0, right_edges)
-            left = _build_side_table(kernel, -1.0, left_edges)
+            kernel, z_star, s0, right_edges, left_edges = self._panels()
+            # In units of t = (z - z*) / s0 (see _build_side_table).
+            right = _build_side_table(kernel, 1.0, right_edges / s0, s0)
+            left = _build_side_table(kernel, -1.0, left_edges / s0, s0)
             mass = float(right.tails[0] + left.tails[0])
-            self._table_cache = _CdfTable(right, left, mass, z_star)
+            self._table_cache = _CdfTable(right, left, mass, z_star, s0)
         return self._table_cache
 
     def cdf(self, z: ArrayLike) -> float | NDArray[np.float64]:
@@ -939,7 +980,7 @@ class VersatileLogistic:
         if np.any(np.isnan(flat)):
             raise ValueError("z must not contain NaN")
         t = self._table()
-        d = flat - t.z_star
+        d = (flat - t.z_star) / t.scale
         below = d <= 0.0
         mass_lo = np.zeros(d.shape[0])
         mass_up = np.zeros(d.shape[0])
@@ -1000,10 +1041,10 @@ class VersatileLogistic:
         upper = (flat > c_mode) & (flat < 1.0)
         if np.any(lower):
             target = np.minimum(flat[lower] * t.mass, t.left.tails[0])
-            out[lower] = t.z_star - _invert_side(t.left, target)
+            out[lower] = t.z_star - t.scale * _invert_side(t.left, target)
         if np.any(upper):
             target = np.minimum((1.0 - flat[upper]) * t.mass, t.right.tails[0])
-            out[upper] = t.z_star + _invert_side(t.right, target)
+            out[upper] = t.z_star + t.scale * _invert_side(t.right, target)
         if q_arr.ndim == 0:
             return float(out[0])
         return out.reshape(q_arr.shape)
@@ -1144,7 +1185,7 @@ class VersatileLogistic:
 
             def integrand(u: NDArray, side: float = side, table: _SideTable = table) -> NDArray:
                 f = np.exp(-np.maximum(_cheb_eval(table, u), -700.0))
-                sp = softplus(sign * (t.z_star + side * u - shift))
+                sp = softplus(sign * (t.z_star + side * t.scale * u - shift))
                 return np.stack([f, sp * f])
 
             vals = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))
