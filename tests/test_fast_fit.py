@@ -2,17 +2,17 @@
 
 - With at most ``max_bins`` distinct values per feature, the binned search picks the stumps of the
   exhaustive search, so the whole fit (stumps, alphas, noise statistics) is the same.
-- A fit is bit-identical for any number of numba threads, on rows and on pseudo-rows.
+- A fit is bit-identical for any ``n_jobs`` (numba threads), on rows and on pseudo-rows.
 - Quantile binning (more distinct values than bins) still fits well, with thresholds in the units
   of ``X``.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pytest
 
+import viboost._parallel as viboost_parallel
 from viboost import VIBoostClassifier
 
 
@@ -44,20 +44,15 @@ def test_binned_search_fits_like_the_exact_search(n, kwargs):
 
 
 @pytest.mark.parametrize("n", [3_000, 40_000])
-def test_fit_is_identical_across_thread_counts(n):
+def test_fit_is_identical_across_thread_counts(n, monkeypatch):
     rng = np.random.default_rng(2)
     X = rng.normal(size=(n, 6))
     X[rng.random(n) < 0.02, 4] = np.nan
     y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=n) > 0).astype(int)
     y[rng.random(n) < 0.1] ^= 1
-    before = numba.get_num_threads()
-    fits = []
-    try:
-        for threads in (1, numba.config.NUMBA_NUM_THREADS):
-            numba.set_num_threads(threads)
-            fits.append(VIBoostClassifier(20, random_state=0).fit(X, y))
-    finally:
-        numba.set_num_threads(before)
+    # No work threshold: n_jobs=-1 really runs the kernels on every thread numba has.
+    monkeypatch.setattr(viboost_parallel, "WORK_THRESHOLD", 0)
+    fits = [VIBoostClassifier(20, random_state=0, n_jobs=jobs).fit(X, y) for jobs in (1, -1)]
     one, many = fits
     assert one.estimators_ == many.estimators_
     np.testing.assert_array_equal(one.alphas_, many.alphas_)
