@@ -17,10 +17,10 @@ The table (default mode) times, in one run and in this process:
 
 each on an idle machine and with two busy background processes (``multiprocessing`` processes
 spinning in pure Python, started by this script, stopped by a deadline and terminated at the
-end). Times are medians of ``--repeats`` fits (default 5 small, 3 large), after warm-up fits that
-load or compile the numba kernels. The ratio column divides by the ``n_jobs=1`` fit under the same
-load. "Idle" means no process of this script's; other work on the machine is not controlled, so
-run it on a quiet machine.
+end). Times are medians of ``--repeats`` fits (default 11 small, 5 large; the settings take
+turns, one fit each), after warm-up fits that load or compile the numba kernels. The ratio
+column divides by the ``n_jobs=1`` fit under the same load. "Idle" means no process of this
+script's; other work on the machine is not controlled, so run it on a quiet machine.
 
 ``--sweep`` times 5-round fits of ``n`` rows x ``d`` features at one and two threads (threshold
 forced to 0, idle, median of ``--repeats``) and ``decision_function`` of 100 stumps on ``n``
@@ -136,17 +136,26 @@ def table(small_repeats: int, large_repeats: int) -> str:
     for load in (0, LOAD_PROCESSES):
         condition = "idle" if load == 0 else f"{load} busy processes"
         with background_load(load):
-            for label, kwargs, forced in small:
-                fit = partial(_fit, VIBoostClassifier(100, **kwargs), Xs, ys)
-                with no_threshold() if forced else nullcontext():
-                    seconds = median_time(fit, small_repeats)
+            # The settings take turns, one fit each per turn, so that drifts of the machine
+            # (frequency, the load's scheduling) reach all of them alike.
+            times: dict[str, list[float]] = {label: [] for label, _, _ in small}
+            for _ in range(small_repeats):
+                for label, kwargs, forced in small:
+                    fit = partial(_fit, VIBoostClassifier(100, **kwargs), Xs, ys)
+                    with no_threshold() if forced else nullcontext():
+                        times[label].append(median_time(fit, 1))
+            for label, _, _ in small:
+                seconds = statistics.median(times[label])
                 rows.append(("breast cancer 569 x 30, 100 rounds", condition, label, seconds))
                 print(f"  {rows[-1]}", file=sys.stderr)
-            for label, kwargs in large:
-                fit = partial(_fit, VIBoostClassifier(5, random_state=0, **kwargs), Xl, yl)
-                rows.append(
-                    ("10^6 x 4, 5 rounds", condition, label, median_time(fit, large_repeats))
-                )
+            times = {label: [] for label, _ in large}
+            for _ in range(large_repeats):
+                for label, kwargs in large:
+                    fit = partial(_fit, VIBoostClassifier(5, random_state=0, **kwargs), Xl, yl)
+                    times[label].append(median_time(fit, 1))
+            for label, _ in large:
+                seconds = statistics.median(times[label])
+                rows.append(("10^6 x 4, 5 rounds", condition, label, seconds))
                 print(f"  {rows[-1]}", file=sys.stderr)
     single = {(what, condition): s for what, condition, label, s in rows if label == "n_jobs=1"}
     lines = [
@@ -235,8 +244,8 @@ def main() -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--sweep", action="store_true", help="threshold measurement")
     mode.add_argument("--launch", action="store_true", help="kernel launch cost")
-    parser.add_argument("--repeats", type=int, default=5, help="small-fit repeats (median)")
-    parser.add_argument("--large-repeats", type=int, default=3, help="large-fit repeats")
+    parser.add_argument("--repeats", type=int, default=11, help="small-fit repeats (median)")
+    parser.add_argument("--large-repeats", type=int, default=5, help="large-fit repeats")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("contention.md"))
     args = parser.parse_args()
 

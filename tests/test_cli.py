@@ -317,3 +317,60 @@ def test_python_m_viboost_help():
     assert result.stdout.startswith("usage: viboost")
     for command in ("fit", "predict", "inspect", "noise", "demo"):
         assert command in result.stdout
+
+
+# ------------------------------------------------------------------------ issue 10: threads, exits
+def test_jobs_option_gives_the_same_model(easy_csv, tmp_path, capsys):
+    one, many = tmp_path / "one.joblib", tmp_path / "many.joblib"
+    assert _fit(easy_csv, one, "--jobs", "1") == 0
+    assert _fit(easy_csv, many, "--jobs", "-1") == 0
+    a, b = joblib.load(one), joblib.load(many)
+    assert a.n_jobs == 1 and b.n_jobs == -1
+    np.testing.assert_array_equal(a.alphas_, b.alphas_)
+    np.testing.assert_array_equal(a.clean_proba_, b.clean_proba_)
+    out = tmp_path / "pred.csv"
+    assert main(["predict", str(many), str(easy_csv), "-o", str(out), "--jobs", "2"]) == 0
+    assert main(["noise", str(easy_csv), "--target", "label", "--jobs", "-1"]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(easy_csv), "--target", "label", "-o", str(one), "--jobs", "0"]) == 2
+    assert "0 threads" in capsys.readouterr().err
+
+
+def test_numerical_failure_is_reported_with_exit_code_1(easy_csv, tmp_path, capsys, monkeypatch):
+    def fail(self, *args, **kwargs):
+        raise FloatingPointError("the log-density is not resolved in float64")
+
+    monkeypatch.setattr(VIBoostClassifier, "fit", fail)
+    code = main(["fit", str(easy_csv), "--target", "label", "-o", str(tmp_path / "m.joblib")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("viboost: error: FloatingPointError: the log-density is not resolved")
+    assert "Traceback" not in err
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_installed_command_exits_within_bound(easy_csv, tmp_path):
+    # The installed console script (not main() in this process): fit, then a bad input; each
+    # run is bounded, ends with its documented exit code and prints no traceback.
+    env = {**os.environ, "VIBOOST_QUIET_COMPILE": "1"}
+    model = tmp_path / "model.joblib"
+    ok = subprocess.run(
+        ["viboost", "fit", str(easy_csv), "--target", "label", "-o", str(model), "--jobs", "-1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert model.exists()
+    bad = subprocess.run(
+        ["viboost", "fit", str(easy_csv), "--target", "nope", "-o", str(model)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("viboost: error: ") and "Traceback" not in bad.stderr

@@ -3,7 +3,9 @@
 Run ``viboost --help`` (or ``python -m viboost --help``) for the usage. Every subcommand reads
 CSV files with a header row and numeric feature columns; models are saved with joblib. User
 errors (a missing file, a bad CSV, an unknown column, a file that is not a viboost model) print
-``viboost: error: <message>`` on stderr and return exit code 2, without a traceback. Output files
+``viboost: error: <message>`` on stderr and return exit code 2, without a traceback; a numerical
+failure (for example a density not resolved in float64) prints the same way with exit code 1.
+No command waits without a bound: every iterative loop underneath is capped. Output files
 are written atomically, so an existing file is only ever replaced by complete new content.
 
 Model files are pickles: load only model files you trust.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 PROG = "viboost"
+EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 _SPARK_UNICODE = "▁▂▃▄▅▆▇█"
@@ -51,6 +54,27 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 threads: use a positive count, or -1 for all cores")
+    return value
+
+
+def _add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="J",
+        help="threads for the compiled kernels (default: 1; -1: all cores); data under about "
+        "10^6 cells runs on one thread anyway, and results do not depend on it",
+    )
 
 
 def _seed(text: str) -> int:
@@ -169,6 +193,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         n_estimators=args.n_estimators,
         noise_model=not args.no_noise_model,
         alpha=args.alpha,
+        n_jobs=args.jobs,
         verbose=1,
     )
     start = time.perf_counter()
@@ -205,6 +230,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                 "model's feature columns, in order"
             )
         X = X.to_numpy()  # by position: the model has no names to match
+    model.set_params(n_jobs=args.jobs)  # threads for this prediction, not the saved model's
     proba = model.predict_proba(X)
     table = pd.DataFrame({"prediction": model.predict(X)})
     for i, label in enumerate(model.classes_):
@@ -335,7 +361,8 @@ def _cmd_noise(args: argparse.Namespace) -> int:
 
     output = _check_destination(args.output, args.data) if args.output else None
     X, y = read_csv_checked(args.data, args.target)
-    model = VIBoostClassifier(n_estimators=args.n_estimators, verbose=1).fit(X, y)
+    model = VIBoostClassifier(n_estimators=args.n_estimators, n_jobs=args.jobs, verbose=1)
+    model.fit(X, y)
     noise_proba = 1.0 - model.clean_proba_
     order = np.argsort(-noise_proba, kind="stable")
     labels = y.to_numpy()
@@ -541,6 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="approx",
         help="approximate (paper) or exact mode of the weight posterior (default: approx)",
     )
+    _add_jobs_option(fit)
     fit.set_defaults(handler=_cmd_fit)
 
     predict = sub.add_parser(
@@ -558,6 +586,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT.csv",
         help="write the CSV here (atomically) instead of to stdout",
     )
+    _add_jobs_option(predict)
     predict.set_defaults(handler=_cmd_predict)
 
     inspect = sub.add_parser(
@@ -600,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OUT.csv",
         help="also write the ranking of all rows (rank, row, label, noise_proba) to this CSV",
     )
+    _add_jobs_option(noise)
     noise.set_defaults(handler=_cmd_noise)
 
     demo = sub.add_parser(
@@ -686,7 +716,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         Exit status: 0 on success, 2 for a usage or input error (reported on stderr as
-        ``viboost: error: <message>``), 130 when interrupted.
+        ``viboost: error: <message>``), 1 for a numerical failure (an ``ArithmeticError`` or
+        ``RuntimeError``, reported the same way, without a traceback), 130 when interrupted.
 
     Examples
     --------
@@ -713,6 +744,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{PROG}: error: {_os_error_message(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except (ArithmeticError, RuntimeError) as exc:  # a numerical failure, reported plainly
+        print(f"{PROG}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

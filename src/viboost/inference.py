@@ -300,7 +300,9 @@ def _newton_mode(slope_sign, knot, weight, start):  # pragma: no cover - compile
         if abs(new - c) <= 1e-14 * (1.0 + abs(c)) or grad == 0.0:
             return new, curv
         c = new
-    return c, curv
+    # Not converged in 200 steps: a NaN curvature makes both callers return NaN, and
+    # log_normalizer_c falls back to the next method (at last the adaptive S.5 quadrature).
+    return c, np.nan
 
 
 @numba.njit(cache=True)
