@@ -46,15 +46,24 @@ CHILD = textwrap.dedent(
     from numba.core.registry import CPUDispatcher
     import viboost, viboost.cli, viboost.gibbs, viboost.generative, viboost.datasets
     import viboost.inference as inference
+    from viboost._parallel import ThreadedKernel
+
+    def dispatchers(module):  # plain kernels, and both forms of the threaded ones
+        for k in vars(module).values():
+            if isinstance(k, CPUDispatcher):
+                yield k
+            elif isinstance(k, ThreadedKernel):
+                yield from (k.serial, k.parallel)
+
     every = [
         k for m in list(sys.modules.values()) if m and m.__name__.startswith("viboost")
-        for k in vars(m).values() if isinstance(k, CPUDispatcher)
+        for k in dispatchers(m)
     ]
     at_import = sum(len(k.signatures) for k in every)  # compiled or loaded by the imports
     rng = np.random.default_rng(0)
     y = np.where(rng.random(50) < 0.5, -1.0, 1.0)
     inference.log_normalizer_c(y, rng.normal(size=50), y, np.ones(50), 1.0)
-    kernels = [k for k in vars(inference).values() if isinstance(k, CPUDispatcher)]
+    kernels = list(dispatchers(inference))
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     print(f"kernels={len(every)} at_import={at_import} misses={misses} hits={hits}")

@@ -15,8 +15,18 @@ Policy
   joblib worker thread (``GridSearchCV(n_jobs=2)`` with the threading backend) changes the count
   of that thread only, and a new thread starts from ``NUMBA_NUM_THREADS``.
 
+- Each parallel kernel is a :class:`ThreadedKernel` (decorator :func:`threaded_kernel`): numba
+  compiles it on first use in the form the call needs, serial when the calling thread's numba
+  count is 1 (the default ``n_jobs`` and every call below the threshold) and with ``prange`` on
+  threads otherwise. A small fit thus never touches numba's threading layer (whose ``workqueue``
+  fallback, used where neither OpenMP nor TBB loads, costs ~60-140 us per launch even at one
+  thread) and never waits for the slower parallel compile (3-4x the serial one: 2.7 s against
+  0.7 s for the histogram kernel).
+
 The kernels split their rows into chunks fixed by the data's shape, never by the thread count,
-and reduce the chunks in a fixed order, so results are bit-identical for every ``n_jobs``.
+and reduce the chunks in a fixed order; numba compiles without fast-math, so the serial and the
+parallel forms add the same numbers in the same order: results are bit-identical for every
+``n_jobs``.
 
 Measurements (provisional: a 2-core AMD EPYC shared with other work, load average 1-3 before
 any of ours, numba 0.68 with its ``omp`` threading layer; two runs each, speed-up = time at one
@@ -46,18 +56,23 @@ thread / time at two). Reproduce with ``python benchmarks/contention.py --sweep`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+import types
+from collections.abc import Callable, Iterator
 from numbers import Integral
+from typing import Any
 
 import joblib
 import numba
 
 __all__ = [
     "WORK_THRESHOLD",
+    "ThreadedKernel",
     "kernel_threads",
     "max_threads",
     "numba_threads",
     "resolve_n_jobs",
+    "threaded_kernel",
 ]
 
 #: Units of work (rows x features in a fit, rows x stumps in a prediction) below which the
@@ -164,3 +179,72 @@ def numba_threads(n_threads: int) -> Iterator[int]:
         yield n
     finally:
         numba.set_num_threads(before)
+
+
+class ThreadedKernel:
+    """A numba kernel with ``prange`` loops, compiled lazily as a serial and a parallel form.
+
+    A call runs the serial form (``prange`` as a plain loop) when the calling thread's numba
+    thread count is 1, as inside :func:`numba_threads` ``(1)``, and the parallel form
+    (``numba.njit(parallel=True)``) otherwise. Each form compiles on its first call only, and
+    each has its own on-disk cache entry (the serial copy of the function is named
+    ``<name>_serial``, which names numba's cache files).
+
+    Parameters
+    ----------
+    py_func : callable
+        The kernel's Python source, written for ``numba.njit``.
+    options : dict
+        Further options of ``numba.njit`` for both forms (such as ``cache=True``).
+
+    Attributes
+    ----------
+    serial, parallel : numba dispatcher
+        The two forms.
+    """
+
+    def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
+        serial_func = types.FunctionType(
+            py_func.__code__,
+            py_func.__globals__,
+            py_func.__name__,
+            py_func.__defaults__,
+            py_func.__closure__,
+        )
+        serial_func.__qualname__ = py_func.__qualname__ + "_serial"
+        serial_func.__module__ = py_func.__module__
+        serial_func.__doc__ = py_func.__doc__
+        self.serial = numba.njit(**options)(serial_func)
+        self.parallel = numba.njit(parallel=True, **options)(py_func)
+        functools.update_wrapper(self, py_func)
+
+    def __call__(self, *args: Any) -> Any:
+        if numba.get_num_threads() == 1:
+            return self.serial(*args)
+        return self.parallel(*args)
+
+
+def threaded_kernel(**options: Any) -> Callable[[Callable[..., Any]], ThreadedKernel]:
+    """Decorator: ``@threaded_kernel(cache=True)`` makes a :class:`ThreadedKernel`.
+
+    Examples
+    --------
+    >>> import numba, numpy as np
+    >>> @threaded_kernel()
+    ... def total(x):
+    ...     out = np.zeros(2)
+    ...     for c in numba.prange(2):  # fixed chunks: the same sums at any thread count
+    ...         for i in range(c, x.shape[0], 2):
+    ...             out[c] += x[i]
+    ...     return out[0] + out[1]
+    >>> with numba_threads(1):
+    ...     print(total(np.arange(10.0)))
+    45.0
+    >>> print(total.parallel(np.arange(10.0)))
+    45.0
+    """
+
+    def wrap(py_func: Callable[..., Any]) -> ThreadedKernel:
+        return ThreadedKernel(py_func, options)
+
+    return wrap

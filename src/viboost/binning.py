@@ -38,6 +38,8 @@ import numba
 import numpy as np
 from sklearn.utils import check_random_state
 
+from viboost._parallel import threaded_kernel
+
 __all__ = ["MISSING_BIN", "FeatureBinner"]
 
 #: Bin of a missing value (NaN); the bins of observed values are ``0 .. n_bins_[j] - 1 <= 254``.
@@ -65,7 +67,7 @@ def _count_below(sorted_row, x):  # pragma: no cover - compiled
     return pos
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _bin_rows(X, table):  # pragma: no cover - compiled
     """Bin of each entry of ``X``: the count of a feature's edges below the value; NaN -> 255.
 
@@ -82,7 +84,7 @@ def _bin_rows(X, table):  # pragma: no cover - compiled
     return out
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _absent_values(X, active, features, table):  # pragma: no cover - compiled
     """For each listed feature, whether some active, non-missing value is absent from its table.
 
@@ -163,7 +165,7 @@ def _generator(random_state) -> np.random.Generator:
     return np.random.default_rng(state.randint(np.iinfo(np.int32).max))
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _gather_rows(X, rows, out):  # pragma: no cover - compiled
     """``out[k] = X[rows[k]]`` for a C-ordered X into a Fortran-ordered ``out``, in row blocks."""
     n_rows, d = rows.shape[0], X.shape[1]

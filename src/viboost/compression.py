@@ -33,6 +33,8 @@ import math
 import numba
 import numpy as np
 
+from viboost._parallel import threaded_kernel
+
 __all__ = ["CORE_HALF_WIDTH", "DEFAULT_BIN_WIDTH", "compress_round"]
 
 #: Width of a knot bin for ``|u| <= CORE_HALF_WIDTH`` (in units of the margin ``H``).
@@ -92,7 +94,7 @@ def _bin_of(u, edges, half, width, log_step_inv, offset):  # pragma: no cover - 
     return k
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, offset):
     """Per (group, bin): sum s, s d, s d^2, s d^3 (d: offset from the bin centre in units of the
     bin width), min and max of u; flat per-chunk arrays of 6 slots per (group, bin)."""  # noqa: D205

@@ -51,6 +51,7 @@ import numpy as np
 from scipy.special import betaln, digamma, gammaln, log_expit, logsumexp, xlogy
 
 from viboost._math import log_sum_exp, softplus
+from viboost._parallel import threaded_kernel
 from viboost.distributions import BinaryLogistic, VersatileLogistic
 
 __all__ = [
@@ -494,7 +495,7 @@ class CleanLogOdds:
         return log_expit(log_kappa), log_expit(-log_kappa)
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _clean_proba_kernel(y, margin, a_neg, a_pos, slope):  # pragma: no cover - compiled
     """phi_n = sigmoid(a_y - slope softplus(-y_n H_n)), overflow-free."""
     n = y.shape[0]
@@ -523,7 +524,7 @@ _CHUNK_ROWS = 1 << 16
 _MAX_CHUNKS = 64
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _weights_kernel(y, margin, sample_weight, a_neg, a_pos, slope, clean, tau, exact, out):
     """Unnormalised stump-search weights, scaled by exp(-M) with M a bound on their log.
 
@@ -630,7 +631,7 @@ def stump_weights(
     return np.exp(log_w - logsumexp(log_w))
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _advance_kernel(y, sample_weight, h, alpha, margin, expu, a_neg, a_pos, exact, out):
     """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (slope-1 odds, tau = 1).
 

@@ -39,6 +39,7 @@ from typing import Protocol
 import numba
 import numpy as np
 
+from viboost._parallel import threaded_kernel
 from viboost.binning import MISSING_BIN, FeatureBinner
 
 __all__ = [
@@ -246,7 +247,7 @@ def _histogram_chunks(n_samples: int, n_features: int) -> int:
     return max(1, min(by_rows, by_memory, _HIST_MAX_CHUNKS))
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - compiled
     """Weight per (feature, bin, label): ``hist[j, b, 1]`` positives, ``hist[j, b, 0]`` negatives.
 
@@ -337,7 +338,7 @@ def _best_split(hist, n_bins, has_missing, tol):  # pragma: no cover - compiled
     return best_j, best_p, best_polarity, best_missing_right, best_error
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _transpose(binned, block):  # pragma: no cover - compiled
     """``binned.T`` as a C-contiguous (d, n) array, in row blocks that stay in cache."""
     n, d = binned.shape
@@ -351,7 +352,7 @@ def _transpose(binned, block):  # pragma: no cover - compiled
     return out
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cover - compiled
     """``h`` of the training rows from one binned column: bins ``>= position`` on the right."""
     n = column.shape[0]
@@ -365,7 +366,7 @@ def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cov
     return out
 
 
-@numba.njit(cache=True, parallel=True)
+@threaded_kernel(cache=True)
 def _ensemble_margin(  # pragma: no cover - compiled
     X, features, thresholds, right_terms, left_terms, missing_right, block
 ):
