@@ -303,16 +303,18 @@ def test_read_csv_checked_features(easy_csv):
 
 
 # ------------------------------------------------------------------------------------ python -m
+def _run_command(
+    args: list[str], env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """Run a command in a subprocess, bounded by ``timeout`` seconds; never raises on its exit."""
+    return subprocess.run(
+        args, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
 def test_python_m_viboost_help():
     env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    result = subprocess.run(
-        [sys.executable, "-m", "viboost", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    result = _run_command([sys.executable, "-m", "viboost", "--help"], env, 60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: viboost")
     for command in ("fit", "predict", "inspect", "noise", "demo"):
@@ -354,23 +356,10 @@ def test_installed_command_exits_within_bound(easy_csv, tmp_path):
     # run is bounded, ends with its documented exit code and prints no traceback.
     env = {**os.environ, "VIBOOST_QUIET_COMPILE": "1"}
     model = tmp_path / "model.joblib"
-    ok = subprocess.run(
-        ["viboost", "fit", str(easy_csv), "--target", "label", "-o", str(model), "--jobs", "-1"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
+    fit = ["viboost", "fit", str(easy_csv), "--target", "label", "-o", str(model)]
+    ok = _run_command([*fit, "--jobs", "-1"], env, 240)
     assert ok.returncode == 0, ok.stderr
     assert model.exists()
-    bad = subprocess.run(
-        ["viboost", "fit", str(easy_csv), "--target", "nope", "-o", str(model)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
+    bad = _run_command([*fit[:3], "--target", "nope", "-o", str(model)], env, 240)
     assert bad.returncode == 2
     assert bad.stderr.startswith("viboost: error: ") and "Traceback" not in bad.stderr
