@@ -580,7 +580,7 @@ def _cheb_eval(table: _SideTable, u: NDArray) -> NDArray:
     return t * b1 - b2 + c[:, 0]
 
 
-def _tail_masses(masses: NDArray) -> NDArray:
+def tail_masses(masses: NDArray) -> NDArray:
     """Mass beyond each edge (``tails[i]`` = sum of pieces ``i, i+1, ...``; last entry 0)."""
     with np.errstate(over="ignore"):
         tails = np.concatenate([np.cumsum(masses[::-1])[::-1], [0.0]])
@@ -638,7 +638,7 @@ def _build_side_table(
         return np.exp(-np.maximum(_cheb_eval(table, u), -700.0))[None, :]
 
     masses = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))[0]
-    tails = _tail_masses(masses)
+    tails = tail_masses(masses)
     return table._replace(tails=tails)
 
 

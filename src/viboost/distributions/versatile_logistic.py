@@ -57,7 +57,7 @@ from viboost.distributions._vlog_quadrature import (
     _QuadSetup,
     _rise_scale,
     _SideTable,
-    _tail_masses,
+    tail_masses,
 )
 from viboost.distributions._vlog_sampling import _ArsSampler
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
@@ -822,7 +822,7 @@ class VersatileLogistic:
 
                 vals = _gk_intervals(integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels))
                 # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
-                tails = _tail_masses(vals[0])
+                tails = tail_masses(vals[0])
                 sides.append((e, tails, vals.sum(axis=1)))
             mass = sides[0][2][0] + sides[1][2][0]
             self._quad_cache = _QuadSetup(kernel, z_star, s0, sides[0], sides[1], mass)
