@@ -18,6 +18,7 @@ from viboost._parallel import (
     max_threads,
     numba_threads,
     resolve_n_jobs,
+    threaded_kernel,
 )
 
 several_threads = pytest.mark.skipif(
@@ -281,3 +282,26 @@ def test_gibbs_threads_never_exceed_n_jobs(monkeypatch):
         threads = resolve_n_jobs(n_jobs)
         assert peak[0] <= threads
         assert all(c * min(threads, 4) <= threads for c in counts)
+
+
+# ---------------------------------------------------------------------- ThreadedKernel
+def test_threaded_kernel_compiles_only_the_form_a_call_needs():
+    @threaded_kernel()
+    def chunk_sums(x):
+        out = np.zeros(4)
+        for c in numba.prange(4):
+            for i in range(c, x.shape[0], 4):
+                out[c] += x[i]
+        return out
+
+    x = np.random.default_rng(0).normal(size=1001)
+    with numba_threads(1):
+        serial = chunk_sums(x)
+    assert len(chunk_sums.serial.signatures) == 1
+    assert len(chunk_sums.parallel.signatures) == 0  # never compiled: never needed
+    if max_threads() > 1:
+        with numba_threads(2):
+            parallel = chunk_sums(x)
+        assert len(chunk_sums.parallel.signatures) == 1
+        np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
+    assert chunk_sums.serial.py_func.__qualname__.endswith("_serial")  # own cache files
