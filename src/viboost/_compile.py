@@ -2,7 +2,8 @@
 
 viboost's hot loops are numba kernels compiled lazily, on first use, and cached on disk
 (``cache=True``: next to the modules in site-packages, or under ``NUMBA_CACHE_DIR``). The first
-fit after an install therefore spends 20-40 s compiling, with nothing else to show for it. This
+fit after an install therefore spends seconds compiling (about 5 s for a small fit on 2 cores,
+15 s more for the parallel forms of the first multi-threaded fit), with nothing to show. This
 module installs a listener for numba's ``"numba:compile"`` event, which numba broadcasts only when
 it really compiles a function (a function loaded from the on-disk cache raises no event), and
 prints :data:`NOTICE` to stderr the first time a kernel defined in viboost compiles: at most once
