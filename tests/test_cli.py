@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -355,8 +356,12 @@ def test_installed_command_exits_within_bound(easy_csv, tmp_path):
     # The installed console script (not main() in this process): fit, then a bad input; each
     # run is bounded, ends with its documented exit code and prints no traceback.
     env = {**os.environ, "VIBOOST_QUIET_COMPILE": "1"}
+    # The script of the environment running the tests (next to its python), else the PATH's.
+    beside = Path(sys.executable).with_name("viboost")
+    command = str(beside) if beside.exists() else shutil.which("viboost")
+    assert command is not None, "the viboost command is not installed"
     model = tmp_path / "model.joblib"
-    fit = ["viboost", "fit", str(easy_csv), "--target", "label", "-o", str(model)]
+    fit = [command, "fit", str(easy_csv), "--target", "label", "-o", str(model)]
     ok = _run_command([*fit, "--jobs", "-1"], env, 240)
     assert ok.returncode == 0, ok.stderr
     assert model.exists()
