@@ -34,22 +34,24 @@ _BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per 
 KERNEL_DIP_LIMIT = 60.0
 
 
-def _exact_sum_with_noise(
-    summands: NDArray[np.float64], sensitivity: NDArray[np.float64]
-) -> tuple[float, float]:
-    """``(sum, noise)`` of the summands of a slope ``g'`` (``mu_k beta_k expit(t_k)``).
+def slope_noise_factor(n_terms: int) -> float:
+    """Rounding noise of a sum of ``n_terms`` slope summands, per unit of their magnitude.
 
-    The summands are formed elementwise and summed exactly (``math.fsum``), not by a BLAS dot
-    product, whose fused multiply-adds on some CPUs leave the rounding error of one product
-    where two products cancel exactly.  The sum is still only known to within ``noise``: a few
-    eps of each summand (each was rounded when formed) plus a few eps of each ``sensitivity``
-    ``mu_k |beta_k t_k| expit(t_k) expit(-t_k)``, the change of a summand when its argument
-    ``t_k = beta_k (z - gamma_k)`` moves by its own rounding error (``eps |t_k|``).
+    ``(8 + log2 K) eps``: each summand is off by a few eps when formed, and summation adds
+    ``log2 K`` more; where ``|g'|`` is below this times the summands' magnitude the point is
+    the mode to working precision.
     """
-    total = math.fsum(summands.tolist())
-    magnitude = math.fsum(np.abs(summands).tolist()) + math.fsum(sensitivity.tolist())
-    noise = (8.0 + math.log2(max(summands.shape[0], 1))) * _EPS * magnitude
-    return total, noise
+    return (8.0 + math.log2(max(n_terms, 1))) * _EPS
+
+
+def check_kernel_dip(values: ArrayLike, what: str) -> None:
+    """Raise ``FloatingPointError`` if ``g~`` dips below ``-KERNEL_DIP_LIMIT`` (rounding noise)."""
+    low = float(np.min(values))
+    if not low > -KERNEL_DIP_LIMIT:  # NaN included
+        raise FloatingPointError(
+            f"{what} is not resolved in float64: its log-density rises by {-low:.3g} away from "
+            "its computed mode (rounding noise of extreme multiplicities or slopes)"
+        )
 
 
 def scaled_slope(
@@ -59,15 +61,22 @@ def scaled_slope(
 
     ``mu_k = weights_k * 2**e`` (see ``VersatileLogistic._compressed``); products with the
     weights are formed in log space, so that they neither overflow nor lose a subnormal
-    ``expit``.  The same sum as the ``gamma`` of :class:`_BregmanKernel` at ``z0 = z``.
+    ``expit``.  The summands ``mu_k beta_k expit(t_k)`` are formed elementwise and summed
+    exactly (``math.fsum``), not by a BLAS dot product, whose fused multiply-adds on some CPUs
+    leave the rounding error of one product where two products cancel exactly.  The sum is
+    still only known to within the noise: a few eps of each summand (each was rounded when
+    formed) plus a few eps of ``mu_k |beta_k t_k| expit(t_k) expit(-t_k)``, the change of a
+    summand when its argument ``t_k = beta_k (z - gamma_k)`` moves by its own rounding error.
     """
     t = slopes * (z - knots)
     log_w = np.log(weights)
     lp, lq = log_expit(t), log_expit(-t)
+    summands = slopes * np.exp(log_w + lp)
     spread = np.abs(slopes) * np.exp(log_w + lp + lq)  # mu |beta| expit(t) expit(-t)
-    total, noise = _exact_sum_with_noise(slopes * np.exp(log_w + lp), spread * np.abs(t))
+    magnitude = math.fsum(np.abs(summands).tolist()) + math.fsum((spread * np.abs(t)).tolist())
+    noise = slope_noise_factor(slopes.shape[0]) * magnitude
     curvature = float(spread @ np.abs(slopes))
-    return total, noise, curvature
+    return math.fsum(summands.tolist()), noise, curvature
 
 
 def _chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
@@ -199,10 +208,7 @@ class _BregmanKernel:
         self.wp = np.exp(log_w + self.log_p)  # mu p / scale, exact even where p is subnormal
         # g'(z0) / scale and (g(z0) - constant terms) / scale, with the same care for mu expit(a).
         log_hi = log_expit(a)
-        spread = np.abs(slopes) * np.exp(log_w + self.log_p + self.log_q)
-        self.gamma, self.gamma_noise = _exact_sum_with_noise(
-            slopes * np.exp(log_w + log_hi), spread * np.abs(a)
-        )
+        self.gamma, self.gamma_noise, _ = scaled_slope(slopes, knots, weights, z0)
         # softplus(a) = -log_expit(-a); for a < -30 it is expit(a) to 1e-13, formed in log space.
         sp_big = -log_expit(-np.maximum(a, -30.0))
         self.g0 = float(np.sum(np.where(a > -30.0, weights * sp_big, np.exp(log_w + log_hi))))

@@ -24,9 +24,9 @@ from scipy.integrate import IntegrationWarning
 from viboost._math import log1mexp, log_cosh, log_sum_exp
 from viboost.distributions._vlog_kernels import (
     _EPS,
-    KERNEL_DIP_LIMIT,
     _BregmanKernel,
     _ShiftedKernel,
+    check_kernel_dip,
 )
 
 # Integration settings of the fast path of ``log_normalizer`` (see ``_log_integral_trapezoid``).
@@ -344,12 +344,7 @@ def _log_middle_integral(
             batch = np.minimum(u * 2.0 ** np.arange(16), length)
             batch = batch[: int(np.searchsorted(batch, length)) + 1]
             vals = rise(batch)
-            if np.any(vals < -KERNEL_DIP_LIMIT):
-                raise FloatingPointError(
-                    "v-Log normaliser: the log-density is not resolved in float64 (it rises by "
-                    f"{-float(np.min(vals)):.3g} away from its computed mode: rounding noise of "
-                    "extreme multiplicities or slopes)"
-                )
+            check_kernel_dip(vals, "the v-Log normaliser's integrand")
             for u_k, r_k in zip(batch, vals, strict=True):
                 edges.append(float(u_k))
                 if u_k >= length or r_k >= cut + math.log(u_k / s):

@@ -94,7 +94,8 @@ def _make_envelope(x: NDArray, h: NDArray, dh: NDArray) -> _Envelope:
     m = x.shape[0]
     gap = np.diff(x)
     den = dh[:-1] - dh[1:]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # replaced below
+    # Parallel tangents or an overflow give a non-finite intersection: the midpoint, below.
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         zi = x[:-1] + (h[1:] - h[:-1] - dh[1:] * gap) / den
     zi = np.where(np.isfinite(zi) & (den > 0.0), zi, x[:-1] + 0.5 * gap)
     zi = np.clip(zi, x[:-1], x[1:])

@@ -34,13 +34,13 @@ from scipy.special import expit, log_expit
 
 from viboost._math import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions._vlog_kernels import (
-    _EPS,
-    KERNEL_DIP_LIMIT,
     _BregmanKernel,
     _chunk_rows,
     _ShiftedKernel,
     _solve_increasing,
+    check_kernel_dip,
     scaled_slope,
+    slope_noise_factor,
 )
 from viboost.distributions._vlog_quadrature import (
     _CDF_CUT,
@@ -503,7 +503,7 @@ class VersatileLogistic:
         b, g, _, _ = self._active()
         # Rounding noise of g'(z) is below ~(8 + log2 K) eps times the sum of its |summands|;
         # where |g'| is at that level the point is the mode to working precision.
-        noise = (8.0 + math.log2(b.shape[0])) * _EPS
+        noise = slope_noise_factor(b.shape[0])
 
         def func(x: float) -> tuple[float, float, float, float, float]:
             d, h, d_mag = self._derivatives(x)
@@ -525,7 +525,7 @@ class VersatileLogistic:
         log_rate = self._log_mults() + np.log(np.abs(b))  # log(mu |beta|)
         pos = b > 0.0
         sides = [(b[pos], g[pos], log_rate[pos]), (b[~pos], g[~pos], log_rate[~pos])]
-        noise = (8.0 + math.log2(b.shape[0])) * _EPS
+        noise = slope_noise_factor(b.shape[0])
 
         def func(x: float) -> tuple[float, float, float, float, float]:
             logs, slopes_of_log, log_curv = [], [], []
@@ -782,12 +782,7 @@ class VersatileLogistic:
                 for _ in range(2100):
                     e.append(u)
                     r = float(kernel(np.array([side * u]))[0])
-                    if not r > -KERNEL_DIP_LIMIT:
-                        raise FloatingPointError(
-                            f"{self!r} is not resolved in float64: its log-density rises by "
-                            f"{-r:.3g} away from its computed mode (rounding noise of "
-                            "extreme multiplicities or slopes)"
-                        )
+                    check_kernel_dip(r, repr(self))
                     if r >= _CDF_CUT + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
                         break
                     u *= 2.0
