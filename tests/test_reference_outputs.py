@@ -1,0 +1,58 @@
+"""Bit-identity of every fitted attribute and Gibbs draw with the outputs saved from main.
+
+The saved outputs (``tests/data/reference_outputs.npz``) were computed before the variational
+round moved into :mod:`viboost.variational`; see ``tests/reference_outputs.py`` for the
+configurations (defaults, ``alpha="exact"``, ``noise_model=False``, ``fixed_vi_iter=1``,
+``update_alpha_once``, ``tau`` with sample weights, the exhaustive search, the pseudo-row path
+above 4,096 rows, warm start, and two Gibbs runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reference_outputs as ref
+
+SAVED = Path(__file__).parent / "data" / "reference_outputs.npz"
+
+
+@pytest.fixture(scope="module")
+def saved() -> dict[str, np.ndarray]:
+    with np.load(SAVED) as data:
+        return {key: data[key] for key in data.files}
+
+
+def _assert_identical(saved: dict, name: str, outputs: dict) -> None:
+    for key, value in outputs.items():
+        expected = saved[f"{name}/{key}"]
+        actual = np.asarray(value)
+        assert actual.shape == expected.shape, f"{name}/{key}: shape"
+        assert actual.dtype == expected.dtype, f"{name}/{key}: dtype"
+        # Bitwise, NaN included: compare the bytes, not the values.
+        assert actual.tobytes() == expected.tobytes(), (
+            f"{name}/{key} differs from main: max abs difference "
+            f"{np.nanmax(np.abs(actual.astype(float) - expected.astype(float)))}"
+        )
+
+
+@pytest.mark.parametrize("name", list(ref.VI_CONFIGS))
+def test_vi_fit_is_bit_identical(saved, name):
+    _assert_identical(saved, name, ref.vi_outputs(name))
+
+
+@pytest.mark.parametrize("name", ref.GIBBS_CONFIGS)
+def test_gibbs_draws_are_bit_identical(saved, name):
+    _assert_identical(saved, name, ref.gibbs_outputs(name))
+
+
+def test_saved_outputs_cover_every_configuration(saved):
+    names = {key.split("/")[0] for key in saved}
+    assert names == set(ref.VI_CONFIGS) | set(ref.GIBBS_CONFIGS)
+    # The configurations exercise what they are named for.
+    assert saved["pseudo_rows/clean_proba"].size > 4096
+    assert saved["defaults/n_vi_iter"].max() > 1
+    assert np.all(saved["fixed_vi_iter_1/n_vi_iter"] == 1)
+    assert np.isnan(saved["core_model/snr"])
