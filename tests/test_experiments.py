@@ -25,7 +25,7 @@ from viboost.experiments.vi_vs_gibbs import (
     summarise_vi_vs_gibbs,
     vi_vs_gibbs_run,
 )
-from viboost.inference import approx_alpha
+from viboost.variational import approx_alpha
 
 FIGURES = [
     "prior_alpha.png",

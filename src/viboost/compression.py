@@ -23,7 +23,7 @@ instead of ``O(N)``; the one pass over the rows happens once per round, here.
 
 :func:`compress_round` returns the pseudo-rows in the same ``(y, h, margin, sample_weight)`` form
 as real rows (``h = y v``, ``margin = -y u``), so the updates and the ELBO of
-:mod:`viboost.inference` run on them unchanged.
+:mod:`viboost.variational` run on them unchanged.
 """
 
 from __future__ import annotations

@@ -1,32 +1,25 @@
 """VIBoost as a scikit-learn classifier (Algorithm 1 of Lorbert, Blei, Schapire and Ramadge).
 
-Structure of this module
-------------------------
-- :class:`VIBoostClassifier` holds the hyperparameters, validates the input at ``fit`` and runs the
-  outer boosting loop. Each round is one call of :meth:`VIBoostClassifier._boost`:
+This module owns the scikit-learn plumbing (parameters, validation, fitted attributes, pickling,
+predictions) and the outer boosting loop. Each round of :meth:`VIBoostClassifier.fit`:
 
-  1. pick the stump of largest approximate mode, i.e. of least weighted error under the weights
-     ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5), through a :class:`~viboost.stumps.StumpSearch`
-     (the binned histogram search by default, built once per fit);
-  2. run the inner variational loop of Algorithm 1 (alpha, omega, phi, eta; the updates live in
-     :mod:`viboost.inference`) until the dynamic ELBO stops rising by more than ``tol``, or for a
-     fixed number of iterations. Above ``_COMPRESS_ABOVE`` weighted rows it runs on the
-     pseudo-rows of :mod:`viboost.compression` (one pass over the rows per round, then
-     ``O(bins)`` per inner iteration);
-  3. add ``alpha_t h_t`` to the ensemble ``H`` and compute the next round's stump weights in the
-     same pass (:class:`~viboost.inference.RowMargins`).
+1. **search**: the stump of largest approximate mode, i.e. of least weighted error under the
+   weights ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5 eq. (17), S.6), through a
+   :class:`~viboost.stumps.StumpSearch` (the binned histogram search by default, built once per
+   fit);
+2. **round**: :func:`viboost.variational.run_round`, the inner variational loop (alpha, omega,
+   phi, eta) and its stopping rule, on the weighted rows or, above ``_COMPRESS_ABOVE`` of them,
+   on the pseudo-rows of :mod:`viboost.compression`;
+3. **reweight**: ``H += alpha_t h_t`` and the next round's stump weights in the same pass
+   (:class:`viboost.reweighting.RowMargins`);
+4. **record**: the stump, alpha_t, the ELBO trace and the noise statistics of the new
+   :class:`~viboost.variational.VariationalState`.
 
-  Between rounds q(w) is held as the log-odds of a row's label being true as a function of its
-  margin (:class:`~viboost.inference.CleanLogOdds`), so no per-row phi is stored; ``clean_proba_``
-  is computed from it at the end of ``fit``.
-
-- Prediction is ``sign(H)`` and ``predict_proba`` is ``sigmoid(H)``: the model's probability of
-  the *true* label (section 2), not of a label that may have been corrupted by the noise process.
-
-All sums over rows run in log space (``log phi_n - tau y_n H(x_n)`` through ``logsumexp``) or on
-weights scaled by a bound on their logarithm, so the margins can grow without bound and nothing
-overflows; the prior mass ``mu_0`` is added to the unnormalised sums, which is the 1/Z shrinkage
-of eq. 1oz.
+Between rounds q(w) is held as a function of the margin
+(:class:`~viboost.variational.CleanLogOdds`), so no per-row phi is stored; ``clean_proba_`` is
+computed from it at the end of ``fit``. Prediction is ``sign(H)`` and ``predict_proba`` is
+``sigmoid(H)``: the model's probability of the *true* label (section 2), not of a label that may
+have been corrupted by the noise process.
 """
 
 from __future__ import annotations
@@ -45,21 +38,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from tqdm.auto import tqdm
 
 from viboost._parallel import kernel_threads, numba_threads
+from viboost._validation import check_pair, reject_non_numeric_columns
 from viboost._version import __version__
-from viboost.compression import compress_round
-from viboost.inference import (
-    CleanLogOdds,
-    ModelPriors,
-    RowMargins,
-    approx_alpha,
-    core_elbo,
-    elbo,
-    log_normalizer_c,
-    update_clean_proba,
-    update_noise_grade,
-    update_snr,
-    weight_posterior,
-)
+from viboost.reweighting import RowMargins
 from viboost.stumps import (
     BinnedStumpSearch,
     DecisionStump,
@@ -67,42 +48,26 @@ from viboost.stumps import (
     StumpSearch,
     predict_ensemble,
 )
+from viboost.variational import (
+    ModelPriors,
+    RoundResult,
+    RoundRows,
+    RoundSettings,
+    VariationalState,
+    initial_state,
+    run_round,
+)
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
 # Above this many weighted rows, each round's inner loop runs on the pseudo-rows of knot
-# aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration.
+# aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration, every sum
+# within ~1e-9 relative.
 _COMPRESS_ABOVE = 1 << 12
 
 
 class ViboostVersionWarning(UserWarning):
     """A model is loaded with a viboost version other than the one that saved it."""
-
-
-def _check_pair(name: str, value: object) -> tuple[float, float]:
-    pair = tuple(np.asarray(value, dtype=float).ravel()) if np.ndim(value) else ()
-    if len(pair) != 2 or not all(np.isfinite(v) and v > 0 for v in pair):
-        raise ValueError(f"{name} must be a pair of positive finite numbers, got {value!r}")
-    return float(pair[0]), float(pair[1])
-
-
-def _reject_non_numeric_columns(X: object) -> None:
-    """Name the non-numeric columns of a DataFrame instead of failing on a cell value."""
-    dtypes = getattr(X, "dtypes", None)
-    if dtypes is None or not hasattr(X, "columns"):
-        return
-    from pandas.api.types import is_bool_dtype, is_numeric_dtype
-
-    bad = [
-        str(col)
-        for col, dtype in dtypes.items()
-        if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype))
-    ]
-    if bad:
-        raise ValueError(
-            f"X has non-numeric column(s) {bad}; VIBoostClassifier needs numbers. Encode them "
-            "first, e.g. with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder."
-        )
 
 
 class VIBoostClassifier(ClassifierMixin, BaseEstimator):
@@ -122,14 +87,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         Number of boosting rounds T (one stump per round).
     weight_prior : float, default=1.0
         mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each stump weight. Larger
-        values shrink the weights more (the 1/Z term of eq. 1oz); near 0 the core model is
-        discrete AdaBoost.
+        values shrink the weights more (the 1/Z term of section 6 eq. (18)); near 0 the core
+        model is discrete AdaBoost.
     noise_grade_prior : float, default=1.0
         mu_0': multiplicity of the prior v-Log([+1,-1], [0,0], mu_0') on the noise grade xi.
     clean_prior : pair of float, default=(1.0, 1.0)
         zeta = (zeta_1, zeta_2): the Beta prior on theta, the probability that a label is true.
     tau : float, default=1.0
-        Tail parameter of the approximate mode (eq. appxmode); 1 is the closest to AdaBoost.
+        Tail parameter of the approximate mode (section 5 eq. (17)); 1 is the closest to AdaBoost.
     init_clean_proba : float, default=1.0
         Initial phi_n, the probability that each training label is true.
     init_eta : pair of float, default=(1.0, 1.0)
@@ -138,7 +103,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         False fits the core model of section 2 (every label true, phi_n = 1, no inner loop): the
         smoothed AdaBoost of section 5.
     alpha : {"approx", "exact"}, default="approx"
-        How alpha_t is taken from q(c): the closed-form approximate mode of eq. appxmode (the
+        How alpha_t is taken from q(c): the closed-form approximate mode of eq. (17) (the
         paper's choice) or the exact mode of the v-Log posterior. Stumps are ranked to match:
         by the approximate mode (least weighted error under ``phi exp(-tau y H)``, section 5), or
         by one Newton step towards the exact mode (least weighted error under
@@ -195,7 +160,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     omega_ : ndarray of shape (2,)
         Multiplicities of the v-Log posterior q(xi). NaN when ``noise_model=False``.
     elbo_ : list of ndarray
-        Per round, the dynamic ELBO (S.4) of that round's model before its first inner iteration
+        Per round, the dynamic ELBO (S.5) of that round's model before its first inner iteration
         and after each one; it may fall, as the paper notes. With ``noise_model=False``, the exact
         log evidence ``log p(y | H, h_t)`` of the core model. Empty arrays with ``fixed_vi_iter``.
     n_vi_iter_ : ndarray of shape (n_rounds,)
@@ -322,7 +287,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         super().__setstate__(state)
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
-        _reject_non_numeric_columns(X)
+        reject_non_numeric_columns(X)
         return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan")
 
     # ------------------------------------------------------------------ fitting
@@ -345,9 +310,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
-        clean_prior = _check_pair("clean_prior", self.clean_prior)
-        init_eta = _check_pair("init_eta", self.init_eta)
-        _reject_non_numeric_columns(X)
+        clean_prior = check_pair("clean_prior", self.clean_prior)
+        init_eta = check_pair("init_eta", self.init_eta)
+        reject_non_numeric_columns(X)
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
         )
@@ -392,7 +357,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         clean_prior: tuple[float, float],
         init_eta: tuple[float, float],
     ) -> None:
-        """The rounds of :meth:`fit` on validated input (from scratch or warm-started)."""
+        """The outer loop of Algorithm 1 on validated input (from scratch or warm-started):
+        per round, search the stump, run the round's inference, reweight, record."""
         continuing = self.warm_start and hasattr(self, "estimators_")
         if continuing:
             self._check_warm_start(X, classes)
@@ -407,13 +373,25 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self._init_run(y_signed, sample_weight, init_eta)
             margin = np.zeros(X.shape[0])
 
-        self._n_active = int(np.count_nonzero(weighted))
+        # Above _COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
+        compress = int(np.count_nonzero(weighted)) > _COMPRESS_ABOVE
         if self.max_bins is None:
             search: StumpSearch = ExactStumpSearch(X, active=weighted)
         else:
             search = BinnedStumpSearch(
                 X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
             )
+        settings = RoundSettings(
+            tau=float(self.tau),
+            alpha=self.alpha,
+            noise_model=bool(self.noise_model),
+            tol=float(self.tol),
+            max_vi_iter=int(self.max_vi_iter),
+            fixed_vi_iter=self.fixed_vi_iter,
+            update_alpha_once=bool(self.update_alpha_once),
+        )
+        # "exact" ranks stumps by logistic-loss weights (see the class docstring).
+        logistic = self.alpha == "exact"
         start = len(self.estimators_)
         with tqdm(
             total=self.n_estimators,
@@ -424,18 +402,31 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             delay=2.0,
             file=sys.stderr,
         ) as progress:
-            tau, exact = float(self.tau), self.alpha == "exact"
-            rows = RowMargins(y_signed, sample_weight, margin)
-            weights = rows.weights(self._odds, tau, exact)
+            margins = RowMargins(y_signed, sample_weight, margin)
+            weights = margins.weights(self._state.clean, settings.tau, logistic)
             for _ in range(start, self.n_estimators):
-                stump, alpha, h, trace, n_iter = self._boost(
-                    search, y_signed, sample_weight, rows.margin, weights, rows.knot_range
+                # h_t = argmax_h |mode of q(c)| (Algorithm 1), ranked without a mode search per
+                # stump: the approximate mode (section 5 eq. (17)) is monotone in the weighted
+                # error under s phi exp(-tau y H) (S.6), so the least such error wins; for
+                # "exact", one Newton step from c = 0 on the exact log-density, whose g''(0) is
+                # the same for every h, ranks by the error under s phi sigmoid(-y H).
+                stump, _ = search.best(weights, y_signed)
+                h = search.outputs(stump)
+                if compress:
+                    rows = RoundRows.pseudo(
+                        y_signed, h, margins.margin, sample_weight, margins.knot_range
+                    )
+                else:
+                    rows = RoundRows.weighted(y_signed, h, margins.margin, sample_weight)
+                result = run_round(rows, self._state, self._priors, settings)
+                self._state = result.state
+                weights = margins.add_stump_and_reweight(
+                    result.alpha, h, result.state.clean, settings.tau, logistic
                 )
-                weights = rows.advance(alpha, h, self._odds, tau, exact)
-                self._record_round(stump, alpha, trace, n_iter)
+                self._record_round(stump, result)
                 progress.update()
-        # phi_n for every training row, from the final state of q(w) and the final ensemble.
-        self.clean_proba_ = self._odds.proba(y_signed, rows.margin)
+        # phi_n for every training row, from the final q(w) and the final ensemble.
+        self.clean_proba_ = self._state.clean.proba(y_signed, margins.margin)
 
     def _init_run(
         self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
@@ -448,11 +439,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.noise_grade_path_ = np.empty(0)
         phi0 = float(self.init_clean_proba) if self.noise_model else 1.0  # core model: all true
         self._n_train = y.shape[0]
-        self._odds = CleanLogOdds.constant(phi0)
-        self._eta = np.array(init_eta)
-        # omega from the initial phi, so that every round's ELBO is defined before its first update.
-        self._omega = update_noise_grade(
-            y, sample_weight, np.full(y.shape[0], 1.0 - phi0), self._priors.noise_grade
+        self._state: VariationalState = initial_state(
+            y, sample_weight, phi0, init_eta, self._priors
         )
         self._set_noise_statistics()
         self.clean_proba_ = np.full(y.shape[0], phi0)
@@ -470,99 +458,21 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"{self.classes_.tolist()})."
             )
 
-    def _boost(
-        self,
-        search: StumpSearch,
-        y: np.ndarray,
-        sample_weight: np.ndarray,
-        margin: np.ndarray,
-        weights: np.ndarray,
-        knot_range: tuple[float, float] | None = None,
-    ) -> tuple[DecisionStump, float, np.ndarray, np.ndarray, int]:
-        """One round of Algorithm 1: pick h_t, run the inner variational loop, return alpha_t.
-
-        ``weights`` are the stump-search weights of section 5 for the current ensemble ``margin``
-        (:func:`~viboost.inference.stump_weights`), ``knot_range`` the range of ``-y H`` over
-        the weighted rows if known. Updates the variational state (q(w) through
-        ``self._odds``, omega, eta) in place and returns the stump, its weight alpha_t, its
-        outputs h_t(x_n), the round's ELBO trace and the inner iterations run.
-        """
-        tau = float(self.tau)
-        exact = self.alpha == "exact"
-        priors = self._priors
-        # h_t = argmax_h |Mode of q(c)| (Algorithm 1), ranked without a mode search per stump:
-        # "approx": the approximate mode of eq. appxmode is monotone in the weighted error under
-        #   s phi exp(-tau y H) (section 5), so the least such error wins;
-        # "exact": one Newton step from c = 0 on the exact log-density, -g'(0)/g''(0), whose
-        #   g''(0) is the same for every h, ranks stumps by the weighted error under
-        #   s phi sigmoid(-y H) (the logistic-loss gradient). Ranking by exp-loss weights but
-        #   stepping by the exact (logistic) mode would pick stumps the exact step leaves at ~0.
-        stump, _ = search.best(weights, y)
-        h = search.outputs(stump)
-
-        # The round's rows: the weighted rows themselves, or, for large data, the pseudo-rows of
-        # knot aggregation (viboost.compression; every sum below within ~1e-9 relative).
-        if self._n_active > _COMPRESS_ABOVE:
-            ry, rh, rm, rs = compress_round(y, h, margin, sample_weight, knot_range=knot_range)
-        else:
-            act = sample_weight > 0
-            ry, rh, rm, rs = y[act], h[act], margin[act], sample_weight[act]
-        log_s = np.log(rs)
-        log_clean, log_noise = self._odds.log_proba(ry, rm)
-
-        def log_weight() -> np.ndarray:  # log(s_n phi_n) - tau y_n H(x_n)
-            return log_s + log_clean - tau * ry * rm
-
-        def weight_alpha() -> float:
-            if exact:
-                return weight_posterior(ry, rm, rh, rs * np.exp(log_clean), priors.weight).mode()
-            return approx_alpha(ry, rh, log_weight(), priors.weight, tau)
-
-        def current_elbo(alpha: float) -> float:
-            log_b = log_normalizer_c(ry, rm, rh, rs * np.exp(log_clean), priors.weight, alpha)
-            if not self.noise_model:
-                return core_elbo(log_b, priors.weight)
-            return elbo(log_b, ry, rs, log_clean, log_noise, self._eta, self._omega, priors)
-
-        if not self.noise_model:  # core model: phi = 1, the weight update alone
-            alpha = weight_alpha()
-            return stump, alpha, h, np.array([current_elbo(alpha)]), 0
-
-        track = self.fixed_vi_iter is None
-        n_iter = self.max_vi_iter if track else self.fixed_vi_iter
-        trace = [current_elbo(0.0)] if track else []
-        alpha, it = 0.0, 0
-        for it in range(n_iter):
-            if it == 0 or not self.update_alpha_once:
-                alpha = weight_alpha()
-            self._omega = update_noise_grade(ry, rs, np.exp(log_noise), priors.noise_grade)
-            # phi from (alpha, omega, the previous eta); the same formula holds between rounds.
-            self._odds = CleanLogOdds.from_updates(self._eta, self._omega)
-            log_clean, log_noise = update_clean_proba(ry, rm + alpha * rh, self._eta, self._omega)
-            self._eta = update_snr(rs, np.exp(log_clean), np.exp(log_noise), priors.clean)
-            if track:
-                trace.append(current_elbo(alpha))
-                if trace[-1] - trace[-2] <= self.tol * abs(trace[-2]):
-                    break
-        return stump, alpha, h, np.array(trace), it + 1
-
-    def _record_round(
-        self, stump: DecisionStump, alpha: float, trace: np.ndarray, n_iter: int
-    ) -> None:
+    def _record_round(self, stump: DecisionStump, result: RoundResult) -> None:
         self.estimators_.append(stump)
-        self.alphas_ = np.append(self.alphas_, alpha)
-        self.elbo_.append(trace)
-        self.n_vi_iter_ = np.append(self.n_vi_iter_, n_iter)
+        self.alphas_ = np.append(self.alphas_, result.alpha)
+        self.elbo_.append(result.elbo_trace)
+        self.n_vi_iter_ = np.append(self.n_vi_iter_, result.n_iter)
         self._set_noise_statistics()
         self.snr_path_ = np.append(self.snr_path_, self.snr_)
         self.noise_grade_path_ = np.append(self.noise_grade_path_, self.noise_grade_)
 
     def _set_noise_statistics(self) -> None:
         if self.noise_model:
-            self.eta_ = self._eta.copy()
-            self.omega_ = self._omega.copy()
-            self.snr_ = float(self._eta[0] / self._eta[1])
-            self.noise_grade_ = float(np.log(self._omega[1] / self._omega[0]))
+            self.eta_ = self._state.eta.copy()
+            self.omega_ = self._state.omega.copy()
+            self.snr_ = self._state.snr
+            self.noise_grade_ = self._state.noise_grade
         else:
             self.eta_ = np.full(2, np.nan)
             self.omega_ = np.full(2, np.nan)

@@ -12,7 +12,7 @@ As Z grows the prior's pseudo-examples weigh less and alpha tends to AdaBoost's
 ``1/2 log((1 - eps) / eps)``; a small Z shrinks the weight towards 0.
 
 :func:`prior_alpha` is the formula; :func:`prior_curves` tabulates it on a grid of eps for several
-Z together with the package's own :func:`viboost.inference.approx_alpha` on a two-row data set
+Z together with the package's own :func:`viboost.variational.approx_alpha` on a two-row data set
 of total weight Z (one correct row of weight ``Z (1 - eps)``, one wrong row of weight
 ``Z eps``): the two must agree. :func:`run_prior` writes ``prior_alpha.csv`` and
 ``prior_alpha.png``.
@@ -35,7 +35,7 @@ from viboost.experiments._common import (
     write_csv,
     write_figure,
 )
-from viboost.inference import approx_alpha
+from viboost.variational import approx_alpha
 
 __all__ = ["DEFAULT_TOTALS", "prior_alpha", "prior_curves", "run_prior"]
 
@@ -193,7 +193,7 @@ def run_prior(settings: Settings) -> ExperimentResult:
             f"Z=100 within {fmt(_gap(frame, 100.0))} of AdaBoost on eps in [0.05, 0.95]",
         ),
         ReportRow(
-            "eq. (1oz) vs viboost.inference.approx_alpha",
+            "eq. (1oz) vs viboost.variational.approx_alpha",
             "eq. (1oz) is the approximate mode (eq. appxmode) with |beta_k| = 1",
             f"max |difference| {deviation:.2g} over {len(frame)} points",
         ),
