@@ -6,7 +6,8 @@ The reference implementation of "A Bayesian Boosting Model" (Lorbert, Blei, Scha
 - :class:`GibbsSampler` (:mod:`viboost.gibbs`): Algorithm 2, posterior draws for ArviZ;
 - :mod:`viboost.generative`: the generative process of section 4 and the label inversions of S.2;
 - :mod:`viboost.distributions`: the versatile logistic (v-Log) and binary logistic (b-Log);
-- :mod:`viboost.inference`: the variational updates and the dynamic ELBO;
+- :mod:`viboost.variational`: one round of Algorithm 1: the updates, the state, the ELBO;
+- :mod:`viboost.reweighting`: the ensemble margins and the next round's stump weights;
 - :mod:`viboost.stumps`: decision stumps and the stump search;
 - :mod:`viboost.datasets`: bundled data;
 - :mod:`viboost.cli`: the ``viboost`` command.

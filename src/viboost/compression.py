@@ -5,10 +5,10 @@ quantity of the inner variational loop and of the ELBO depends on row ``n`` only
 label ``y_n``, the agreement ``v_n = y_n h(x_n)`` in {-1, +1}, the *knot* ``u_n = -y_n H(x_n)``
 and its sample weight ``s_n``:
 
-- the phi update (eq. supp:eq:kappa) is ``logit phi_n = a_{y_n} - softplus(u_n - v_n alpha)``;
-- the weight posterior q(c) (S.3.1) has one term ``s_n phi_n softplus(u_n - v_n c)`` per row, so
-  ``log B_c`` in the ELBO (S.4) integrates ``exp(-sum_n s_n phi_n softplus(u_n - v_n c))``;
-- the approximate mode (eq. appxmode) sums ``s_n phi_n exp(tau u_n)`` over ``v_n = +1`` and
+- the phi update (S.4.3, eq. (79)) is ``logit phi_n = a_{y_n} - softplus(u_n - v_n alpha)``;
+- the weight posterior q(c) (S.4.1) has one term ``s_n phi_n softplus(u_n - v_n c)`` per row, so
+  ``log B_c`` in the ELBO (S.5) integrates ``exp(-sum_n s_n phi_n softplus(u_n - v_n c))``;
+- the approximate mode (eq. (17)) sums ``s_n phi_n exp(tau u_n)`` over ``v_n = +1`` and
   ``v_n = -1``; the omega and eta updates and the entropy of q(w) sum ``s_n F(phi_n)``.
 
 Each is a sum ``sum_n s_n F(u_n)`` with ``F`` smooth in ``u`` (its derivatives are bounded by

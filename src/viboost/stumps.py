@@ -10,7 +10,7 @@ Structure of this module
 - :func:`predict_stumps` evaluates many stumps at once (the ``h_t(x)`` of the ensemble).
 - :class:`StumpSearch` is the small interface the boosting loop talks to: built once per fit from
   ``X``, it answers ``best(weights, y)`` with the stump of least weighted error. Section 5 shows
-  that the stump of largest approximate mode ``|alpha|`` (eq. appxmode) is the one of least
+  that the stump of largest approximate mode ``|alpha|`` (eq. (17)) is the one of least
   weighted error under the weights ``phi_n * exp(-tau * y_n * H(x_n))``, so the loop only needs a
   weighted-error minimiser.
 - :class:`ExactStumpSearch` is the reference engine: every feature, every threshold between two

@@ -10,7 +10,7 @@ are plain functions returning pandas DataFrames or arrays, usable without writin
 ===================  ==========================================  ===============================
 name                 paper                                       module
 ===================  ==========================================  ===============================
-``prior``            Figure 5, eq. (1oz): prior shrinks weights  :mod:`.prior`
+``prior``            Figure 5, eq. (18): prior shrinks weights  :mod:`.prior`
 ``spam``             Figure 6 (Spambase) and the ELBO trajectory  :mod:`.classification`
 ``text``             Figure 7 (text data: Reuters acq/crude)     :mod:`.classification`
 ``step``             Figures 8 and 9 (step data)                 :mod:`.noise`

@@ -1,9 +1,9 @@
 """Figure 5: the effect of the versatile logistic prior on the classifier weights.
 
 Section 5 of the paper takes the core model (every label true, phi_n = 1) and the approximate mode
-of eq. (appxmode) with mu_0 = tau = 1. With ``Z = sum_n exp(-y_n H(x_n))``, the current
+of eq. (17) with mu_0 = tau = 1. With ``Z = sum_n exp(-y_n H(x_n))``, the current
 exponential loss, and ``eps`` the weighted error of the new stump under ``d_n = exp(-y_n H) / Z``,
-the weight is eq. (1oz), derived in supplement S.6 ("Approximate mode simplification") for any
+the weight is eq. (18), derived in supplement S.6 ("Approximate mode simplification") for any
 mu_0 and tau:
 
     alpha = 1 / (2 tau) * log[(mu_0 / Z + 1 - eps) / (mu_0 / Z + eps)]
@@ -46,7 +46,7 @@ DEFAULT_TOTALS: tuple[float, ...] = (1.0, 5.0, 20.0, 100.0, np.inf)
 def prior_alpha(
     eps: np.ndarray | float, total: float, weight_prior: float = 1.0, tau: float = 1.0
 ) -> np.ndarray:
-    """Eq. (1oz): the approximate-mode weight for weighted error ``eps`` and total weight ``Z``.
+    """Section 6 eq. (18): the approximate-mode weight for weighted error ``eps`` and total weight ``Z``.
 
     Parameters
     ----------
@@ -90,7 +90,7 @@ def prior_curves(
     weight_prior: float = 1.0,
     tau: float = 1.0,
 ) -> pd.DataFrame:
-    """alpha against eps for each Z, by eq. (1oz) and by ``approx_alpha``.
+    """alpha against eps for each Z, by eq. (18) and by ``approx_alpha``.
 
     Parameters
     ----------
@@ -104,7 +104,7 @@ def prior_curves(
     Returns
     -------
     DataFrame
-        Columns ``Z``, ``eps``, ``alpha`` (eq. 1oz), ``alpha_package`` (``approx_alpha``; for
+        Columns ``Z``, ``eps``, ``alpha`` (eq. (18)), ``alpha_package`` (``approx_alpha``; for
         Z = inf the same formula, as ``approx_alpha`` needs finite weights) and
         ``alpha_adaboost``.
 
@@ -141,7 +141,7 @@ def _z_label(total: float) -> str:
 
 
 def run_prior(settings: Settings) -> ExperimentResult:
-    """Figure 5: alpha against the weighted error for several Z (eq. 1oz, mu_0 = tau = 1).
+    """Figure 5: alpha against the weighted error for several Z (eq. (18), mu_0 = tau = 1).
 
     Deterministic: no runs or seeds are involved.
 
@@ -168,7 +168,7 @@ def run_prior(settings: Settings) -> ExperimentResult:
         ax.set_ylabel(r"weight $\alpha$ (approximate mode)")
         ax.set_title(
             "Figure 5: effect of the v-Log prior on classifier weights\n"
-            r"eq. (1oz), $\mu_0 = w_n = \tau = 1$"
+            r"eq. (18), $\mu_0 = w_n = \tau = 1$"
         )
         ax.legend(title="total weight")
         ax.grid(alpha=0.3)
@@ -193,18 +193,18 @@ def run_prior(settings: Settings) -> ExperimentResult:
             f"Z=100 within {fmt(_gap(frame, 100.0))} of AdaBoost on eps in [0.05, 0.95]",
         ),
         ReportRow(
-            "eq. (1oz) vs viboost.variational.approx_alpha",
-            "eq. (1oz) is the approximate mode (eq. appxmode) with |beta_k| = 1",
+            "eq. (18) vs viboost.variational.approx_alpha",
+            "eq. (18) is the approximate mode (eq. (17)) with |beta_k| = 1",
             f"max |difference| {deviation:.2g} over {len(frame)} points",
         ),
     ]
     notes = [
         "Exact formula, no runs: alpha = 1/(2 tau) log((mu_0/Z + 1 - eps)/(mu_0/Z + eps)) "
-        "(eq. 1oz of section 5, derived in supplement S.6) with mu_0 = tau = 1.",
+        "(section 6 eq. (18), derived in supplement S.6) with mu_0 = tau = 1.",
     ]
     return ExperimentResult(
         "prior",
-        "Figure 5: the versatile logistic prior shrinks the weights (eq. 1oz)",
+        "Figure 5: the versatile logistic prior shrinks the weights (eq. (18))",
         tables={csv: frame},
         figures=figures,
         rows=rows,

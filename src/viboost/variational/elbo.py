@@ -34,9 +34,9 @@ def elbo(
     """The dynamic ELBO of S.5 (eqs. (87)-(91)), constant included.
 
     The expectations of the weight terms cancel against the entropy of q(c), leaving
-    ``log_normalizer`` = ``log B_c`` (of :func:`~viboost.variational.updates.weight_posterior`); the constant is
-    ``-log B(mu_0, mu_0) - log B(mu_0', mu_0') - log B(zeta_1, zeta_2)``, the log normalisers of the
-    three priors, so the value is a lower bound on the round's log evidence.
+    ``log_normalizer``, the ``log B_c`` of q(c) (:func:`log_normalizer_c`); the constant is
+    ``-log B(mu_0, mu_0) - log B(mu_0', mu_0') - log B(zeta_1, zeta_2)``, the log normalisers of
+    the three priors, so the value is a lower bound on the round's log evidence.
     """
     mu0p = priors.noise_grade
     zeta = np.asarray(priors.clean, dtype=float)

@@ -130,24 +130,24 @@ def run_round(
     >>> bool(result.alpha > 0), bool(np.all(np.diff(result.elbo_trace)[:-1] > 0))
     (True, True)
     """
-    ry, rh, rm, rs = rows.y, rows.h, rows.margin, rows.sample_weight
+    y, h, margin, weight = rows.y, rows.h, rows.margin, rows.sample_weight
     tau = float(settings.tau)
-    exact = settings.alpha == "exact"
-    log_s = np.log(rs)
-    log_clean, log_noise = state.clean.log_proba(ry, rm)
+    exact_mode = settings.alpha == "exact"
+    log_weight = np.log(weight)
+    log_clean, log_noise = state.clean.log_proba(y, margin)
     eta, omega, clean = state.eta, state.omega, state.clean
 
     def alpha_now() -> float:
-        if exact:
-            return exact_alpha(ry, rm, rh, rs * np.exp(log_clean), priors.weight)
+        if exact_mode:
+            return exact_alpha(y, margin, h, weight * np.exp(log_clean), priors.weight)
         # log(s_n phi_n) - tau y_n H(x_n): the weights of the approximate mode (S.6).
-        return approx_alpha(ry, rh, log_s + log_clean - tau * ry * rm, priors.weight, tau)
+        return approx_alpha(y, h, log_weight + log_clean - tau * y * margin, priors.weight, tau)
 
     def elbo_now(alpha: float) -> float:
-        log_b = log_normalizer_c(ry, rm, rh, rs * np.exp(log_clean), priors.weight, alpha)
+        log_b = log_normalizer_c(y, margin, h, weight * np.exp(log_clean), priors.weight, alpha)
         if not settings.noise_model:
             return core_elbo(log_b, priors.weight)
-        return elbo(log_b, ry, rs, log_clean, log_noise, eta, omega, priors)
+        return elbo(log_b, y, weight, log_clean, log_noise, eta, omega, priors)
 
     if not settings.noise_model:  # core model: phi = 1, the weight update alone
         alpha = alpha_now()
@@ -160,10 +160,10 @@ def run_round(
     for it in range(n_iter):
         if it == 0 or not settings.update_alpha_once:
             alpha = alpha_now()
-        omega = update_omega(ry, rs, np.exp(log_noise), priors.noise_grade)
+        omega = update_omega(y, weight, np.exp(log_noise), priors.noise_grade)
         # phi from (alpha, omega, the previous eta); the same q(w) holds between rounds.
-        clean, log_clean, log_noise = update_clean_proba(ry, rm + alpha * rh, eta, omega)
-        eta = update_eta(rs, np.exp(log_clean), np.exp(log_noise), priors.clean)
+        clean, log_clean, log_noise = update_clean_proba(y, margin + alpha * h, eta, omega)
+        eta = update_eta(weight, np.exp(log_clean), np.exp(log_noise), priors.clean)
         if track:
             trace.append(elbo_now(alpha))
             if trace[-1] - trace[-2] <= settings.tol * abs(trace[-2]):

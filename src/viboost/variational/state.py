@@ -1,6 +1,6 @@
 """The variational state between rounds, and the one definition of phi_n.
 
-The mean-field factors that outlive a round (section 5, eq. (16); S.4) are
+The mean-field factors that outlive a round (section 5, eqs. (15)-(16); S.4) are
 
 ========  ============================  ==============================================
 factor    family                        held in :class:`VariationalState` as
