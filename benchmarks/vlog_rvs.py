@@ -11,9 +11,11 @@ import math
 import time
 
 import numpy as np
+from scipy.special import expit
 from scipy.stats.sampling import TransformedDensityRejection
 
 from viboost.distributions import VersatileLogistic
+from viboost.distributions._vlog_kernels import BregmanKernel
 
 
 def _make(n_terms: int, seed: int = 0, mult: float | None = None) -> VersatileLogistic:
@@ -26,8 +28,22 @@ def _make(n_terms: int, seed: int = 0, mult: float | None = None) -> VersatileLo
     return VersatileLogistic(slopes, knots, rng.uniform(0.2, 3.0, n_terms))
 
 
+def _shifted_kernel(d: VersatileLogistic) -> tuple[BregmanKernel, float, float]:
+    """The kernel ``g~(x) = g(z* + x) - g(z*)`` that ``rvs`` samples, ``z*`` and the curvature
+    width ``s = 1 / sqrt(g''(z*))``, built as VersatileLogistic builds them (multiplicities above
+    2**600 stored as weights ``mu / 2**e``; the cases here have distinct terms)."""
+    z_star = d.mode()
+    mults = d.multiplicities
+    e = max(0, math.frexp(float(np.max(mults)))[1] - 600)
+    kernel = BregmanKernel(d.slopes, d.knots, np.ldexp(mults, -e), e, z_star)
+    kernel.center(kernel.g0 * kernel.scale)
+    t = d.slopes * (z_star - d.knots)
+    curvature = float(np.sum(mults * d.slopes**2 * expit(t) * expit(-t)))
+    return kernel, z_star, 1.0 / math.sqrt(curvature)
+
+
 def _tdr_rvs(d: VersatileLogistic, size: int, seed: int) -> np.ndarray:
-    kernel, z_star, s = d._panels()[:3]
+    kernel, z_star, s = _shifted_kernel(d)
 
     class _Std:
         def pdf(self, x: float) -> float:

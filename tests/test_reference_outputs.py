@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import reference_outputs as ref
 
 SAVED = Path(__file__).parent / "data" / "reference_outputs.npz"

@@ -1,4 +1,4 @@
-"""Adaptive rejection sampling, fast cdf/ppf and the S.3 closed forms of VersatileLogistic."""
+"""Adaptive rejection sampling, fast cdf/ppf and the S.4.3 closed forms of VersatileLogistic."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from scipy.integrate import quad
 from scipy.special import digamma, expit
 
 from viboost.distributions import VersatileLogistic
-from viboost.distributions._vlog_kernels import _BregmanKernel
-from viboost.distributions._vlog_sampling import SamplingError, _ArsSampler
+from viboost.distributions._vlog_kernels import BregmanKernel
+from viboost.distributions._vlog_sampling import AdaptiveRejectionSampler, SamplingError
+
+
+def _curvature(d: VersatileLogistic, z: float) -> float:
+    """``g''(z) = sum_k mu_k beta_k**2 expit(t_k) expit(-t_k)``, ``t_k = beta_k (z - gamma_k)``."""
+    t = d.slopes * (z - d.knots)
+    return float(np.sum(d.multiplicities * d.slopes**2 * expit(t) * expit(-t)))
 
 
 def _many_term(n_terms: int, spread: float, seed: int) -> VersatileLogistic:
@@ -68,6 +74,14 @@ def test_rvs_and_cdf_ten_thousand_terms():
 HANG = ([1e-100, -1e-100, 1.0], [0.0, 0.0, 5.0], [1e200, 1e200, 1e-3])
 
 
+def _hang_kernel() -> BregmanKernel:
+    """The Bregman kernel of HANG at its mode 0, with the multiplicities stored as
+    VersatileLogistic stores them above 2**600: as weights ``mu / 2**e`` (here e = 65)."""
+    slopes, knots, mults = (np.asarray(v, dtype=float) for v in HANG)
+    e = math.frexp(float(np.max(mults)))[1] - 600
+    return BregmanKernel(slopes, knots, np.ldexp(mults, -e), e, 0.0)
+
+
 def _hang_reference_moments() -> tuple[float, float, float]:
     mpmath = pytest.importorskip("mpmath")
     mpmath.mp.dps = 30
@@ -97,18 +111,14 @@ def test_issue_10_hang_case_answers():
 def test_kernel_slope_sums_cancelling_terms_exactly():
     # The slope at z0 is summed exactly (math.fsum of the elementwise products), so the two
     # cancelling summands leave only the third term's 1e-3 expit(-5), whatever the BLAS.
-    d = VersatileLogistic(*HANG)
-    terms = d._compressed()
-    kernel = _BregmanKernel(terms.slopes, terms.knots, terms.weights, terms.log2_scale, 0.0)
+    kernel = _hang_kernel()
     assert kernel.gamma * kernel.scale == pytest.approx(1e-3 * expit(-5.0), rel=1e-12)
 
 
 def test_kernel_tilt_within_rounding_noise_is_dropped():
     # What an FMA dot product leaves (the rounding error of a product of size 1.4e180 * 1e-100):
     # within the rounding noise of g'(z0), and 1e84 peak widths away: it must be dropped.
-    d = VersatileLogistic(*HANG)
-    terms = d._compressed()
-    kernel = _BregmanKernel(terms.slopes, terms.knots, terms.weights, terms.log2_scale, 0.0)
+    kernel = _hang_kernel()
     residue = 1.4e80 * 2.0**-53
     assert residue <= kernel.gamma_noise
     kernel.gamma += residue
@@ -122,13 +132,13 @@ def test_fma_residue_gives_the_same_answers(monkeypatch):
     # Reproduce the machine of issue 10 on any machine: add the FMA residue to the kernel's
     # slope wherever one is built; the results must not change beyond rounding.
     mean, var, _ = _hang_reference_moments()
-    init = _BregmanKernel.__init__
+    init = BregmanKernel.__init__
 
     def noisy_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self.gamma += 0.5 * self.gamma_noise
 
-    monkeypatch.setattr(_BregmanKernel, "__init__", noisy_init)
+    monkeypatch.setattr(BregmanKernel, "__init__", noisy_init)
     d = VersatileLogistic(*HANG)
     x = d.rvs(size=2000, random_state=20240)
     assert stats.kstest(x, d.cdf).pvalue > 1e-3
@@ -142,14 +152,14 @@ def test_fma_residue_gives_the_same_answers(monkeypatch):
 def test_unresolved_density_raises_instead_of_spinning(monkeypatch):
     # A tilt beyond the noise bound (as if the noise estimate were wrong): every method must
     # raise a clear error at once, never loop (the per-test timeout would catch a hang).
-    init = _BregmanKernel.__init__
+    init = BregmanKernel.__init__
 
     def broken_init(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self.gamma_noise = 0.0
         self.gamma += 1e64
 
-    monkeypatch.setattr(_BregmanKernel, "__init__", broken_init)
+    monkeypatch.setattr(BregmanKernel, "__init__", broken_init)
     for method in ("rvs", "mean", "var", "cdf", "ppf", "log_normalizer"):
         d = VersatileLogistic(*HANG)
         arg = {"rvs": (5,), "cdf": (0.0,), "ppf": (0.3,)}.get(method, ())
@@ -161,8 +171,8 @@ def test_unresolved_density_raises_instead_of_spinning(monkeypatch):
 
 def test_sampler_rejects_a_useless_envelope():
     # A kernel that does not decay (h rising without bound) cannot be bounded by a hull.
-    d = VersatileLogistic([1.0, -1.0], 0.0, [1.0, 1.0])
-    kernel = d._panels()[0]
+    # The kernel of v-Log([1, -1], [0, 0], [1, 1]) (the standard logistic) at its mode 0.
+    kernel = BregmanKernel(np.array([1.0, -1.0]), np.zeros(2), np.ones(2), 0, 0.0)
 
     class Rising:
         def __init__(self, inner):
@@ -175,7 +185,7 @@ def test_sampler_rejects_a_useless_envelope():
             return -1e3 * np.abs(np.asarray(x, dtype=float)) - 100.0
 
     with pytest.raises(SamplingError):
-        _ArsSampler(Rising(kernel), 0.0, 1.0)
+        AdaptiveRejectionSampler(Rising(kernel), 0.0, 1.0)
 
 
 def test_rvs_huge_multiplicities_off_zero():
@@ -216,7 +226,7 @@ def test_ppf_vectorised_roundtrip_and_tails():
 
 def _softplus_by_quad(d: VersatileLogistic, sign: float, shift: float = 0.0) -> float:
     z0 = d.mode()
-    width = 1.0 / math.sqrt(d._derivatives(z0)[1])
+    width = 1.0 / math.sqrt(_curvature(d, z0))
     log_b = d.log_normalizer()
 
     def f(z: float) -> float:

@@ -3,7 +3,7 @@
 Structure of this module
 ------------------------
 - :func:`weight_log_density`: ``log J[c_i]`` and its first two derivatives. The conditional of a
-  weight is the v-Log of S.3 with slopes ``-y_n f_i(x_n)`` (all +-1), knots
+  weight is the v-Log of S.3, eq. (59), with slopes ``-y_n f_i(x_n)`` (all +-1), knots
   ``-f~_i(x_n) f_i(x_n)`` and multiplicities ``w_n``, times the prior v-Log(u, 0, mu_0 1); here it
   is written as ``h(c) = -mu_0 [softplus(c) + softplus(-c)] + sum_k log sigmoid(a_k c + b_k)``
   over the rows with ``w_n = 1`` (``a_k = y_n f_i(x_n)``, ``b_k = y_n f~_i(x_n)``).
@@ -12,9 +12,9 @@ Structure of this module
   towards the mode from the chain's current value, tangents at the mode and at +-1.5 curvature
   widths, a chord squeeze so that most proposals are accepted without evaluating ``h``, and
   every evaluation added to the hull.
-- :func:`log_gamma_variate`: ``log G`` for ``G ~ Gamma(shape)`` without underflow for small
-  shapes; the two-term v-Log of ``xi`` and the Beta of ``theta`` are drawn as differences of two
-  such logarithms (``sigmoid(Z) ~ Beta``), i.e. exactly, in log-odds form.
+- the two-term v-Log of ``xi`` and the Beta of ``theta`` are drawn as differences of two
+  ``log G``, ``G ~ Gamma``, by :func:`viboost.distributions.log_gamma.log_gamma_variate`
+  (``sigmoid(Z) ~ Beta``), i.e. exactly, in log-odds form.
 - :func:`run_chain`: one chain of Algorithm 2 (weights ``c_1..c_M`` in turn, then ``xi``, then
   each ``w_n``, then ``theta``), with burn-in and thinning; it records the kept draws and, for
   each kept sweep, the conditional probabilities ``P(w_n = 1 | c, xi, theta, y)`` whose average
@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from viboost.distributions.log_gamma import log_gamma_variate
 
 # Terms per product in ``weight_log_density``: a product of 512 factors <= 2 stays below 2**512.
 _PRODUCT_BLOCK = 512
@@ -62,7 +64,7 @@ def _log_sigmoid(u: float) -> float:
 
 @njit(cache=True, nogil=True)
 def weight_log_density(c, a, b, exp_abs_b, n_active, mu0):
-    """``(h, h', h'')`` at ``c`` of the weight conditional (S.3), up to a constant.
+    """``(h, h', h'')`` at ``c`` of the weight conditional (S.3, eq. (59)), up to a constant.
 
     ``h(c) = -mu0 (softplus(c) + softplus(-c)) + sum_{k < n_active} log sigmoid(a_k c + b_k)``
     with ``a_k`` in {-1, +1}.  ``exp_abs_b[k] = exp(-|b_k|)`` is computed once per weight, so a
@@ -282,15 +284,6 @@ def draw_weight(x0, a, b, exp_abs_b, n_active, mu0, xs, hs, dhs, zs, cum, rng):
 
 
 @njit(cache=True, nogil=True)
-def log_gamma_variate(shape, rng):
-    """``log G`` with ``G ~ Gamma(shape, 1)``; for ``shape < 1`` via ``G = G' U^(1/shape)``,
-    ``G' ~ Gamma(shape + 1)``, so tiny shapes give a finite (very negative) logarithm."""
-    if shape >= 1.0:
-        return math.log(rng.gamma(shape, 1.0))
-    return math.log(rng.gamma(shape + 1.0, 1.0)) + math.log(1.0 - rng.random()) / shape
-
-
-@njit(cache=True, nogil=True)
 def run_chain(
     outputs_t,
     y,
@@ -364,7 +357,7 @@ def run_chain(
                 for i in range(n_rows):
                     margin[i] += step * outputs_t[m, i]
             c[m] = new
-        # xi ~ v-Log(u, 0, [mu0' + #noisy -1 labels, mu0' + #noisy +1 labels]):
+        # xi ~ v-Log(u, 0, [mu0' + #noisy -1 labels, mu0' + #noisy +1 labels]) (S.3, eq. (61)):
         # sigmoid(xi) ~ Beta(mu0' + #noisy +1, mu0' + #noisy -1).
         noisy_pos = 0.0
         noisy_neg = 0.0
@@ -377,7 +370,8 @@ def run_chain(
         xi = log_gamma_variate(mu0_noise + noisy_pos, rng) - log_gamma_variate(
             mu0_noise + noisy_neg, rng
         )
-        # w_n ~ Bernoulli(theta s(y F) / (theta s(y F) + (1 - theta) s(y xi))), in log-odds.
+        # w_n ~ Bernoulli(theta s(y F) / (theta s(y F) + (1 - theta) s(y xi))) (S.3, eq. (63)),
+        # in log-odds.
         log_odds_theta = logit_theta
         n_clean = 0.0
         for i in range(n_rows):
@@ -395,7 +389,7 @@ def run_chain(
                 clean_proba_sum[i] += p
                 if store_rows:
                     out_clean_proba[slot, i] = p
-        # theta ~ Beta(zeta_1 + sum w, zeta_2 + sum (1 - w)), drawn as its log-odds.
+        # theta ~ Beta(zeta_1 + sum w, zeta_2 + sum (1 - w)) (S.3, eq. (65)), drawn as its log-odds.
         logit_theta = log_gamma_variate(zeta1 + n_clean, rng) - log_gamma_variate(
             zeta2 + (n_rows - n_clean), rng
         )

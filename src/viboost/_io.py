@@ -6,7 +6,9 @@
   half way (a full disk, an exception while pickling, an interrupt) leaves an existing file as it
   was, and the temporary file is removed.
 - :func:`read_csv_checked` reads a CSV of numeric features (and optionally a target column) and
-  turns every way it can go wrong into a :class:`ValueError` with a message fit for a user.
+  turns every way it can go wrong into a :class:`ValueError` with a message fit for a user
+  (non-numeric feature columns are found and described by
+  :func:`viboost._validation.describe_non_numeric_columns`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import pandas as pd
+
+from viboost._validation import describe_non_numeric_columns
 
 __all__ = ["atomic_dump_model", "atomic_write_bytes", "atomic_write_text", "read_csv_checked"]
 
@@ -199,23 +203,6 @@ def _looks_binary(path: Path) -> bool:
         return b"\x00" in handle.read(8192)
 
 
-def _non_numeric_columns(frame: pd.DataFrame) -> list[str]:
-    from pandas.api.types import is_bool_dtype, is_numeric_dtype
-
-    described = []
-    for col, dtype in frame.dtypes.items():
-        if is_numeric_dtype(dtype) or is_bool_dtype(dtype):
-            continue
-        column = frame[col]
-        bad = column[column.notna() & pd.to_numeric(column, errors="coerce").isna()]
-        if bad.empty:
-            described.append(repr(str(col)))
-        else:  # data rows are numbered from 1 after the header
-            example = f"e.g. {str(bad.iloc[0])!r} in data row {int(bad.index[0]) + 1}"
-            described.append(f"{str(col)!r} ({example})")
-    return described
-
-
 def read_csv_checked(
     path: str | os.PathLike[str],
     target: str | None = None,
@@ -308,7 +295,7 @@ def read_csv_checked(
     if not selected:
         raise ValueError(f"{path} has no feature columns besides the target {target!r}")
     X = frame[selected]
-    bad = _non_numeric_columns(X)
+    bad = describe_non_numeric_columns(X)
     if bad:
         raise ValueError(
             f"{path} has non-numeric feature column(s): {', '.join(bad)}; encode them as "

@@ -36,9 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
-from sklearn.utils import check_random_state
 
 from viboost._parallel import threaded_kernel
+from viboost._validation import RandomStateLike, spawn_generator
 
 __all__ = ["MISSING_BIN", "FeatureBinner"]
 
@@ -155,16 +155,6 @@ def _sort_columns(sample: np.ndarray) -> None:
             pass
 
 
-def _generator(random_state) -> np.random.Generator:
-    """A numpy Generator from an int, None, Generator or RandomState (as check_random_state)."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None or isinstance(random_state, numbers.Integral):
-        return np.random.default_rng(random_state)
-    state = check_random_state(random_state)  # a RandomState; raises on anything else
-    return np.random.default_rng(state.randint(np.iinfo(np.int32).max))
-
-
 @threaded_kernel(cache=True)
 def _gather_rows(X, rows, out):  # pragma: no cover - compiled
     """``out[k] = X[rows[k]]`` for a C-ordered X into a Fortran-ordered ``out``, in row blocks."""
@@ -188,7 +178,10 @@ class FeatureBinner:
         Most active rows drawn (without replacement) to place quantile edges and to count the
         distinct values of each feature.
     random_state : int, RandomState, Generator or None, default=None
-        Source of the subsample; an int gives a reproducible one.
+        Source of the subsample; an int gives a reproducible one. The subsample is drawn from
+        :func:`viboost._validation.spawn_generator` of it (a Generator seeded by one integer
+        drawn from ``check_random_state(random_state)``; an int seeds a RandomState first, as
+        in scikit-learn).
 
     Attributes
     ----------
@@ -220,7 +213,7 @@ class FeatureBinner:
         self,
         max_bins: int = 255,
         subsample: int = 200_000,
-        random_state: int | np.random.RandomState | np.random.Generator | None = None,
+        random_state: RandomStateLike = None,
     ) -> None:
         self.max_bins = max_bins
         self.subsample = subsample
@@ -264,7 +257,7 @@ class FeatureBinner:
         rows = np.flatnonzero(active)
         subsampled = rows.size > self.subsample
         if subsampled:
-            rows = _generator(self.random_state).choice(
+            rows = spawn_generator(self.random_state).choice(
                 rows, size=int(self.subsample), replace=False, shuffle=False
             )
             rows.sort()  # ascending rows: a cache-friendly gather

@@ -3,7 +3,7 @@
 Section 4 of the paper draws labels from a fixed set of base-classifier outputs
 ``f_m(x_n) in {-1, +1}`` as follows (``mu_0``, ``mu_0'`` and ``zeta`` are the hyperparameters,
 named ``weight_prior``, ``noise_grade_prior`` and ``clean_prior`` as in
-:class:`viboost.inference.ModelPriors`):
+:class:`viboost.variational.ModelPriors`):
 
 1. ``c_m ~ v-Log([+1, -1], [0, 0], [mu_0, mu_0])`` independently, ``m = 1, ..., M``;
 2. ``F = sum_m c_m f_m`` (the *margin* of each of the ``N`` instances);
@@ -19,9 +19,13 @@ the given matrix of base-classifier outputs) and returns every latent quantity i
 The two-term v-Log draws are exact, not rejection-based: ``Z ~ v-Log([+1, -1], [0, 0], [a, b])``
 has density proportional to ``sigmoid(z)^b (1 - sigmoid(z))^a``, so ``sigmoid(Z) ~ Beta(b, a)``
 and ``Z = log G_1 - log G_2`` with independent ``G_1 ~ Gamma(b)``, ``G_2 ~ Gamma(a)``.
-:func:`sample_two_term_vlog` computes ``log G`` directly (for a shape ``k < 1`` through
+:func:`sample_two_term_vlog` computes ``log G`` directly with
+:func:`viboost.distributions.log_gamma.log_gamma_variates` (for a shape ``k < 1`` through
 ``log Gamma(k) = log Gamma(k + 1) + log(U) / k``), so the draws stay finite and exact in the tails
 even for tiny multiplicities, where ``sigmoid(Z)`` rounds to 0 or 1.
+
+Every ``random_state`` here is resolved by :func:`viboost._validation.check_random_state` (an int
+seeds a ``numpy.random.RandomState``, as in scikit-learn; a Generator is used as is).
 
 Supplement S.2 ("Accounting for label inversions") shows that the noise model also covers label
 *inversion*: a label ``v`` kept with probability ``rho_1``, inverted with probability ``rho_2`` and
@@ -37,14 +41,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Integral, Real
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
-from viboost.datasets._validation import check_probability
+from viboost._validation import (
+    RandomStateLike,
+    check_positive,
+    check_probability,
+    check_random_state,
+)
+from viboost.distributions.log_gamma import log_gamma_variates
 
 __all__ = [
     "ModelDraw",
@@ -54,12 +64,6 @@ __all__ = [
     "sample_two_term_vlog",
     "true_to_noisy_ratio",
 ]
-
-RandomStateLike = int | np.random.Generator | np.random.RandomState | None
-
-# Below this shape, log Gamma(k) is drawn as log Gamma(k + 1) + log(U) / k: Gamma(k) itself would
-# underflow to 0 for tiny k (its draws are U**(1/k) in size).  The identity is exact for any k > 0.
-_LOG_TRICK_SHAPE = 1.0
 
 # Tolerance on sum(rho) == 1 in inversion_to_noise.
 _RHO_SUM_ATOL = 1e-12
@@ -92,35 +96,6 @@ class ModelDraw(NamedTuple):
     y: NDArray[np.int64]
 
 
-def _as_rng(random_state: RandomStateLike) -> np.random.Generator | np.random.RandomState:
-    """A Generator or RandomState is used as is, an int seeds ``numpy.random.default_rng`` and
-    None gives a fresh, unseeded ``default_rng``."""
-    if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
-        return random_state
-    if random_state is None:
-        return np.random.default_rng()
-    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
-        if int(random_state) < 0:
-            raise ValueError(f"random_state must be a non-negative int seed, got {random_state!r}")
-        return np.random.default_rng(int(random_state))
-    raise ValueError(
-        "random_state must be None, a non-negative int, a numpy.random.Generator or a "
-        f"numpy.random.RandomState, got {random_state!r}"
-    )
-
-
-def _check_positive(value: object, name: str) -> float:
-    """Return ``value`` as a float if it is a finite real number > 0, else raise ValueError."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(float(value))
-        or float(value) <= 0.0
-    ):
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
-
-
 def _check_shapes(value: ArrayLike, name: str) -> NDArray[np.float64]:
     """Return ``value`` as a float64 array if all its entries are finite and > 0."""
     try:
@@ -130,21 +105,6 @@ def _check_shapes(value: ArrayLike, name: str) -> NDArray[np.float64]:
     if not np.all(np.isfinite(arr)) or not np.all(arr > 0.0):
         raise ValueError(f"{name} must be finite positive numbers, got {value!r}")
     return arr
-
-
-def _log_gamma_variates(
-    shape: NDArray[np.float64], rng: np.random.Generator | np.random.RandomState
-) -> NDArray[np.float64]:
-    """``log G`` with ``G ~ Gamma(shape, 1)`` elementwise, without underflow for tiny shapes."""
-    flat = np.ravel(shape)
-    small = flat < _LOG_TRICK_SHAPE
-    gamma_shape = np.where(small, flat + 1.0, flat)
-    log_g = np.log(np.asarray(rng.gamma(gamma_shape, 1.0, size=flat.shape), dtype=np.float64))
-    if np.any(small):
-        # 1 - U lies in (0, 1] for U in [0, 1), so its log is finite.
-        u = np.asarray(rng.uniform(size=int(np.count_nonzero(small))), dtype=np.float64)
-        log_g[small] += np.log1p(-u) / flat[small]
-    return log_g.reshape(shape.shape)
 
 
 def sample_two_term_vlog(
@@ -172,8 +132,9 @@ def sample_two_term_vlog(
         Output shape; ``a`` and ``b`` must broadcast to it. By default the broadcast shape of
         ``a`` and ``b`` (a single float if both are scalars).
     random_state : int, numpy.random.Generator, numpy.random.RandomState or None, default=None
-        Source of randomness: a Generator or RandomState is used as is, an int seeds
-        ``numpy.random.default_rng`` (reproducible draws), None draws fresh OS entropy.
+        Source of randomness, resolved by :func:`viboost._validation.check_random_state`: a
+        Generator or RandomState is used as is, an int seeds a ``numpy.random.RandomState`` as
+        scikit-learn does (reproducible draws), None uses numpy's global RandomState.
 
     Returns
     -------
@@ -205,7 +166,7 @@ def sample_two_term_vlog(
     """
     a_arr = _check_shapes(a, "a")
     b_arr = _check_shapes(b, "b")
-    rng = _as_rng(random_state)
+    rng = check_random_state(random_state)
     try:
         if size is None:
             shape = np.broadcast_shapes(a_arr.shape, b_arr.shape)
@@ -217,7 +178,7 @@ def sample_two_term_vlog(
         raise ValueError(
             f"a (shape {a_arr.shape}) and b (shape {b_arr.shape}) must broadcast to size {size!r}"
         ) from exc
-    z = _log_gamma_variates(b_full, rng) - _log_gamma_variates(a_full, rng)
+    z = log_gamma_variates(b_full, rng) - log_gamma_variates(a_full, rng)
     if size is None and shape == ():
         return float(z)
     return z
@@ -249,8 +210,8 @@ def _check_clean_prior(clean_prior: object) -> tuple[float, float]:
     if len(clean_prior) != 2:
         raise ValueError(message)
     try:
-        zeta1 = _check_positive(clean_prior[0], "clean_prior[0]")
-        zeta2 = _check_positive(clean_prior[1], "clean_prior[1]")
+        zeta1 = check_positive(clean_prior[0], "clean_prior[0]")
+        zeta2 = check_positive(clean_prior[1], "clean_prior[1]")
     except ValueError as exc:
         raise ValueError(message) from exc
     return zeta1, zeta2
@@ -292,8 +253,9 @@ def sample_model(
         ``(zeta_1, zeta_2)``, the Beta prior on the type prior ``theta``; its mean
         ``zeta_1 / (zeta_1 + zeta_2)`` is the expected share of true labels.
     random_state : int, numpy.random.Generator, numpy.random.RandomState or None, default=None
-        Source of randomness: a Generator or RandomState is used as is, an int seeds
-        ``numpy.random.default_rng`` (reproducible draws), None draws fresh OS entropy.
+        Source of randomness, resolved by :func:`viboost._validation.check_random_state`: a
+        Generator or RandomState is used as is, an int seeds a ``numpy.random.RandomState`` as
+        scikit-learn does (reproducible draws), None uses numpy's global RandomState.
 
     Returns
     -------
@@ -328,10 +290,10 @@ def sample_model(
     [0.0, 0.0]
     """
     h = _check_base_outputs(base_outputs)
-    mu0 = _check_positive(weight_prior, "weight_prior")
-    mu0_noise = _check_positive(noise_grade_prior, "noise_grade_prior")
+    mu0 = check_positive(weight_prior, "weight_prior")
+    mu0_noise = check_positive(noise_grade_prior, "noise_grade_prior")
     zeta1, zeta2 = _check_clean_prior(clean_prior)
-    rng = _as_rng(random_state)
+    rng = check_random_state(random_state)
     n_rows, n_cols = h.shape
 
     # One vectorised draw of the M weights, xi and logit(theta), all independent.  theta uses

@@ -21,7 +21,8 @@ Structure of this module
   the posterior mean of ``F(x) = sum_m c_m f_m(x)``.
 
 Each chain starts from a draw of the prior (dispersed starts, so R-hat can detect a chain that
-has not mixed); its random numbers come from one seed drawn from ``random_state``.
+has not mixed); its random numbers come from one seed drawn from ``random_state``
+(:func:`viboost._validation.spawn_generator`).
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from viboost._gibbs_kernel import run_chain
 from viboost._parallel import numba_threads, resolve_n_jobs
-from viboost.estimator import VIBoostClassifier, _check_pair
+from viboost._validation import check_pair, check_random_state, spawn_generator
+from viboost.estimator import VIBoostClassifier
 from viboost.generative import sample_two_term_vlog
 from viboost.stumps import DecisionStump, predict_stumps
 
@@ -121,7 +122,10 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         threads compute at once.
     random_state : int, RandomState instance or None, default=None
         Seeds the chains' starting points and random streams; the draws are reproducible for a
-        fixed seed, whatever ``n_jobs``.
+        fixed seed, whatever ``n_jobs``. Resolved by
+        :func:`viboost._validation.check_random_state` (an int seeds a
+        ``numpy.random.RandomState``, as in scikit-learn); each chain's compiled kernel gets a
+        ``numpy.random.Generator`` from :func:`viboost._validation.spawn_generator`.
 
     Attributes
     ----------
@@ -276,7 +280,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             The fitted sampler.
         """
         self._validate_params()
-        zeta = _check_pair("clean_prior", self.clean_prior)
+        zeta = check_pair("clean_prior", self.clean_prior)
         if self.classifier is None:
             self.base_classifiers_ = None
         outputs = self._base_outputs(X, fitting=True)
@@ -326,8 +330,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             # theta ~ Beta(zeta_1, zeta_2): its log-odds are a two-term v-Log(zeta_2, zeta_1).
             logit_theta0 = float(sample_two_term_vlog(zeta[1], zeta[0], random_state=rs))
             clean0 = (rs.random_sample(n_rows) < expit(logit_theta0)).astype(np.uint8)
-            seed = int(rs.randint(0, 2**31 - 1))
-            starts.append((c0, xi0, logit_theta0, clean0, seed))
+            # The chain's own Generator for the compiled kernel, seeded from rs (one draw).
+            starts.append((c0, xi0, logit_theta0, clean0, spawn_generator(rs)))
 
         n_draws, store = int(self.n_draws), bool(self.store_row_draws)
         # Threads: one per running chain, at most n_jobs in all; a chain's kernel is serial, and
@@ -338,7 +342,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         inner = max(1, threads // workers)
 
         def one_chain(start):
-            c0, xi0, logit_theta0, clean0, seed = start
+            c0, xi0, logit_theta0, clean0, chain_rng = start
             out_c = np.empty((n_draws, n_classifiers))
             out_xi = np.empty(n_draws)
             out_logit = np.empty(n_draws)
@@ -349,7 +353,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 run_chain(
                     outputs_t, y_signed, c0.copy(), xi0, logit_theta0, clean0.copy(),
                     mu0, mu0_noise, zeta[0], zeta[1],
-                    int(self.n_burnin), n_draws, int(self.thin), np.random.default_rng(seed),
+                    int(self.n_burnin), n_draws, int(self.thin), chain_rng,
                     out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
                 )  # fmt: skip
             rows = out_rows if store else None
@@ -439,7 +443,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 "model": "Lorbert et al. noise model, section 4; Gibbs sampler, Algorithm 2",
                 "weight_prior": float(self.weight_prior),
                 "noise_grade_prior": float(self.noise_grade_prior),
-                "clean_prior": list(_check_pair("clean_prior", self.clean_prior)),
+                "clean_prior": list(check_pair("clean_prior", self.clean_prior)),
             },
         )
 

@@ -4,10 +4,10 @@
   *spam* data set, read from the package without any network access;
 - :func:`load_reuters_acq_crude`: 70 Reuters-21578 stories (acq vs crude) as a binary bag of
   words, bundled, a stand-in for the paper's *state* data set (not publicly distributed);
-- :func:`make_step`: the synthetic *step* data set of section 6 (type prior, noise grade);
+- :func:`make_step`: the synthetic *step* data set of section 7 (type prior, noise grade);
 - :func:`make_long_servedio`: the *Long-Servedio* data set, the supplement's Matlab generator;
 - :func:`flip_labels`: corrupt an exact share of binary labels, chosen uniformly at random, as in
-  the label-noise experiments of section 6;
+  the label-noise experiments of section 7;
 - :func:`flip_labels_class_conditional`: flip each label independently with a probability that
   depends on its class (the binary asymmetric channel of supplement S.2).
 """
@@ -22,9 +22,10 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from sklearn.utils import Bunch
 
+from viboost._validation import RandomStateLike, check_probability, check_random_state
+
 from ._reuters import load_reuters_acq_crude
 from ._synthetic import make_long_servedio, make_step
-from ._validation import RandomStateLike, as_rng, check_probability
 
 __all__ = [
     "flip_labels",
@@ -59,7 +60,7 @@ Spambase data set
     - target ``spam``: 1 = spam (unsolicited commercial e-mail), 0 = not spam.
 :Missing Attribute Values: None
 
-This is the *spam* data set of section 6 of "A Bayesian Boosting Model" (Lorbert, Blei, Schapire,
+This is the *spam* data set of section 7 of "A Bayesian Boosting Model" (Lorbert, Blei, Schapire,
 Ramadge), where each run trains on a random 10% of the rows and tests on the other 90%. The
 paper's "With 6,401 examples" is a slip for 4,601: the UCI data set has 4,601 rows.
 
@@ -218,7 +219,9 @@ def flip_labels(
     rate : float
         Share of the labels to flip, in [0, 1].
     random_state : int, RandomState instance, Generator or None, default=None
-        Controls which rows are flipped; pass an int for reproducible output.
+        Controls which rows are flipped; pass an int for reproducible output. Resolved by
+        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
 
     Returns
     -------
@@ -253,7 +256,7 @@ def flip_labels(
     labels, classes, index = _binary_labels(y, "flip_labels")
     n_samples = labels.shape[0]
     n_flip = round(rate * n_samples)
-    rng = as_rng(random_state)
+    rng = check_random_state(random_state)
     chosen = rng.choice(n_samples, size=n_flip, replace=False)
     flipped = np.zeros(n_samples, dtype=bool)
     flipped[chosen] = True
@@ -288,7 +291,9 @@ def flip_labels_class_conditional(
     rate_neg : float
         Probability in [0, 1] that a negative label (the smaller value) is flipped.
     random_state : int, RandomState instance, Generator or None, default=None
-        Controls which rows are flipped; pass an int for reproducible output.
+        Controls which rows are flipped; pass an int for reproducible output. Resolved by
+        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
 
     Returns
     -------
@@ -327,7 +332,7 @@ def flip_labels_class_conditional(
     rate_pos = check_probability(rate_pos, "rate_pos")
     rate_neg = check_probability(rate_neg, "rate_neg")
     labels, classes, index = _binary_labels(y, "flip_labels_class_conditional")
-    rng = as_rng(random_state)
+    rng = check_random_state(random_state)
     rates = np.where(index == 1, rate_pos, rate_neg)
     flipped = rng.random(labels.shape[0]) < rates
     labels[flipped] = classes[1 - index[flipped]]

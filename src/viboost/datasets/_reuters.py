@@ -39,7 +39,7 @@ lower-cased and split into tokens of two or more letters, digits or underscores 
 token pattern ``(?u)\\b\\w\\w+\\b``), with no stop-word removal and no stemming. Most stories end
 with the sign-off "Reuter", which is kept.
 
-This set stands in for the *state* data set of section 6 of "A Bayesian Boosting Model"
+This set stands in for the *state* data set of section 7 of "A Bayesian Boosting Model"
 (Lorbert, Blei, Schapire, Ramadge): Gabrilovich & Markovitch (2004), 145 documents about
 Illinois or Michigan with 22,648 present/absent word features, which is not publicly
 distributed. Like it, this is a small text set with many more binary word features than

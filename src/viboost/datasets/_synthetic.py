@@ -1,11 +1,17 @@
-"""The synthetic data sets of section 6 of the paper: *step* and *Long-Servedio*."""
+"""The synthetic data sets of section 7 of the paper: *step* and *Long-Servedio*."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import expit
 
-from ._validation import RandomStateLike, as_rng, check_int, check_probability, check_real
+from viboost._validation import (
+    RandomStateLike,
+    check_int,
+    check_probability,
+    check_random_state,
+    check_real,
+)
 
 __all__ = ["make_long_servedio", "make_step"]
 
@@ -19,7 +25,7 @@ def make_step(
     random_state: RandomStateLike = None,
     return_flags: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Generate the *step* data set of section 6: 100 points, a step function and label noise.
+    """Generate the *step* data set of section 7: 100 points, a step function and label noise.
 
     The inputs are the 100 odd numbers ``x = -99, -97, ..., 97, 99``. The model of section 4 is
     followed with ``F(x) = +inf`` for ``x > 0`` and ``F(x) = -inf`` for ``x < 0``, so a *true*
@@ -42,7 +48,9 @@ def make_step(
         Log-odds ``log(P(y=+1) / P(y=-1))`` of a noisy label; ``+inf`` and ``-inf`` make every
         noisy label ``+1`` or ``-1``.
     random_state : int, RandomState instance, Generator or None, default=None
-        Seed or generator for the draws; pass an int for reproducible output.
+        Seed or generator for the draws; pass an int for reproducible output. Resolved by
+        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
     return_flags : bool, default=False
         If True, also return which labels are true (``w = 1``).
 
@@ -78,7 +86,7 @@ def make_step(
     """
     theta = check_probability(theta, "theta")
     noise_grade = check_real(noise_grade, "noise_grade")
-    rng = as_rng(random_state)
+    rng = check_random_state(random_state)
     n_samples = _STEP_X.size
     is_true = rng.random(n_samples) < theta  # w_n ~ Bernoulli(theta)
     noisy_plus = rng.random(n_samples) < expit(noise_grade)  # P(y = +1 | noisy) = sigmoid(xi)
@@ -145,7 +153,9 @@ def make_long_servedio(
     eta : float, default=0.2
         Probability in [0, 1] of the label -1 (the paper's "noise level" 0.20).
     random_state : int, RandomState instance, Generator or None, default=None
-        Seed or generator for the draws; pass an int for reproducible output. The stream of
+        Seed or generator for the draws; pass an int for reproducible output. Resolved by
+        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn). The stream of
         draws differs from Matlab's, so Matlab's numbers are not reproduced exactly.
 
     Returns
@@ -162,7 +172,7 @@ def make_long_servedio(
 
     Notes
     -----
-    Noise grade. Section 6 says this set corresponds to "a type prior of 0 (always reassigning
+    Noise grade. Section 7 says this set corresponds to "a type prior of 0 (always reassigning
     a random label) and a noise grade of about -1.4". Section 4 defines the noise grade as
     ``xi = log(P(y=+1) / P(y=-1))`` for a noisy label. Here every label is noise, and it is
     ``+1`` with probability ``1 - eta = 0.8``, so under section 4's convention the noise grade
@@ -194,7 +204,7 @@ def make_long_servedio(
     m = check_int(m, "m", 1)
     n = check_int(n, "n", 0)
     eta = check_probability(eta, "eta")
-    rng = as_rng(random_state)
+    rng = check_random_state(random_state)
     k = 2 * n + 1
     t = rng.random(m)
     component = np.where(t < 1 / 4, 0, np.where(t < 3 / 4, 1, 2))

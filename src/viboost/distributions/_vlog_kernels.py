@@ -1,13 +1,16 @@
-"""Shifted kernels of the v-Log density and the root finder of its mode (supplement S.1, S.5).
+"""Shifted kernels of the v-Log density and the root finder of its mode (supplement S.1, S.5.1).
 
 For ``g(z) = sum_k mu_k softplus(beta_k (z - gamma_k))`` (see
 :mod:`viboost.distributions.versatile_logistic`), ``g~(d) = g(z0 + d) - g(z0)`` is the kernel
-that the normaliser's integration (S.5), the cdf tables and the sampler work with:
+that the normaliser's integration (S.5.1), the cdf tables and the sampler work with. This
+module owns those kernels, the float64 constants they share with the integration and the
+sampler (:data:`FLOAT64_EPS`, :data:`BREGMAN_CHUNK_ELEMENTS`, :func:`chunk_rows`), the checks
+of their rounding noise (:func:`slope_noise_factor`, :func:`check_kernel_dip`) and:
 
-* :class:`_ShiftedKernel` -- term-by-term ``logaddexp`` form, fast, for moderate multiplicities;
-* :class:`_BregmanKernel` -- linear term plus Bregman divergences of softplus, accurate whatever
+* :class:`ShiftedKernel` -- term-by-term ``logaddexp`` form, fast, for moderate multiplicities;
+* :class:`BregmanKernel` -- linear term plus Bregman divergences of softplus, accurate whatever
   the multiplicities;
-* :func:`_solve_increasing` -- safeguarded Newton root finding (the mode, where ``g' = 0``).
+* :func:`solve_increasing` -- safeguarded Newton root finding (the mode, where ``g' = 0``).
 """
 
 from __future__ import annotations
@@ -18,18 +21,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
-_EPS = float(np.finfo(np.float64).eps)
+FLOAT64_EPS = float(np.finfo(np.float64).eps)
 
 # Number of float64 elements allowed in one (points x terms) temporary: 2**20 elements = 8 MiB.
 _CHUNK_ELEMENTS = 1 << 20
 
-# Bregman kernel (``_BregmanKernel``).
+# Bregman kernel (``BregmanKernel``).
 _SERIES_DELTA = 0.2  # |delta| below which the Bregman term is summed as a cumulant series
-_BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
+BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
 
 
 # g~ = g(z0 + d) - g(z0) with z0 the computed mode dips below 0 by at most ~50: the minimiser
-# lies within 10 curvature widths of z0 (see ``_BregmanKernel.center``).  A deeper dip means
+# lies within 10 curvature widths of z0 (see ``BregmanKernel.center``).  A deeper dip means
 # that g~ is rounding noise, and the density cannot be integrated or sampled.
 KERNEL_DIP_LIMIT = 60.0
 
@@ -41,7 +44,7 @@ def slope_noise_factor(n_terms: int) -> float:
     ``log2 K`` more; where ``|g'|`` is below this times the summands' magnitude the point is
     the mode to working precision.
     """
-    return (8.0 + math.log2(max(n_terms, 1))) * _EPS
+    return (8.0 + math.log2(max(n_terms, 1))) * FLOAT64_EPS
 
 
 def check_kernel_dip(values: ArrayLike, what: str) -> None:
@@ -59,7 +62,7 @@ def scaled_slope(
 ) -> tuple[float, float, float]:
     """``(g'(z), its rounding noise, g''(z))``, all divided by the multiplicity scale.
 
-    ``mu_k = weights_k * 2**e`` (see ``VersatileLogistic._compressed``); products with the
+    ``mu_k = weights_k * 2**e`` (how ``VersatileLogistic`` stores multiplicities); products with the
     weights are formed in log space, so that they neither overflow nor lose a subnormal
     ``expit``.  The summands ``mu_k beta_k expit(t_k)`` are formed elementwise and summed
     exactly (``math.fsum``), not by a BLAS dot product, whose fused multiply-adds on some CPUs
@@ -79,11 +82,11 @@ def scaled_slope(
     return math.fsum(summands.tolist()), noise, curvature
 
 
-def _chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
+def chunk_rows(n_terms: int, elements: int = _CHUNK_ELEMENTS) -> int:
     return max(1, elements // max(1, n_terms))
 
 
-class _ShiftedKernel:
+class ShiftedKernel:
     """``g~(d) = g(z0 + d) - g(z0)`` evaluated term by term, without cancellation.
 
     For ``a_k = beta_k (z0 - gamma_k)``, ``softplus(a_k + beta_k d) - softplus(a_k)`` equals
@@ -126,7 +129,7 @@ class _ShiftedKernel:
         d = np.asarray(d, dtype=np.float64)
         out = np.empty(d.shape[0])
         slopes = self._scaled_slopes(scale)
-        rows = _chunk_rows(slopes.shape[0])
+        rows = chunk_rows(slopes.shape[0])
         for start in range(0, d.shape[0], rows):
             block = d[start : start + rows]
             tmp = np.multiply.outer(block, slopes)
@@ -153,10 +156,10 @@ class _ShiftedKernel:
         of order -1e300) needs little absolute accuracy.  ``log_normalizer`` compares this
         estimate with the accuracy it needs before trusting the fast path.
         """
-        return 4.0 * _EPS * (self._noise_const + 8.0 * s * self._noise_slope)
+        return 4.0 * FLOAT64_EPS * (self._noise_const + 8.0 * s * self._noise_slope)
 
 
-class _BregmanKernel:
+class BregmanKernel:
     """``g~(d) = g(z0 + d) - g(z0)`` as ``gamma d + sum_k mu_k D(a_k, beta_k d)``, accurately.
 
     ``a_k = beta_k (z0 - gamma_k)``, ``gamma = g'(z0)`` and ``D(a, delta) = softplus(a + delta)
@@ -170,7 +173,7 @@ class _BregmanKernel:
     * ``log(q + p e^delta) - p delta`` (a logaddexp) otherwise,
 
     each accurate to ~1e-14 relative, so the sum over terms (all nonnegative) is as accurate
-    whatever the multiplicities: unlike ``_ShiftedKernel`` nothing cancels except the linear
+    whatever the multiplicities: unlike ``ShiftedKernel`` nothing cancels except the linear
     term, whose rounding error is a smooth tilt ``d * O(eps sum|mu beta expit(a)|)`` rather than
     noise.  Products ``mu p`` are formed as ``exp(log mu + log p)`` so that a subnormal
     ``p`` (a term saturated at ``z0``) never loses precision.  ``__call__`` returns values in
@@ -233,7 +236,7 @@ class _BregmanKernel:
         wpq = self.wp * q
         self.series = [wpq * polys[n] / math.factorial(n) for n in range(12, 1, -1)]
 
-    def restricted(self, span: float) -> _BregmanKernel:
+    def restricted(self, span: float) -> BregmanKernel:
         """Copy without the terms that change ``g~`` by < 1e-17 / K over ``|d| <= span``.
 
         ``|D(a, delta)| <= 2 |delta|``, so term ``k`` contributes at most
@@ -244,7 +247,7 @@ class _BregmanKernel:
         keep = 2.0 * self.weights * np.abs(self.slopes) * span > bound
         if np.all(keep):
             return self
-        new = object.__new__(_BregmanKernel)
+        new = object.__new__(BregmanKernel)
         new.__dict__.update(self.__dict__)
         for name in ("slopes", "knots", "weights", "a", "flipped_slopes", "p", "log_p"):
             setattr(new, name, getattr(self, name)[keep])
@@ -255,7 +258,7 @@ class _BregmanKernel:
 
     def _scaled(self, d: NDArray[np.float64]) -> NDArray[np.float64]:
         out = np.empty(d.shape[0])
-        rows = _chunk_rows(self.weights.shape[0], _BREGMAN_CHUNK_ELEMENTS)
+        rows = chunk_rows(self.weights.shape[0], BREGMAN_CHUNK_ELEMENTS)
         p, wp, w = self.p, self.wp, self.weights
         for start in range(0, d.shape[0], rows):
             block = d[start : start + rows]
@@ -344,7 +347,7 @@ class _BregmanKernel:
 
 
 # ---------------------------------------------------------------------- root finding
-def _solve_increasing(func, x0: float, spread: float) -> tuple[float, float]:
+def solve_increasing(func, x0: float, spread: float) -> tuple[float, float]:
     """Root of an increasing function by bracket expansion and safeguarded Newton (rtsafe).
 
     ``func(x)`` returns ``(f, f', tolerance, magnitude, width)``: ``|f| <= tolerance`` is
@@ -353,7 +356,7 @@ def _solve_increasing(func, x0: float, spread: float) -> tuple[float, float]:
     the iteration stops once a step is below ``1e-6`` widths (and ``1e-12`` relative), or below
     the float spacing when the peak is narrower than that: the root is then placed well inside
     the peak, which the shifted kernels need (a mode off by many widths leaves a tilt that
-    ``_BregmanKernel.center`` cannot tell from rounding noise).  Returns ``(root, magnitude)``.
+    ``BregmanKernel.center`` cannot tell from rounding noise).  Returns ``(root, magnitude)``.
     """
     f0, fp0, tol0, mag0, _ = func(x0)
     if abs(f0) <= tol0:

@@ -1,14 +1,18 @@
-"""Integration of the v-Log kernel: log normaliser and cdf tables (supplement S.1, S.5).
+"""Integration of the v-Log kernel: log normaliser and cdf tables (supplement S.1, S.5.1).
 
-* the log normaliser ``log B`` (S.5): the scale of the peak (:func:`_integration_scale`), the
-  fast nested sinh-trapezoid path (:func:`_log_integral_trapezoid`) and the split path, with
-  closed-form hinge tails (:func:`_hinge_tail_log_integral`) and an adaptive Gauss-Kronrod
-  middle (:func:`_log_middle_integral`, :func:`_gauss_kronrod`);
-* the cached quadrature behind the moments (:class:`_QuadSetup`, :func:`_rise_scale`,
-  :func:`_gk_intervals`);
+This module owns every integral of the shifted kernel ``g~`` that ``VersatileLogistic`` needs:
+
+* the log normaliser ``log B`` (S.5.1, eqs. (92)-(97)): the scale of the peak
+  (:func:`integration_scale`), the fast nested sinh-trapezoid path
+  (:func:`log_integral_trapezoid`, at most :data:`TRAPEZOID_MAX_EVALS` kernel evaluations) and
+  the split path, with closed-form hinge tails (:func:`hinge_tail_log_integral`) and an
+  adaptive Gauss-Kronrod middle (:func:`log_middle_integral`, :func:`_gauss_kronrod`, at most
+  :data:`GAUSS_KRONROD_MAX_ROUNDS` rounds);
+* the cached quadrature behind the moments (:class:`QuadratureSetup`, :func:`rise_scale`,
+  :func:`gauss_kronrod_intervals`);
 * the cdf tables (S.1): piecewise Chebyshev interpolants of ``g~`` on each side of the mode,
-  their tail masses and inversion (:class:`_SideTable`, :class:`_CdfTable`,
-  :func:`_build_side_table`, :func:`_partial_masses`, :func:`_invert_side`).
+  their tail masses and inversion (:class:`SideTable`, :class:`CdfTable`,
+  :func:`build_side_table`, :func:`partial_masses`, :func:`invert_side_table`).
 """
 
 from __future__ import annotations
@@ -23,24 +27,25 @@ from scipy.integrate import IntegrationWarning
 
 from viboost._math import log1mexp, log_cosh, log_sum_exp
 from viboost.distributions._vlog_kernels import (
-    _EPS,
-    _BregmanKernel,
-    _ShiftedKernel,
+    FLOAT64_EPS,
+    BregmanKernel,
+    ShiftedKernel,
     check_kernel_dip,
 )
 
-# Integration settings of the fast path of ``log_normalizer`` (see ``_log_integral_trapezoid``).
+# Integration settings of the fast path of ``log_normalizer`` (see ``log_integral_trapezoid``).
 _SINH_LAMBDA = 3.0  # x = lambda * sinh(t / lambda): uniform near the peak, geometric in the tails
 _TRAP_H0 = 0.5  # coarsest trapezoid step in t
 _TRAP_RTOL = 1e-10  # accept when two successive (nested) trapezoid sums agree to this
-_TRAP_MAX_EVALS = 800  # beyond this many kernel evaluations, use the split integration instead
+TRAPEZOID_MAX_EVALS = 800  # beyond this many kernel evaluations, use the split integration instead
 _TAIL_LOG_THRESHOLD = 34.0  # truncate where g~(x) >= 34 + log|x| (tail mass < 1e-16)
 
-# Split integration (``VersatileLogistic._log_normalizer_split``) and the cdf tables.
+# Split integration (the fallback path of ``VersatileLogistic.log_normalizer``) and the cdf
+# tables.
 _GK_RTOL = 1e-13  # per-interval Gauss-Kronrod error bound, relative to the whole integral
 _GK_MAX_INTERVALS = 5000
-_GK_MAX_ROUNDS = 100
-_GK_FLOOR = 1e-280  # absolute tolerance of ``_gk_intervals``, relative to the total
+GAUSS_KRONROD_MAX_ROUNDS = 100
+_GK_FLOOR = 1e-280  # absolute tolerance of ``gauss_kronrod_intervals``, relative to the total
 
 # Gauss-Kronrod 7-15 rule on [-1, 1] (QUADPACK qk15): nodes, Kronrod and Gauss weights.
 _GK_X = np.array(
@@ -83,7 +88,7 @@ _GK_WG15[7] = 0.417959183673469387755102040816327
 
 
 # ---------------------------------------------------------------------- integration helpers
-def _integration_scale(kernel: _ShiftedKernel, slopes: NDArray, knots: NDArray) -> float:
+def integration_scale(kernel: ShiftedKernel, slopes: NDArray, knots: NDArray) -> float:
     """Scale ``s`` so that ``x = (z - z*) / s`` puts the peak of ``exp(-g~)`` at about unit width.
 
     Start from the Laplace width ``1/sqrt(g''(z*))``: it keeps the peak about one unit wide in
@@ -126,7 +131,7 @@ def _integration_scale(kernel: _ShiftedKernel, slopes: NDArray, knots: NDArray) 
     return s
 
 
-def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
+def log_integral_trapezoid(kernel: ShiftedKernel, s: float) -> float | None:
     """``log`` of ``integral exp(-g~(s x)) dx`` by nested trapezoid sums, or None.
 
     Substituting ``x = lam sinh(t / lam)`` keeps the grid nearly uniform on the unit-width
@@ -135,7 +140,7 @@ def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
     The window is truncated where ``g~(s x) >= 34 + log|x|``: by convexity the mass beyond is
     at most ``|x| exp(-g~)/g~ < 6e-17`` (the total is >= ~0.8 since ``g~(+-1) <= 2``).  Steps
     are halved (reusing all previous nodes) until two successive sums agree to ``1e-10``; the
-    finer sum is returned.  Returns None if that needs more than ``_TRAP_MAX_EVALS`` kernel
+    finer sum is returned.  Returns None if that needs more than ``TRAPEZOID_MAX_EVALS`` kernel
     evaluations (e.g. nearly-kinked kernels with tiny multiplicities).
     """
     lam, h0 = _SINH_LAMBDA, _TRAP_H0
@@ -162,7 +167,7 @@ def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
                 n_block = int(min(64, max(2, math.ceil(t_need / h0) - k_done)))
             else:
                 n_block = 4
-            if kernel.n_evals > _TRAP_MAX_EVALS or (k_done + n_block) * h0 > 600.0 * lam:
+            if kernel.n_evals > TRAPEZOID_MAX_EVALS or (k_done + n_block) * h0 > 600.0 * lam:
                 return None  # very slowly growing g~: leave it to the adaptive fallback
             ks = np.arange(k_done + 1, k_done + n_block + 1, dtype=np.float64)
             log_f, gt, x = log_integrand(side * h0 * ks)
@@ -183,7 +188,7 @@ def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
     h = h0
     estimate = h * total
     n_intervals = int(round((t_hi - t_lo) / h0))
-    while kernel.n_evals + n_intervals <= _TRAP_MAX_EVALS:
+    while kernel.n_evals + n_intervals <= TRAPEZOID_MAX_EVALS:
         h *= 0.5
         t_new = t_lo + h * (2.0 * np.arange(n_intervals) + 1.0)
         total += math.fsum(np.exp(log_integrand(t_new)[0]).tolist())
@@ -195,7 +200,7 @@ def _log_integral_trapezoid(kernel: _ShiftedKernel, s: float) -> float | None:
     return None
 
 
-def _hinge_tail_log_integral(
+def hinge_tail_log_integral(
     slopes: NDArray, knots: NDArray, log_mults: NDArray, start: float
 ) -> float:
     """``log`` of ``integral_start^inf exp(-(H(z) - H(start))) dz`` in closed form.
@@ -271,12 +276,12 @@ def _hinge_tail_log_integral(
     return log_sum_exp(log_terms)
 
 
-def _side_scale(kernel: _BregmanKernel, rise, d_anchor: float, side: float, length: float) -> float:
+def _side_scale(kernel: BregmanKernel, rise, d_anchor: float, side: float, length: float) -> float:
     """Width ``s`` in ``(0, length]`` with ``rise(s)`` in ``[1/4, 2]`` (or ``length``).
 
     ``rise(u) = g~(d_anchor + side u) - g~(d_anchor)`` is convex, increasing and 0 at 0.  The
     first guess is the smallest of ``length``, the curvature width ``1/sqrt(g~'')`` and the slope
-    width ``1/|g~'|`` at the anchor; it is then corrected as in ``_integration_scale`` (shrink
+    width ``1/|g~'|`` at the anchor; it is then corrected as in ``integration_scale`` (shrink
     by ``1/rise``, which convexity bounds, grow at least 2-fold, then geometric bisection).
     """
     d1, d2 = kernel.derivatives(d_anchor)
@@ -308,8 +313,8 @@ def _side_scale(kernel: _BregmanKernel, rise, d_anchor: float, side: float, leng
     return lo if lo > 0.0 else s  # pragma: no cover - defensive
 
 
-def _log_middle_integral(
-    kernel: _BregmanKernel, z_left: float, z_right: float, log_other: float
+def log_middle_integral(
+    kernel: BregmanKernel, z_left: float, z_right: float, log_other: float
 ) -> float:
     """``log`` of ``integral_{z_left}^{z_right} exp(-g~(z - z*)) dz`` by adaptive Gauss-Kronrod.
 
@@ -378,7 +383,7 @@ def _gauss_kronrod(integrand, lo: NDArray, hi: NDArray, others: float) -> float:
     accepted: list[float] = []
     pending = np.zeros(0)
     n_total = lo.shape[0]
-    for _ in range(_GK_MAX_ROUNDS):
+    for _ in range(GAUSS_KRONROD_MAX_ROUNDS):
         mid = 0.5 * (lo + hi)
         half = 0.5 * (hi - lo)
         nodes = mid[:, None] + half[:, None] * _GK_NODES_ENDS
@@ -417,13 +422,13 @@ def _gauss_kronrod(integrand, lo: NDArray, hi: NDArray, others: float) -> float:
 
 
 # ---------------------------------------------------------------------- moments and cdf
-_CDF_CUT = 760.0  # panels stop where g~ exceeds this (+ 3 log(u/s)): exp(-760) underflows
+CDF_TABLE_CUTOFF = 760.0  # panels stop where g~ exceeds this (+ 3 log(u/s)): exp(-760) underflows
 
 
-class _QuadSetup(NamedTuple):
+class QuadratureSetup(NamedTuple):
     """Cached quadrature of the shifted kernel: panels, tail masses and side integrals."""
 
-    kernel: _BregmanKernel
+    kernel: BregmanKernel
     z_star: float
     scale: float  # s0, the curvature width: masses and moments are integrals over t = d / s0
     right: tuple[NDArray, NDArray, NDArray]  # (edges in d, masses beyond each edge, integrals)
@@ -431,7 +436,7 @@ class _QuadSetup(NamedTuple):
     mass: float  # integral of exp(-g~(s0 t)) dt over both sides
 
 
-def _rise_scale(kernel: _BregmanKernel, side: float, s0: float) -> float:
+def rise_scale(kernel: BregmanKernel, side: float, s0: float) -> float:
     """Width ``s`` with ``g~(side s)`` in ``[1/4, 2]`` (or the nearest found), from ``s0``."""
     s = s0
     lo, hi = 0.0, math.inf
@@ -454,22 +459,23 @@ def _rise_scale(kernel: _BregmanKernel, side: float, s0: float) -> float:
     return s
 
 
-def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArray:
+def gauss_kronrod_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArray:
     """Integrals over each ``[lo_i, hi_i]`` by adaptive Gauss-Kronrod 7-15, vectorised.
 
     ``integrand(x)`` returns an array of shape ``(m, len(x))`` of nonnegative functions; the
     result has shape ``(m, len(lo))``.  A subinterval is accepted when for every function
     ``|K15 - G7| <= 1e-13 (estimate of its interval's integral + others_i)`` (``others``:
     further mass the caller adds to that interval's result, for function 0 and scaled for the
-    rest), or when it can no longer be split.  The work is bounded: after ``_GK_MAX_ROUNDS``
-    rounds, or beyond ``_GK_MAX_INTERVALS`` plus 64 per interval subintervals, the
-    unconverged subintervals keep their Kronrod estimates and an ``IntegrationWarning`` says so.
+    rest), or when it can no longer be split.  The work is bounded: after
+    ``GAUSS_KRONROD_MAX_ROUNDS`` rounds, or beyond ``_GK_MAX_INTERVALS`` plus 64 per interval
+    subintervals, the unconverged subintervals keep their Kronrod estimates and an
+    ``IntegrationWarning`` says so.
     """
     n = lo.shape[0]
     owner = np.arange(n)
     result: NDArray | None = None
     n_total = n
-    for round_ in range(_GK_MAX_ROUNDS):
+    for round_ in range(GAUSS_KRONROD_MAX_ROUNDS):
         if owner.shape[0] == 0:
             break
         mid = 0.5 * (lo + hi)
@@ -510,7 +516,8 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
         done |= ok
         n_split = int(np.count_nonzero(~done))
         n_total += 2 * n_split
-        if n_split and (round_ == _GK_MAX_ROUNDS - 1 or n_total > _GK_MAX_INTERVALS + 64 * n):
+        last_round = round_ == GAUSS_KRONROD_MAX_ROUNDS - 1
+        if n_split and (last_round or n_total > _GK_MAX_INTERVALS + 64 * n):
             warnings.warn(
                 "v-Log quadrature: adaptive Gauss-Kronrod did not reach its tolerance "
                 f"within {round_ + 1} rounds and {n_total} subintervals",
@@ -530,7 +537,8 @@ def _gk_intervals(integrand, lo: NDArray, hi: NDArray, others: NDArray) -> NDArr
 
 
 # ---------------------------------------------------------------------- cdf table
-# Piecewise Chebyshev interpolant of g~ on each side of the mode (``VersatileLogistic._table``).
+# Piecewise Chebyshev interpolant of g~ on each side of the mode (behind
+# ``VersatileLogistic.cdf``).
 _CHEB_DEG = 16
 _CHEB_T = np.cos(np.pi * np.arange(_CHEB_DEG + 1) / _CHEB_DEG)[::-1]  # Lobatto nodes, ascending
 # Values at the nodes -> Chebyshev coefficients (DCT-I with halved end weights).
@@ -543,7 +551,7 @@ _CHEB_SKIP = 780.0  # ... or when g~ exceeds this on the whole cell (exp(-780) u
 _CHEB_MAX_CELLS = 20_000
 
 
-class _SideTable(NamedTuple):
+class SideTable(NamedTuple):
     """One side of the mode: cells ``[edges_i, edges_{i+1}]`` in ``u = |z - z*|``."""
 
     edges: NDArray  # (n + 1,), edges[0] = 0
@@ -551,17 +559,17 @@ class _SideTable(NamedTuple):
     tails: NDArray  # (n + 1,): unnormalised mass beyond each edge, tails[n] = 0
 
 
-class _CdfTable(NamedTuple):
+class CdfTable(NamedTuple):
     """Both sides of the mode, in units of ``t = (z - z*) / scale`` (masses over ``t`` too)."""
 
-    right: _SideTable
-    left: _SideTable
+    right: SideTable
+    left: SideTable
     mass: float
     z_star: float
     scale: float
 
 
-def _cheb_eval(table: _SideTable, u: NDArray) -> NDArray:
+def interpolate_side_table(table: SideTable, u: NDArray) -> NDArray:
     """The interpolant of ``g~(side u)`` at ``u`` (Clenshaw; ``u`` clipped to the table)."""
     edges, coefs = table.edges, table.coefs
     cell = np.clip(np.searchsorted(edges, u, side="right") - 1, 0, coefs.shape[0] - 1)
@@ -587,9 +595,9 @@ def tail_masses(masses: NDArray) -> NDArray:
     return tails
 
 
-def _build_side_table(
-    kernel: _BregmanKernel, side: float, panels: NDArray, width: float
-) -> _SideTable:
+def build_side_table(
+    kernel: BregmanKernel, side: float, panels: NDArray, width: float
+) -> SideTable:
     """Refine ``panels`` by bisection until Chebyshev interpolation of ``g~`` has converged.
 
     ``panels`` and the table are in units of ``t = u / width`` (``u = |z - z*|``), so that the
@@ -627,17 +635,19 @@ def _build_side_table(
     all_cells = np.concatenate(cells)
     order = np.argsort(all_cells[:, 0], kind="stable")
     edges = np.concatenate([all_cells[order, 0], all_cells[order[-1:], 1]])
-    table = _SideTable(edges, np.concatenate(coefs)[order], np.zeros(edges.shape[0]))
+    table = SideTable(edges, np.concatenate(coefs)[order], np.zeros(edges.shape[0]))
 
     def integrand(u: NDArray) -> NDArray:
-        return np.exp(-np.maximum(_cheb_eval(table, u), -700.0))[None, :]
+        return np.exp(-np.maximum(interpolate_side_table(table, u), -700.0))[None, :]
 
-    masses = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))[0]
+    masses = gauss_kronrod_intervals(
+        integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1)
+    )[0]
     tails = tail_masses(masses)
     return table._replace(tails=tails)
 
 
-def _partial_masses(table: _SideTable, u: NDArray) -> NDArray:
+def partial_masses(table: SideTable, u: NDArray) -> NDArray:
     """Unnormalised mass beyond ``u`` (``u >= 0``) on one side, from the table."""
     edges, tails = table.edges, table.tails
     res = np.zeros(u.shape[0])
@@ -651,15 +661,15 @@ def _partial_masses(table: _SideTable, u: NDArray) -> NDArray:
     beyond = tails[np.searchsorted(edges, lo, side="right")]
 
     def integrand(x: NDArray) -> NDArray:
-        return np.exp(-np.maximum(_cheb_eval(table, x), -700.0))[None, :]
+        return np.exp(-np.maximum(interpolate_side_table(table, x), -700.0))[None, :]
 
-    pieces = _gk_intervals(integrand, lo, hi, beyond)[0]
+    pieces = gauss_kronrod_intervals(integrand, lo, hi, beyond)[0]
     cum = np.concatenate([np.cumsum(pieces[::-1])[::-1], [0.0]])
     res[inside] = cum[np.searchsorted(pts, ui)]
     return res
 
 
-def _invert_side(table: _SideTable, target: NDArray) -> NDArray:
+def invert_side_table(table: SideTable, target: NDArray) -> NDArray:
     """``u`` with (mass beyond ``u``) ``= target``, for ``0 < target <= tails[0]``, vectorised.
 
     The cell is found from the cached masses; inside it, safeguarded Newton (bisection
@@ -679,11 +689,11 @@ def _invert_side(table: _SideTable, target: NDArray) -> NDArray:
         ui = u[idx]
 
         def integrand(x: NDArray) -> NDArray:
-            return np.exp(-np.maximum(_cheb_eval(table, x), -700.0))[None, :]
+            return np.exp(-np.maximum(interpolate_side_table(table, x), -700.0))[None, :]
 
-        mass = _gk_intervals(integrand, ui, edges[cell[idx] + 1], tails[cell[idx] + 1])[0]
+        mass = gauss_kronrod_intervals(integrand, ui, edges[cell[idx] + 1], tails[cell[idx] + 1])[0]
         f_val = mass - rest[idx]
-        dens = np.exp(-np.maximum(_cheb_eval(table, ui), -700.0))
+        dens = np.exp(-np.maximum(interpolate_side_table(table, ui), -700.0))
         # F is decreasing: F > 0 means u is too small.
         pos = f_val > 0.0
         lo[idx] = np.where(pos, ui, lo[idx])
@@ -693,7 +703,7 @@ def _invert_side(table: _SideTable, target: NDArray) -> NDArray:
         ok = np.isfinite(newton) & (newton > lo[idx]) & (newton < hi[idx])
         new = np.where(ok, newton, 0.5 * (lo[idx] + hi[idx]))
         new = np.where(f_val == 0.0, ui, new)  # an exact root stays put
-        tol = 4.0 * _EPS * np.maximum(np.abs(new), edges[1])
+        tol = 4.0 * FLOAT64_EPS * np.maximum(np.abs(new), edges[1])
         conv = (np.abs(new - ui) <= tol) | (hi[idx] - lo[idx] <= tol) | (f_val == 0.0)
         u[idx] = new
         active[idx[conv]] = False

@@ -1,9 +1,11 @@
 """Adaptive rejection sampling of the v-Log distribution (supplement S.1).
 
+This module owns the sampler behind ``VersatileLogistic.rvs``:
+:class:`AdaptiveRejectionSampler` and its :class:`SamplingError`.
 ``VersatileLogistic.rvs`` draws exactly from the log-concave density ``exp(-g~)`` with the
 adaptive rejection sampler of Gilks & Wild (1992): a tangent hull and chord squeeze of
 ``h = -g~`` (:class:`_Envelope`, :func:`_make_envelope`), refined deterministically
-(:func:`_ars_excess`) and then frozen in :class:`_ArsSampler`.
+(:func:`_ars_excess`) and then frozen in :class:`AdaptiveRejectionSampler`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from scipy.special import log_expit
 
 from viboost._math import log1mexp
 from viboost.distributions._vlog_kernels import (
-    _BREGMAN_CHUNK_ELEMENTS,
+    BREGMAN_CHUNK_ELEMENTS,
     KERNEL_DIP_LIMIT,
-    _BregmanKernel,
-    _chunk_rows,
+    BregmanKernel,
+    chunk_rows,
 )
 
 # ---------------------------------------------------------------------- adaptive rejection
@@ -40,7 +42,7 @@ class SamplingError(RuntimeError):
     """A v-Log density could not be sampled: its log-density is not resolved in float64."""
 
 
-def _kernel_slope(kernel: _BregmanKernel, d: NDArray) -> NDArray:
+def _kernel_slope(kernel: BregmanKernel, d: NDArray) -> NDArray:
     """``g~'(d)`` in true units for a 1-D array ``d``, consistent with ``kernel`` (Bregman form).
 
     ``g~'(d) = gamma + sum_k mu_k beta_k (expit(a_k + beta_k d) - expit(a_k))``; each
@@ -52,7 +54,7 @@ def _kernel_slope(kernel: _BregmanKernel, d: NDArray) -> NDArray:
     a, b = kernel.a, kernel.slopes
     log_w = np.log(kernel.weights)
     lp_a, lq_a = log_expit(a), log_expit(-a)
-    rows = _chunk_rows(b.shape[0], _BREGMAN_CHUNK_ELEMENTS)
+    rows = chunk_rows(b.shape[0], BREGMAN_CHUNK_ELEMENTS)
     for start in range(0, d.shape[0], rows):
         delta = np.multiply.outer(d[start : start + rows], b)
         t = delta + a
@@ -143,14 +145,14 @@ def _ars_excess(env: _Envelope) -> tuple[NDArray, NDArray]:
     return np.concatenate([inner_pts, end_pts]), np.concatenate([inner, ends])
 
 
-class _ArsSampler:
+class AdaptiveRejectionSampler:
     """Adaptive rejection sampler of ``x = (Z - z*) / s`` with ``h(x) = -g~(s x)``.
 
     The envelope is refined deterministically when built (see ``VersatileLogistic.rvs``) and
     then frozen, so that draws depend only on the random stream.
     """
 
-    def __init__(self, kernel: _BregmanKernel, z_star: float, s: float) -> None:
+    def __init__(self, kernel: BregmanKernel, z_star: float, s: float) -> None:
         self.kernel = kernel
         self.z_star = z_star
         self.s = s

@@ -1,11 +1,17 @@
-"""The binary logistic distribution b-Log(z, beta, gamma) (section 3 of the paper)."""
+"""The binary logistic distribution b-Log(z, beta, gamma) (section 3 of the paper, eq. (2)).
+
+This module owns :class:`BinaryLogistic` (the likelihood of ``+-1`` labels given a latent
+``z``: its pmf and label draws) and :func:`validate_labels`, the check of a label vector that
+:meth:`viboost.distributions.VersatileLogistic.condition` shares.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
-from sklearn.utils import check_random_state
+
+from viboost._validation import RandomStateLike, check_random_state
 
 __all__ = ["BinaryLogistic", "validate_labels"]
 
@@ -189,7 +195,7 @@ class BinaryLogistic:
     def rvs(
         self,
         z: ArrayLike,
-        random_state: int | np.random.RandomState | None = None,
+        random_state: RandomStateLike = None,
     ) -> NDArray[np.int64]:
         """Draw one label per observation.
 
@@ -197,8 +203,10 @@ class BinaryLogistic:
         ----------
         z : float or array_like
             Latent value; a scalar or an array broadcastable against ``(n_obs,)``.
-        random_state : int, numpy.random.RandomState or None, default=None
-            Seed or generator, resolved with :func:`sklearn.utils.check_random_state`.
+        random_state : int, numpy.random.RandomState, numpy.random.Generator or None, default=None
+            Seed or generator, resolved by :func:`viboost._validation.check_random_state`: a
+            Generator or RandomState is used as is, an int seeds a ``numpy.random.RandomState``
+            as scikit-learn does, None uses numpy's global RandomState.
 
         Returns
         -------

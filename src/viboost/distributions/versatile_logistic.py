@@ -33,33 +33,34 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
 from viboost._math import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
+from viboost._validation import RandomStateLike, check_random_state
 from viboost.distributions._vlog_kernels import (
-    _BregmanKernel,
-    _chunk_rows,
-    _ShiftedKernel,
-    _solve_increasing,
+    BregmanKernel,
+    ShiftedKernel,
     check_kernel_dip,
+    chunk_rows,
     scaled_slope,
     slope_noise_factor,
+    solve_increasing,
 )
 from viboost.distributions._vlog_quadrature import (
-    _CDF_CUT,
-    _build_side_table,
-    _CdfTable,
-    _cheb_eval,
-    _gk_intervals,
-    _hinge_tail_log_integral,
-    _integration_scale,
-    _invert_side,
-    _log_integral_trapezoid,
-    _log_middle_integral,
-    _partial_masses,
-    _QuadSetup,
-    _rise_scale,
-    _SideTable,
+    CDF_TABLE_CUTOFF,
+    CdfTable,
+    QuadratureSetup,
+    SideTable,
+    build_side_table,
+    gauss_kronrod_intervals,
+    hinge_tail_log_integral,
+    integration_scale,
+    interpolate_side_table,
+    invert_side_table,
+    log_integral_trapezoid,
+    log_middle_integral,
+    partial_masses,
+    rise_scale,
     tail_masses,
 )
-from viboost.distributions._vlog_sampling import _ArsSampler
+from viboost.distributions._vlog_sampling import AdaptiveRejectionSampler
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
 
 __all__ = ["VersatileLogistic"]
@@ -196,11 +197,11 @@ class VersatileLogistic:
         self._deriv_coef: tuple[NDArray, NDArray, NDArray] | None = None
         self._mode_cache: float | None = None
         self._log_normalizer_cache: float | None = None
-        self._panels_cache: tuple[_BregmanKernel, float, float, NDArray, NDArray] | None = None
-        self._quad_cache: _QuadSetup | None = None
+        self._panels_cache: tuple[BregmanKernel, float, float, NDArray, NDArray] | None = None
+        self._quad_cache: QuadratureSetup | None = None
         self._moments_cache: tuple[float, float, float] | None = None
-        self._sampler_cache: _ArsSampler | None = None
-        self._table_cache: _CdfTable | None = None
+        self._sampler_cache: AdaptiveRejectionSampler | None = None
+        self._table_cache: CdfTable | None = None
 
     # ------------------------------------------------------------------ parameters
     @property
@@ -326,7 +327,7 @@ class VersatileLogistic:
         z_arr = np.asarray(z, dtype=np.float64)
         flat = z_arr.reshape(-1)
         out = np.empty(flat.shape[0])
-        rows = _chunk_rows(b.shape[0])
+        rows = chunk_rows(b.shape[0])
         for start in range(0, flat.shape[0], rows):
             block = flat[start : start + rows]
             tmp = np.subtract.outer(block, g)
@@ -511,7 +512,7 @@ class VersatileLogistic:
             return d, h, noise * d_mag, d_mag, width
 
         spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        x, mag = _solve_increasing(func, x0, spread)
+        x, mag = solve_increasing(func, x0, spread)
         if mag < _UNDERFLOW_MAGNITUDE:
             # The summands of g' have underflowed (every term saturated at x, e.g. between
             # far-apart knots): g' carries no information there, log P - log N still does.
@@ -547,7 +548,7 @@ class VersatileLogistic:
             return h, dh, noise * (abs(logs[0]) + abs(logs[1]) + 1.0), 1.0, width
 
         spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        return self._polish_mode(_solve_increasing(func, x0, spread)[0])
+        return self._polish_mode(solve_increasing(func, x0, spread)[0])
 
     def _polish_mode(self, x: float) -> float:
         """Safeguarded Newton steps on the exactly summed, scaled ``g'`` from a mode ``x``.
@@ -580,7 +581,7 @@ class VersatileLogistic:
         return x
 
     def approx_mode(self, tau: float = 1.0) -> float:
-        r"""Closed-form approximate mode, eq. (appxmode) of the paper.
+        r"""Closed-form approximate mode, section 5, eq. (17) (derived in supplement S.4.1).
 
         With all slopes of equal magnitude ``beta`` (terms with ``mu_k = 0`` or ``beta_k = 0``
         are ignored: they are constant),
@@ -593,7 +594,8 @@ class VersatileLogistic:
 
         evaluated in log space (a weighted log-sum-exp, equivalent to
         ``scipy.special.logsumexp(..., b=mu)``) so that huge knots never overflow.  ``tau = 1/2``
-        is exact for two terms with knots 0 (supplement S.3).
+        is exact for two terms with knots 0 (the mode ``log(mu_2 / mu_1) / beta``; supplement
+        S.4.1 notes that ``tau = 1/2`` matches the first derivative of each term at its knot).
 
         Parameters
         ----------
@@ -636,9 +638,9 @@ class VersatileLogistic:
 
     # ------------------------------------------------------------------ normaliser
     def log_normalizer(self) -> float:
-        """Log of the normalising constant ``B = integral of exp(-g(z)) dz`` (supplement S.5).
+        """Log of the normalising constant ``B = integral of exp(-g(z)) dz`` (supplement S.5.1).
 
-        Following S.5: ``g`` is minimised at ``z* = mode()`` and translated,
+        Following S.5.1 (eqs. (92)-(97)): ``g`` is minimised at ``z* = mode()`` and translated,
         ``g~(d) = g(z* + d) - g(z*)`` (evaluated term by term, so no cancellation even when
         ``g(z*)`` is 1e5 or more), and ``log B = -g(z*) + log(integral of exp(-g~))``.  Terms
         with identical (slope, knot) are merged first.  Cached.
@@ -664,7 +666,7 @@ class VersatileLogistic:
         ``exp(-A) / lambda``, ``lambda = sum_{beta_k > 0} mu_k beta_k > 0``, to relative
         accuracy ``~2 eps``.  The middle ``[z_L, z_R]`` is integrated by adaptive Gauss-Kronrod
         (7-15) on panels that double in width away from the integrand's maximum, with ``g~``
-        evaluated in Bregman form (see ``_BregmanKernel``), which stays accurate for any
+        evaluated in Bregman form (see ``BregmanKernel``), which stays accurate for any
         multiplicities.  The three pieces are added in log space.  Multiplicities are handled
         as ``mu = w 2**e`` and ``log mu``, so sums that overflow float64 are fine; only a
         ``log B`` below ``-1.8e308`` (``g(z*)`` beyond the float range) gives ``-inf``.
@@ -701,15 +703,15 @@ class VersatileLogistic:
             self._log_normalizer_cache = self._compute_log_normalizer()
         return self._log_normalizer_cache
 
-    def _integration_setup(self) -> tuple[_ShiftedKernel, float, float]:
+    def _integration_setup(self) -> tuple[ShiftedKernel, float, float]:
         """Fast path: shifted kernel at the mode, constant ``g(z*)`` and the scale ``s``."""
         terms = self._compressed()  # not extreme, so the weights are the multiplicities
         b, g, m = terms.slopes, terms.knots, terms.weights
         const = self._active()[3]
         z_star = self.mode()
-        kernel = _ShiftedKernel(b, g, m, z_star)
+        kernel = ShiftedKernel(b, g, m, z_star)
         g_star = const + kernel.g0
-        s = _integration_scale(kernel, b, g)
+        s = integration_scale(kernel, b, g)
         return kernel, g_star, s
 
     def _compute_log_normalizer(self) -> float:
@@ -717,7 +719,7 @@ class VersatileLogistic:
             kernel, g_star, s = self._integration_setup()
             # log B is about -g(z*) (plus at most ~700): noise well below 1e-9 |log B| is fine.
             if kernel.noise(s) <= min(1e-3, 1e-9 * max(1.0, g_star - 750.0)):
-                log_integral = _log_integral_trapezoid(kernel, s)
+                log_integral = log_integral_trapezoid(kernel, s)
                 if log_integral is not None:
                     return -g_star + math.log(s) + log_integral
         return self._log_normalizer_split()
@@ -728,7 +730,7 @@ class VersatileLogistic:
         b, g = terms.slopes, terms.knots
         log_mu = self._log_mults()
         z_star = self.mode()
-        kernel = _BregmanKernel(b, g, terms.weights, terms.log2_scale, z_star)
+        kernel = BregmanKernel(b, g, terms.weights, terms.log2_scale, z_star)
         g_star = self._active()[3] + kernel.g0 * kernel.scale
         if not math.isfinite(g_star):  # pragma: no cover - log B < -1.8e308
             return -math.inf
@@ -745,20 +747,20 @@ class VersatileLogistic:
         kernel.center(g_star)  # may drop a rounding tilt, consistently for all pieces
         ends = kernel(np.array([z_right - z_star, z_left - z_star]))
         pieces = [
-            -float(ends[0]) + _hinge_tail_log_integral(b, g, log_mu, z_right),
-            -float(ends[1]) + _hinge_tail_log_integral(-b, -g, log_mu, -z_left),
+            -float(ends[0]) + hinge_tail_log_integral(b, g, log_mu, z_right),
+            -float(ends[1]) + hinge_tail_log_integral(-b, -g, log_mu, -z_left),
         ]
         if z_right > z_left:
-            pieces.append(_log_middle_integral(kernel, z_left, z_right, log_sum_exp(pieces)))
+            pieces.append(log_middle_integral(kernel, z_left, z_right, log_sum_exp(pieces)))
         return -g_star + log_sum_exp(pieces)
 
     # ------------------------------------------------------------------ moments, cdf, sampling
-    def _panels(self) -> tuple[_BregmanKernel, float, float, NDArray, NDArray]:
+    def _panels(self) -> tuple[BregmanKernel, float, float, NDArray, NDArray]:
         """Shifted kernel at the mode, curvature width and panel edges on both sides (cached).
 
         ``g~(d) = g(z* + d) - g(z*)`` is evaluated in Bregman form (accurate for any
         multiplicities); where the mode is known only to within many peak widths (a rounding
-        tilt of ``g~``), the tilt is dropped as in ``log_normalizer`` (``_BregmanKernel.center``).
+        tilt of ``g~``), the tilt is dropped as in ``log_normalizer`` (``BregmanKernel.center``).
         On each side the panels are ``[0, s], [s, 2s], [2s, 4s], ...`` with ``s`` a width at
         which ``g~`` rises by ``O(1)``, up to where ``g~`` exceeds ``760 + 3 log(u / s)``
         (beyond, the mass is below the smallest double).  Returns ``(kernel, z*, s0, right
@@ -767,7 +769,7 @@ class VersatileLogistic:
         if self._panels_cache is None:
             terms = self._compressed()
             z_star = self.mode()
-            kernel = _BregmanKernel(
+            kernel = BregmanKernel(
                 terms.slopes, terms.knots, terms.weights, terms.log2_scale, z_star
             )
             kernel.center(self._active()[3] + kernel.g0 * kernel.scale)
@@ -775,7 +777,7 @@ class VersatileLogistic:
             s0 = 1.0 / math.sqrt(h) if math.isfinite(h) and h > 0.0 else 1.0
             edges = []
             for side in (1.0, -1.0):
-                s = _rise_scale(kernel, side, s0)
+                s = rise_scale(kernel, side, s0)
                 e = [0.0]
                 u = s
                 # Doubling from s >= 1e-300 passes 1e300 within 2,000 steps.
@@ -783,14 +785,14 @@ class VersatileLogistic:
                     e.append(u)
                     r = float(kernel(np.array([side * u]))[0])
                     check_kernel_dip(r, repr(self))
-                    if r >= _CDF_CUT + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
+                    if r >= CDF_TABLE_CUTOFF + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
                         break
                     u *= 2.0
                 edges.append(np.asarray(e))
             self._panels_cache = (kernel, z_star, s0, edges[0], edges[1])
         return self._panels_cache
 
-    def _quad_setup(self) -> _QuadSetup:
+    def _quad_setup(self) -> QuadratureSetup:
         """Panels of ``_panels`` integrated with the moment integrands (cached).
 
         Each panel is integrated by adaptive Gauss-Kronrod, together with the moment integrands
@@ -798,7 +800,7 @@ class VersatileLogistic:
         the panel plus the central mass (about 1).  The integration variable is ``t = d / s0``
         (``s0``: the curvature width), so that a peak 1e-150 wide or 1e150 wide is integrated
         without its moments (``s0**2``, ``s0**3`` in ``d``) underflowing or overflowing; all
-        masses and moments of ``_QuadSetup`` are in these units.
+        masses and moments of ``QuadratureSetup`` are in these units.
         """
         if self._quad_cache is None:
             kernel, z_star, s0, right_edges, left_edges = self._panels()
@@ -815,12 +817,14 @@ class VersatileLogistic:
                     with np.errstate(over="ignore", invalid="ignore"):
                         return np.stack([f, t * f, t * t * f, gt * f])
 
-                vals = _gk_intervals(integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels))
+                vals = gauss_kronrod_intervals(
+                    integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels)
+                )
                 # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
                 tails = tail_masses(vals[0])
                 sides.append((e, tails, vals.sum(axis=1)))
             mass = sides[0][2][0] + sides[1][2][0]
-            self._quad_cache = _QuadSetup(kernel, z_star, s0, sides[0], sides[1], mass)
+            self._quad_cache = QuadratureSetup(kernel, z_star, s0, sides[0], sides[1], mass)
         return self._quad_cache
 
     def _moments(self) -> tuple[float, float, float]:
@@ -897,7 +901,7 @@ class VersatileLogistic:
         """
         return self._moments()[2]
 
-    def _table(self) -> _CdfTable:
+    def _table(self) -> CdfTable:
         """Piecewise Chebyshev interpolant of ``g~`` on both sides of the mode (cached).
 
         The panels of ``_quad_setup`` are bisected until the degree-16 Chebyshev interpolant of
@@ -909,11 +913,11 @@ class VersatileLogistic:
         """
         if self._table_cache is None:
             kernel, z_star, s0, right_edges, left_edges = self._panels()
-            # In units of t = (z - z*) / s0 (see _build_side_table).
-            right = _build_side_table(kernel, 1.0, right_edges / s0, s0)
-            left = _build_side_table(kernel, -1.0, left_edges / s0, s0)
+            # In units of t = (z - z*) / s0 (see build_side_table).
+            right = build_side_table(kernel, 1.0, right_edges / s0, s0)
+            left = build_side_table(kernel, -1.0, left_edges / s0, s0)
             mass = float(right.tails[0] + left.tails[0])
-            self._table_cache = _CdfTable(right, left, mass, z_star, s0)
+            self._table_cache = CdfTable(right, left, mass, z_star, s0)
         return self._table_cache
 
     def cdf(self, z: ArrayLike) -> float | NDArray[np.float64]:
@@ -979,8 +983,8 @@ class VersatileLogistic:
         below = d <= 0.0
         mass_lo = np.zeros(d.shape[0])
         mass_up = np.zeros(d.shape[0])
-        mass_lo[below] = _partial_masses(t.left, -d[below])
-        mass_up[~below] = _partial_masses(t.right, d[~below])
+        mass_lo[below] = partial_masses(t.left, -d[below])
+        mass_up[~below] = partial_masses(t.right, d[~below])
         low_p = mass_lo / t.mass
         up_p = mass_up / t.mass
         if upper:
@@ -1036,25 +1040,25 @@ class VersatileLogistic:
         upper = (flat > c_mode) & (flat < 1.0)
         if np.any(lower):
             target = np.minimum(flat[lower] * t.mass, t.left.tails[0])
-            out[lower] = t.z_star - t.scale * _invert_side(t.left, target)
+            out[lower] = t.z_star - t.scale * invert_side_table(t.left, target)
         if np.any(upper):
             target = np.minimum((1.0 - flat[upper]) * t.mass, t.right.tails[0])
-            out[upper] = t.z_star + t.scale * _invert_side(t.right, target)
+            out[upper] = t.z_star + t.scale * invert_side_table(t.right, target)
         if q_arr.ndim == 0:
             return float(out[0])
         return out.reshape(q_arr.shape)
 
-    def _sampler(self) -> _ArsSampler:
+    def _sampler(self) -> AdaptiveRejectionSampler:
         """Cached adaptive rejection sampler (envelope refined once, then frozen)."""
         if self._sampler_cache is None:
             kernel, z_star, s0 = self._panels()[:3]
-            self._sampler_cache = _ArsSampler(kernel, z_star, s0)
+            self._sampler_cache = AdaptiveRejectionSampler(kernel, z_star, s0)
         return self._sampler_cache
 
     def rvs(
         self,
         size: int | tuple[int, ...] | None = None,
-        random_state: int | np.random.Generator | np.random.RandomState | None = None,
+        random_state: RandomStateLike = None,
     ) -> float | NDArray[np.float64]:
         """Exact random draws by adaptive rejection sampling (Gilks & Wild 1992).
 
@@ -1082,8 +1086,10 @@ class VersatileLogistic:
         size : int or tuple of int, optional
             Output shape; ``None`` (default) returns a single float.
         random_state : int, numpy.random.Generator, numpy.random.RandomState or None
-            Source of randomness; an int seeds ``numpy.random.default_rng``; ``None`` uses
-            fresh entropy.
+            Source of randomness, resolved by :func:`viboost._validation.check_random_state`:
+            a Generator or RandomState is used as is, an int seeds a
+            ``numpy.random.RandomState`` as scikit-learn does, ``None`` uses numpy's global
+            RandomState.
 
         Returns
         -------
@@ -1103,10 +1109,7 @@ class VersatileLogistic:
         >>> bool(d.rvs(random_state=3) == d.rvs(random_state=3))
         True
         """
-        if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
-            rng = random_state
-        else:
-            rng = np.random.default_rng(random_state)
+        rng = check_random_state(random_state)
         sampler = self._sampler()
         if size is None:
             return float(sampler.sample(1, rng)[0])
@@ -1115,12 +1118,12 @@ class VersatileLogistic:
         return sampler.sample(n, rng).reshape(shape)
 
     def expected_softplus(self, sign: float = 1.0, shift: float = 0.0) -> float:
-        """``E[log(1 + exp(sign (Z - shift)))]``, the expected log-loss term of S.3.
+        """``E[log(1 + exp(sign (Z - shift)))]``, the expected log-loss term of S.4.3.
 
         For the two-term v-Log ``([+1, -1], [gamma, gamma], [a, b])`` (slopes ``+1`` and ``-1``
         in either order, equal knots; terms with ``mu = 0`` or slope 0 ignored) and
-        ``shift = gamma``, ``sigmoid(Z - gamma) ~ Beta(b, a)`` and supplement S.3 gives the
-        closed forms ``E[log(1 + e^(Z - gamma))] = psi(a + b) - psi(a)`` and
+        ``shift = gamma``, ``sigmoid(Z - gamma) ~ Beta(b, a)`` and supplement S.4.3, eqs.
+        (76)-(77), gives the closed forms ``E[log(1 + e^(Z - gamma))] = psi(a + b) - psi(a)`` and
         ``E[log(1 + e^-(Z - gamma))] = psi(a + b) - psi(b)``, evaluated here without
         cancellation (even for ``a = 1e200, b = 1``).  Otherwise the expectation is integrated
         by adaptive Gauss-Kronrod over the cached interpolation table of ``cdf``.
@@ -1178,12 +1181,14 @@ class VersatileLogistic:
         for side, table in ((1.0, t.right), (-1.0, t.left)):
             edges = table.edges
 
-            def integrand(u: NDArray, side: float = side, table: _SideTable = table) -> NDArray:
-                f = np.exp(-np.maximum(_cheb_eval(table, u), -700.0))
+            def integrand(u: NDArray, side: float = side, table: SideTable = table) -> NDArray:
+                f = np.exp(-np.maximum(interpolate_side_table(table, u), -700.0))
                 sp = softplus(sign * (t.z_star + side * t.scale * u - shift))
                 return np.stack([f, sp * f])
 
-            vals = _gk_intervals(integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1))
+            vals = gauss_kronrod_intervals(
+                integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1)
+            )
             total += math.fsum(vals[1].tolist())
         return total / t.mass
 

@@ -46,7 +46,7 @@ DEFAULT_TOTALS: tuple[float, ...] = (1.0, 5.0, 20.0, 100.0, np.inf)
 def prior_alpha(
     eps: np.ndarray | float, total: float, weight_prior: float = 1.0, tau: float = 1.0
 ) -> np.ndarray:
-    """Section 6 eq. (18): the approximate-mode weight for weighted error ``eps`` and total weight ``Z``.
+    """Section 6 eq. (18): the approximate-mode weight for weighted error ``eps`` and total ``Z``.
 
     Parameters
     ----------
