@@ -5,6 +5,7 @@ This module owns every check that more than one module needs:
 - :func:`check_pair`: a pair of positive finite numbers (the Beta prior zeta, ``init_eta``);
 - :func:`check_positive`, :func:`check_probability`, :func:`check_int` and :func:`check_real`:
   a scalar argument checked and returned as a Python number, else a ValueError naming it;
+- :func:`as_float_vector`: a scalar or 1-D array argument as a float64 vector;
 - :func:`non_numeric_columns`, :func:`describe_non_numeric_columns` and
   :func:`reject_non_numeric_columns`: name the non-numeric columns of a DataFrame (the one
   place that decides which columns are non-numeric) before a cell value fails somewhere deep
@@ -233,3 +234,12 @@ def reject_non_numeric_columns(X: object, who: str = "VIBoostClassifier") -> Non
             f"X has non-numeric column(s) {bad}; {who} needs numbers. Encode them first, e.g. "
             "with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder."
         )
+
+
+def as_float_vector(name: str, value: object) -> np.ndarray:
+    """``value`` as a 1-D float64 array (a scalar becomes length 1); a ValueError names it if it
+    has more than one dimension."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {arr.shape}")
+    return np.atleast_1d(arr)

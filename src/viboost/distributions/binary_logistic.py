@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
-from viboost._validation import RandomStateLike, check_random_state
+from viboost._validation import RandomStateLike, as_float_vector, check_random_state
 
 __all__ = ["BinaryLogistic", "validate_labels"]
 
@@ -56,13 +56,6 @@ def validate_labels(y: ArrayLike, n_obs: int) -> NDArray[np.float64]:
     return y_arr
 
 
-def _as_float_vector(name: str, value: ArrayLike) -> NDArray[np.float64]:
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.ndim > 1:
-        raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {arr.shape}")
-    return np.atleast_1d(arr)
-
-
 class BinaryLogistic:
     r"""Vectorised binary logistic distribution b-Log(z, beta, gamma).
 
@@ -105,8 +98,8 @@ class BinaryLogistic:
     """
 
     def __init__(self, slope: ArrayLike, knot: ArrayLike) -> None:
-        slope_arr = _as_float_vector("slope", slope)
-        knot_arr = _as_float_vector("knot", knot)
+        slope_arr = as_float_vector("slope", slope)
+        knot_arr = as_float_vector("knot", knot)
         try:
             slope_arr, knot_arr = np.broadcast_arrays(slope_arr, knot_arr)
         except ValueError:

@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
 from viboost._math import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
-from viboost._validation import RandomStateLike, check_random_state
+from viboost._validation import RandomStateLike, as_float_vector, check_random_state
 from viboost.distributions._vlog_kernels import (
     BregmanKernel,
     ShiftedKernel,
@@ -78,13 +78,6 @@ _UNDERFLOW_MAGNITUDE = 1e-250
 
 # Split integration (``_log_normalizer_split``).
 _HINGE_EPS = 1e-15  # bound on |g - (its hinge form)| summed over all terms, beyond z_L and z_R
-
-
-def _as_float_vector(name: str, value: ArrayLike) -> NDArray[np.float64]:
-    arr = np.asarray(value, dtype=np.float64)
-    if arr.ndim > 1:
-        raise ValueError(f"{name} must be a scalar or a 1-D array; got shape {arr.shape}")
-    return np.atleast_1d(arr)
 
 
 class _Terms(NamedTuple):
@@ -152,9 +145,9 @@ class VersatileLogistic:
 
     def __init__(self, slopes: ArrayLike, knots: ArrayLike, multiplicities: ArrayLike) -> None:
         arrays = [
-            _as_float_vector("slopes", slopes),
-            _as_float_vector("knots", knots),
-            _as_float_vector("multiplicities", multiplicities),
+            as_float_vector("slopes", slopes),
+            as_float_vector("knots", knots),
+            as_float_vector("multiplicities", multiplicities),
         ]
         lengths = [a.shape[0] for a in arrays]
         n_terms = max(lengths)
