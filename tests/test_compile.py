@@ -33,6 +33,7 @@ from viboost._compile import (
     ensure_cache_location,
     install,
 )
+from viboost.distributions.unit_slope_vlog import unit_slope_mode
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -45,7 +46,8 @@ CHILD = textwrap.dedent(
     import numpy as np
     from numba.core.registry import CPUDispatcher
     import viboost, viboost.cli, viboost.gibbs, viboost.generative, viboost.datasets
-    import viboost.inference as inference
+    import viboost.variational as variational
+    import viboost.distributions.unit_slope_vlog as unit_slope_vlog
     from viboost._parallel import ThreadedKernel
 
     def dispatchers(module):  # plain kernels, and both forms of the threaded ones
@@ -62,8 +64,8 @@ CHILD = textwrap.dedent(
     at_import = sum(len(k.signatures) for k in every)  # compiled or loaded by the imports
     rng = np.random.default_rng(0)
     y = np.where(rng.random(50) < 0.5, -1.0, 1.0)
-    inference.log_normalizer_c(y, rng.normal(size=50), y, np.ones(50), 1.0)
-    kernels = list(dispatchers(inference))
+    variational.log_normalizer_c(y, rng.normal(size=50), y, np.ones(50), 1.0)
+    kernels = list(dispatchers(unit_slope_vlog))
     misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
     hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     print(f"kernels={len(every)} at_import={at_import} misses={misses} hits={hits}")
@@ -139,8 +141,8 @@ def test_only_viboost_kernels_trigger_the_notice():
         numba.njit(lambda x: x + 1)(1)  # another library's function: no notice
         assert stream.getvalue() == "" and not listener.announced
         # A fresh, uncached dispatcher of a viboost function compiles: notice, once.
-        numba.njit(viboost.inference._newton_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0.0)
-        numba.njit(viboost.inference._newton_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0)
+        numba.njit(unit_slope_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0.0)
+        numba.njit(unit_slope_mode.py_func)(np.ones(3), np.zeros(3), np.ones(3), 0)
     assert stream.getvalue() == NOTICE + "\n"
     assert listener.announced
     assert listener.seconds > 0.0  # the two compilations were timed
@@ -156,7 +158,7 @@ def test_other_compilations_are_not_timed():
 def test_notice_is_printed_once_across_threads():
     stream = io.StringIO()
     listener = CompileNotice(stream)
-    data = {"dispatcher": viboost.inference._newton_mode, "args": (), "return_type": None}
+    data = {"dispatcher": unit_slope_mode, "args": (), "return_type": None}
     start = numba_event.Event("numba:compile", numba_event.EventStatus.START, data)
     barrier = threading.Barrier(8)
 
@@ -175,7 +177,7 @@ def test_notice_is_printed_once_across_threads():
 def test_quiet_is_read_when_compiling(monkeypatch):
     stream = io.StringIO()
     listener = CompileNotice(stream)
-    data = {"dispatcher": viboost.inference._newton_mode, "args": (), "return_type": None}
+    data = {"dispatcher": unit_slope_mode, "args": (), "return_type": None}
     start = numba_event.Event("numba:compile", numba_event.EventStatus.START, data)
     monkeypatch.setenv(QUIET_ENV, "1")
     listener.on_start(start)

@@ -1,4 +1,7 @@
-"""VIBoostClassifier as a scikit-learn estimator: API, inputs, errors, persistence."""
+"""viboost.estimator: VIBoostClassifier as a scikit-learn estimator (API, inputs, errors,
+persistence) and its fits against oracles written here: plain discrete AdaBoost, section 6
+eq. (18), the exact v-Log mode by a generic minimiser, the Newton step, the generative model of
+section 4, the exhaustive stump search, one thread, and the fit on the rows themselves."""
 
 from __future__ import annotations
 
@@ -9,9 +12,12 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import optimize
+from scipy.special import expit
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import viboost._parallel as viboost_parallel
 import viboost.estimator
 from viboost import VIBoostClassifier, ViboostVersionWarning
 from viboost.stumps import DecisionStump
@@ -239,3 +245,226 @@ def test_loading_another_version_warns(data, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pickle.loads(pickle.dumps(clf))  # the same version loads silently
+
+
+# ---------------------------------------------------------------------------- AdaBoost relation
+def _all_stumps(X):
+    """Every (feature, threshold, polarity), in the search's tie-breaking order."""
+    for j in range(X.shape[1]):
+        values = np.unique(X[:, j])
+        thresholds = np.concatenate([[-np.inf], (values[:-1] + values[1:]) / 2])
+        for thr in thresholds:
+            for polarity in (1, -1):
+                yield j, thr, polarity
+
+
+def _stump_output(X, j, thr, polarity):
+    return np.where(X[:, j] > thr, polarity, -polarity).astype(float)
+
+
+def reference_adaboost(X, y, n_rounds):
+    """Discrete AdaBoost with exhaustive stumps, written independently of viboost."""
+    d = np.full(len(y), 1.0 / len(y))
+    stumps, alphas = [], []
+    for _ in range(n_rounds):
+        best = None
+        for j, thr, polarity in _all_stumps(X):
+            err = d[_stump_output(X, j, thr, polarity) != y].sum()
+            if best is None or err < best[0] - 1e-12:
+                best = (err, j, thr, polarity)
+        err, j, thr, polarity = best
+        alpha = 0.5 * np.log((1 - err) / err)
+        h = _stump_output(X, j, thr, polarity)
+        d = d * np.exp(-alpha * y * h)
+        d /= d.sum()
+        stumps.append((j, thr, polarity))
+        alphas.append(alpha)
+    return stumps, np.array(alphas)
+
+
+@pytest.fixture
+def noisy_linear():
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(60, 3)), 2)
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] + rng.normal(scale=0.7, size=60) > 0, 1.0, -1.0)
+    return X, y
+
+
+def test_core_model_with_vanishing_prior_is_discrete_adaboost(noisy_linear):
+    X, y = noisy_linear
+    ref_stumps, ref_alphas = reference_adaboost(X, y, 15)
+    clf = VIBoostClassifier(15, noise_model=False, tau=1.0, weight_prior=1e-12).fit(X, y)
+    got = [(s.feature, s.threshold, s.polarity) for s in clf.estimators_]
+    assert [(j, p) for j, _, p in got] == [(j, p) for j, _, p in ref_stumps]
+    np.testing.assert_allclose([t for _, t, _ in got], [t for _, t, _ in ref_stumps])
+    np.testing.assert_allclose(clf.alphas_, ref_alphas, rtol=1e-8)
+
+
+def test_unit_prior_follows_eq_18(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(20, noise_model=False, tau=1.0, weight_prior=1.0).fit(X, y)
+    H = np.zeros(len(y))
+    for stump, alpha in zip(clf.estimators_, clf.alphas_, strict=True):
+        h = stump.predict(X)
+        Z = np.exp(-y * H).sum()
+        d = np.exp(-y * H) / Z
+        eps = d[h != y].sum()
+        assert alpha == pytest.approx(0.5 * np.log((1 / Z + 1 - eps) / (1 / Z + eps)), rel=1e-10)
+        H += alpha * h
+        # The 1/Z term shrinks alpha below AdaBoost's for the same weighted error.
+        assert alpha < 0.5 * np.log((1 - eps) / eps)
+
+
+def test_exact_alpha_is_the_vlog_mode(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(5, alpha="exact", fixed_vi_iter=1).fit(X, y)
+    # Round 1 with phi = 1 and H = 0: alpha minimises
+    # mu0 softplus(c) + mu0 softplus(-c) + sum_n softplus(-y_n c h_n).
+    h = clf.estimators_[0].predict(X)
+
+    def neg_log_density(c):
+        return np.logaddexp(0, c) + np.logaddexp(0, -c) + np.logaddexp(0, -y * c * h).sum()
+
+    res = optimize.minimize_scalar(
+        neg_log_density, bounds=(-20, 20), method="bounded", options={"xatol": 1e-12}
+    )
+    assert clf.alphas_[0] == pytest.approx(res.x, abs=1e-7)
+
+
+def test_exact_alpha_ranks_stumps_by_the_newton_step(noisy_linear):
+    X, y = noisy_linear
+    clf = VIBoostClassifier(3, alpha="exact", noise_model=False).fit(X, y)
+    H = clf.alphas_[0] * clf.estimators_[0].predict(X)
+    h_chosen = clf.estimators_[1].predict(X)
+
+    # Newton step from c = 0 on g(c) = softplus(c) + softplus(-c) + sum softplus(-y (H + c h)).
+    def newton_step(h):
+        grad = -(y * h * expit(-y * H)).sum()
+        hess = 0.5 + (expit(y * H) * expit(-y * H)).sum()
+        return -grad / hess
+
+    best = max(abs(newton_step(_stump_output(X, *s))) for s in _all_stumps(X))
+    assert abs(newton_step(h_chosen)) == pytest.approx(best, rel=1e-12)
+    assert clf.alphas_[1] > 0.1  # the exact step along the chosen stump is not stalled at zero
+
+
+# ---------------------------------------------------------------------------- generative model
+def draw_step_data(theta, noise_grade, rng):
+    """Section 6's step data by the process of section 4: F = +-inf, w ~ Bern(theta)."""
+    x = np.arange(-99, 100, 2, dtype=float)
+    true = np.sign(x)
+    clean = rng.random(x.size) < theta
+    noisy = np.where(rng.random(x.size) < expit(noise_grade), 1.0, -1.0)
+    return x[:, None], np.where(clean, true, noisy)
+
+
+def _mean_statistics(theta, noise_grade, seeds=6):
+    snr, grade = [], []
+    for seed in range(seeds):
+        X, y = draw_step_data(theta, noise_grade, np.random.default_rng(seed))
+        clf = VIBoostClassifier(50).fit(X, y)
+        snr.append(clf.snr_)
+        grade.append(clf.noise_grade_)
+    return np.mean(snr), np.mean(grade)
+
+
+def test_snr_rises_with_theta():
+    snrs = [_mean_statistics(theta, np.log(3))[0] for theta in (0.1, 0.5, 0.9)]
+    assert snrs[0] < snrs[1] < snrs[2]
+
+
+def test_noise_grade_follows_xi():
+    grades = [_mean_statistics(0.2, xi)[1] for xi in (-2.0, 0.0, 2.0)]
+    assert grades[0] < grades[1] < grades[2]
+    assert grades[0] < 0 < grades[2]
+
+
+# ---------------------------------------------------------------------------- fast fit
+def _integer_data(n, seed=0):
+    """Features with few distinct values (integers, some NaN), labels with 10% flipped."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 40, size=(n, 5)).astype(float)
+    X[:, 3] = rng.integers(0, 255, size=n)  # exactly at the limit of 255 distinct values
+    X[rng.random(n) < 0.05, 2] = np.nan
+    score = (X[:, 0] - 20) / 10 - (X[:, 1] - 20) / 15 + (X[:, 3] - 127) / 100
+    y = (score + 0.5 * rng.normal(size=n) > 0).astype(int)
+    y[rng.random(n) < 0.1] ^= 1
+    return X, y
+
+
+@pytest.mark.parametrize(
+    ("n", "kwargs"),
+    [(600, {}), (600, {"alpha": "exact"}), (600, {"noise_model": False}), (30_000, {})],
+)
+def test_binned_search_fits_like_the_exact_search(n, kwargs):
+    """With at most max_bins distinct values per feature the binned search picks the stumps of
+    the exhaustive search, so the whole fit is the same."""
+    X, y = _integer_data(n)
+    weights = np.random.default_rng(1).integers(0, 3, size=n).astype(float)
+    exact = VIBoostClassifier(15, max_bins=None, **kwargs).fit(X, y, sample_weight=weights)
+    binned = VIBoostClassifier(15, max_bins=255, **kwargs).fit(X, y, sample_weight=weights)
+    assert binned.estimators_ == exact.estimators_
+    np.testing.assert_allclose(binned.alphas_, exact.alphas_, rtol=1e-12)
+    np.testing.assert_allclose(binned.clean_proba_, exact.clean_proba_, rtol=1e-12)
+    np.testing.assert_allclose(binned.snr_path_, exact.snr_path_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [3_000, 40_000])
+def test_fit_is_identical_across_thread_counts(n, monkeypatch):
+    """Bit-identical for any n_jobs, on rows (3,000) and on pseudo-rows (40,000)."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(n, 6))
+    X[rng.random(n) < 0.02, 4] = np.nan
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    y[rng.random(n) < 0.1] ^= 1
+    # No work threshold: n_jobs=-1 really runs the kernels on every thread numba has.
+    monkeypatch.setattr(viboost_parallel, "WORK_THRESHOLD", 0)
+    fits = [VIBoostClassifier(20, random_state=0, n_jobs=jobs).fit(X, y) for jobs in (1, -1)]
+    one, many = fits
+    assert one.estimators_ == many.estimators_
+    np.testing.assert_array_equal(one.alphas_, many.alphas_)
+    np.testing.assert_array_equal(one.clean_proba_, many.clean_proba_)
+    np.testing.assert_array_equal(one.snr_path_, many.snr_path_)
+    for a, b in zip(one.elbo_, many.elbo_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one.decision_function(X), many.decision_function(X))
+
+
+def test_quantile_bins_fit_well_with_thresholds_in_data_units():
+    rng = np.random.default_rng(3)
+    n = 5_000
+    X = rng.normal(size=(n, 3)) * [1.0, 1e6, 1e-6]
+    y = (X[:, 0] + X[:, 1] / 1e6 - X[:, 2] / 1e-6 > 0).astype(int)
+    binned = VIBoostClassifier(40, max_bins=32, random_state=0).fit(X, y)
+    exact = VIBoostClassifier(40, max_bins=None).fit(X, y)
+    assert binned.score(X, y) > exact.score(X, y) - 0.02
+    for stump in binned.estimators_:
+        scale = [1.0, 1e6, 1e-6][stump.feature]
+        assert np.isneginf(stump.threshold) or abs(stump.threshold) < 5 * scale
+    # Predicting from the thresholds on raw X reproduces the training margins of the fit.
+    margin = np.zeros(n)
+    for stump, alpha in zip(binned.estimators_, binned.alphas_, strict=True):
+        margin += alpha * stump.predict(X)
+    np.testing.assert_array_equal(binned.decision_function(X), margin)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"fixed_vi_iter": 2}, {"alpha": "exact"}])
+def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
+    rng = np.random.default_rng(9)
+    n = 40_000
+    X = rng.normal(size=(n, 4))
+    y = (X[:, 0] - 0.5 * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
+    y[rng.random(n) < 0.1] ^= 1
+    fits = {}
+    for threshold in (10**9, 1_000):
+        monkeypatch.setattr(viboost.estimator, "_COMPRESS_ABOVE", threshold)
+        fits[threshold] = VIBoostClassifier(12, **kwargs).fit(X, y)
+    rows, pseudo = fits[10**9], fits[1_000]
+    assert rows.estimators_ == pseudo.estimators_
+    np.testing.assert_allclose(pseudo.alphas_, rows.alphas_, rtol=1e-7)
+    np.testing.assert_allclose(pseudo.snr_path_, rows.snr_path_, rtol=1e-7)
+    np.testing.assert_allclose(pseudo.noise_grade_path_, rows.noise_grade_path_, rtol=1e-7)
+    np.testing.assert_allclose(pseudo.clean_proba_, rows.clean_proba_, rtol=1e-7)
+    np.testing.assert_array_equal(pseudo.n_vi_iter_, rows.n_vi_iter_)
+    for a, b in zip(pseudo.elbo_, rows.elbo_, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9)

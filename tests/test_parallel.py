@@ -12,6 +12,7 @@ import pytest
 from sklearn.model_selection import GridSearchCV
 
 import viboost._parallel as parallel
+import viboost.estimator as viboost_estimator
 from viboost import GibbsSampler, VIBoostClassifier
 from viboost._parallel import (
     kernel_threads,
@@ -36,13 +37,13 @@ def no_threshold(monkeypatch):
 def spy_threads(monkeypatch):
     """numba's thread count seen by each boosting round (in the thread that runs the fit)."""
     seen: list[int] = []
-    boost = VIBoostClassifier._boost
+    round_inference = viboost_estimator.run_round
 
-    def spying(self, *args, **kwargs):
+    def spying(*args, **kwargs):
         seen.append(numba.get_num_threads())
-        return boost(self, *args, **kwargs)
+        return round_inference(*args, **kwargs)
 
-    monkeypatch.setattr(VIBoostClassifier, "_boost", spying)
+    monkeypatch.setattr(viboost_estimator, "run_round", spying)
     return seen
 
 
@@ -175,11 +176,11 @@ def test_thread_count_restored_when_fit_raises(no_threshold, monkeypatch):
     X, y = _large_data(n=2_000)
     seen = []
 
-    def failing(self, *args, **kwargs):
+    def failing(*args, **kwargs):
         seen.append(numba.get_num_threads())
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(VIBoostClassifier, "_boost", failing)
+    monkeypatch.setattr(viboost_estimator, "run_round", failing)
     with numba_threads(1):
         with pytest.raises(RuntimeError, match="boom"):
             VIBoostClassifier(3, n_jobs=2).fit(X, y)

@@ -1,0 +1,104 @@
+"""viboost.compression: knot aggregation into pseudo-rows against the sums over all rows and
+against the accurate log B_c (VersatileLogistic.log_normalizer) over all rows."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+from scipy.special import log_expit
+
+from viboost.compression import compress_round
+from viboost.variational import log_normalizer_c, weight_posterior
+
+
+def _rows(n, spread, seed=0, agree=0.7):
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    h = np.where(rng.random(n) < agree, y, -y)
+    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
+    weight = rng.random(n)
+    return y, h, margin, weight
+
+
+def _summands(alpha, offset):
+    """Smooth functions of a row that the inner loop sums: softplus, phi, phi*softplus, e^u phi."""
+
+    def softplus(y, h, m):
+        return np.logaddexp(0.0, -y * m - alpha * y * h)
+
+    def log_phi(y, h, m):
+        return log_expit(offset * y - softplus(y, h, m))
+
+    return [
+        softplus,
+        lambda y, h, m: np.exp(log_phi(y, h, m)),
+        lambda y, h, m: np.exp(log_phi(y, h, m)) * softplus(y, h, m),
+        lambda y, h, m: np.exp(-y * m + log_phi(y, h, m)),  # the approximate-mode sums
+    ]
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.3, 3.0, 30.0, 3000.0, 1e6])
+def test_pseudo_rows_reproduce_row_sums(spread):
+    y, h, margin, weight = _rows(200_000, spread)
+    yp, hp, mp, wp = compress_round(y, h, margin, weight)
+    assert yp.size <= 2 * 4 * 3000
+    assert np.isclose(wp.sum(), weight.sum(), rtol=1e-12)
+    for alpha in (0.0, -2.0, 0.7):
+        for f in _summands(alpha, offset=0.4):
+            exact = np.sum(weight * f(y, h, margin))
+            approx = np.sum(wp * f(yp, hp, mp))
+            assert abs(approx - exact) <= 1e-8 * abs(exact), (spread, alpha)
+
+
+def test_pseudo_rows_are_exact_for_few_distinct_knots():
+    y, h, margin, weight = _rows(50_000, 0.0, seed=1)
+    margin = np.random.default_rng(2).integers(-3, 4, margin.size) * 0.37
+    weight[::7] = 0.0  # zero-weight rows are left out
+    yp, hp, mp, wp = compress_round(y, h, margin, weight)
+    assert yp.size <= 4 * 7
+    for f in _summands(0.9, offset=-1.3):
+        assert np.isclose(np.sum(wp * f(yp, hp, mp)), np.sum(weight * f(y, h, margin)), rtol=1e-13)
+
+
+def test_pseudo_rows_do_not_depend_on_the_thread_count():
+    y, h, margin, weight = _rows(300_000, 4.0, seed=3)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = compress_round(y, h, margin, weight)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        many = compress_round(y, h, margin, weight)
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(one, many, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_compress_rejects_a_bad_bin_width_and_handles_no_weight():
+    y, h, margin, weight = _rows(10, 1.0)
+    with pytest.raises(ValueError, match="bin_width"):
+        compress_round(y, h, margin, weight, bin_width=0.3)
+    assert compress_round(y, h, margin, np.zeros(10))[0].size == 0
+
+
+def test_log_normalizer_on_pseudo_rows_is_within_1e9_of_all_rows():
+    """log B_c from aggregated knots within 1e-9 relative of the accurate value on all rows."""
+    for spread, seed in [(2.0, 5), (20.0, 6)]:
+        y, h, margin, weight = _rows(200_000, spread, seed=seed)
+        phi = np.exp(log_expit(1.5 - np.logaddexp(0.0, -y * (margin + 0.4 * h))))
+        accurate = weight_posterior(y, margin, h, weight * phi, 1.0).log_normalizer()
+        yp, hp, mp, wp = compress_round(y, h, margin, weight)
+        phi_p = np.exp(log_expit(1.5 - np.logaddexp(0.0, -yp * (mp + 0.4 * hp))))
+        fast = log_normalizer_c(yp, mp, hp, wp * phi_p, 1.0)
+        assert abs(fast - accurate) <= 1e-9 * abs(accurate)
+
+
+def test_pseudo_rows_with_the_knot_range_given_are_those_without():
+    """RoundRows.pseudo passes RowMargins.knot_range; a correct range changes nothing."""
+    y, h, margin, weight = _rows(50_000, 3.0, seed=14)
+    knots = (-y * margin)[weight > 0]
+    given = compress_round(y, h, margin, weight, knot_range=(knots.min(), knots.max()))
+    found = compress_round(y, h, margin, weight)
+    for a, b in zip(given, found, strict=True):
+        np.testing.assert_array_equal(a, b)

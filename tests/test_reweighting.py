@@ -1,0 +1,98 @@
+"""viboost.reweighting: the one-pass stump weights against their log-space definition, and
+RowMargins.add_stump_and_reweight against stump_weights (also beyond the exponent range)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import log_expit, logsumexp
+
+from viboost.reweighting import RowMargins, stump_weights
+from viboost.variational import CleanLogOdds
+
+
+def _rows(n, spread, seed=0, agree=0.7):
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    h = np.where(rng.random(n) < agree, y, -y)
+    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
+    weight = rng.random(n)
+    return y, h, margin, weight
+
+
+@pytest.mark.parametrize("logistic", [False, True])
+@pytest.mark.parametrize("tau", [1.0, 0.5, 2.0])
+@pytest.mark.parametrize(
+    "odds",
+    [
+        CleanLogOdds(2.0, 3.5, 1.0),
+        CleanLogOdds(-30.0, 40.0, 1.0),
+        CleanLogOdds.constant(1.0),
+        CleanLogOdds.constant(0.3),
+        CleanLogOdds(800.0, -700.0, 1.0),
+    ],
+)
+@pytest.mark.parametrize("spread", [5.0, 2000.0])
+def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spread):
+    y, _, margin, weight = _rows(20_000, spread, seed=7)
+    weight[:5] = 0.0
+    got = stump_weights(y, margin, weight, odds, tau, logistic)
+    log_clean, _ = odds.log_proba(y, margin)
+    lead = log_expit(-y * margin) if logistic else -tau * y * margin
+    with np.errstate(divide="ignore"):
+        log_w = np.log(weight) + log_clean + lead
+    want = np.exp(log_w - logsumexp(log_w))
+    assert np.all(np.isfinite(got)) and got.sum() == pytest.approx(1.0, rel=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-300)
+
+
+@pytest.mark.parametrize("logistic", [False, True])
+def test_add_stump_and_reweight_matches_stump_weights_round_after_round(logistic):
+    """The cached-exponential update gives the weights of their definition, round after round."""
+    y, _, margin, weight = _rows(30_000, 2.0, seed=10)
+    weight[:3] = 0.0
+    rng = np.random.default_rng(11)
+    rows = RowMargins(y, weight, margin)
+    reference = margin.copy()
+    for t in range(40):
+        h = np.where(rng.random(y.size) < 0.6, y, -y)
+        alpha = float(rng.normal(0.0, 0.5))
+        odds = CleanLogOdds(float(rng.normal(2.0, 1.0)), float(rng.normal(1.0, 1.0)), 1.0)
+        got = rows.add_stump_and_reweight(alpha, h, odds, 1.0, logistic)
+        reference += alpha * h
+        np.testing.assert_array_equal(rows.margin, reference)
+        want = stump_weights(y, reference, weight, odds, 1.0, logistic)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300, err_msg=f"round {t}")
+        knots = (-y * reference)[weight > 0]
+        assert rows.knot_range == (knots.min(), knots.max())
+
+
+def test_add_stump_and_reweight_falls_back_beyond_the_exponent_range():
+    y, h, margin, weight = _rows(1_000, 1.0, seed=12)
+    rows = RowMargins(y, weight, margin)
+    odds = CleanLogOdds(3.0, 2.0, 1.0)
+    rows.add_stump_and_reweight(0.5, h, odds, 1.0, False)
+    # Margins beyond RowMargins._REACH (700): exp(-y H) overflows, the cache is dropped.
+    got = rows.add_stump_and_reweight(900.0, h, odds, 1.0, False)
+    assert np.max(np.abs(rows.margin)) > RowMargins._REACH
+    want = stump_weights(y, rows.margin, weight, odds, 1.0, False)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    got = rows.add_stump_and_reweight(-0.1, h, odds, 1.0, False)
+    np.testing.assert_allclose(
+        got, stump_weights(y, rows.margin, weight, odds, 1.0, False), rtol=1e-12, atol=1e-300
+    )
+
+
+def test_row_margins_weights_are_stump_weights_at_the_current_margins():
+    y, _, margin, weight = _rows(5_000, 3.0, seed=13)
+    rows = RowMargins(y, weight, margin)
+    for odds, tau, logistic in [
+        (CleanLogOdds(1.0, 2.0, 1.0), 1.0, False),
+        (CleanLogOdds.constant(0.4), 0.5, False),
+        (CleanLogOdds(-1.0, 0.5, 1.0), 1.0, True),
+    ]:
+        np.testing.assert_array_equal(
+            rows.weights(odds, tau, logistic),
+            stump_weights(y, margin, weight, odds, tau, logistic),
+        )
