@@ -1,7 +1,8 @@
 """Fitted outputs of VIBoostClassifier and GibbsSampler in fixed configurations, for bit-identity.
 
-``tests/data/reference_outputs.npz`` holds these outputs as computed by main before the
-variational round moved into :mod:`viboost.variational` (commit b3f2a06, issue 10 landed).
+``tests/data/reference_outputs.npz`` holds these outputs (and subsampled bin edges) as computed
+by main before the variational round moved into :mod:`viboost.variational` (commit b3f2a06,
+issue 10 landed).
 ``tests/test_reference_outputs.py`` recomputes them with the code under test and requires every
 array to be bit-identical. Regenerate the file only for a deliberate change of behaviour:
 
@@ -128,6 +129,19 @@ def gibbs_outputs(name: str) -> dict[str, np.ndarray]:
 
 GIBBS_CONFIGS = ("gibbs_outputs", "gibbs_over_vi")
 
+#: Quantile bin edges from a subsample (above 200,000 rows), for an int seed and a RandomState.
+BINNING_CONFIGS = ("binning_int_seed", "binning_random_state")
+
+
+def binning_outputs(name: str) -> dict[str, np.ndarray]:
+    """The bin thresholds of every feature of 250,000 rows, placed on a seeded subsample."""
+    from viboost.binning import FeatureBinner
+
+    X = np.random.default_rng(0).normal(size=(250_000, 3))
+    seed = 0 if name == "binning_int_seed" else np.random.RandomState(3)
+    binner = FeatureBinner(max_bins=255, random_state=seed).fit(X)
+    return {f"thresholds_{j}": np.asarray(t) for j, t in enumerate(binner.thresholds_)}
+
 
 def all_outputs() -> dict[str, np.ndarray]:
     """``{config/attribute: array}`` for every configuration."""
@@ -136,6 +150,8 @@ def all_outputs() -> dict[str, np.ndarray]:
         out.update({f"{name}/{k}": v for k, v in vi_outputs(name).items()})
     for name in GIBBS_CONFIGS:
         out.update({f"{name}/{k}": v for k, v in gibbs_outputs(name).items()})
+    for name in BINNING_CONFIGS:
+        out.update({f"{name}/{k}": v for k, v in binning_outputs(name).items()})
     return out
 
 

@@ -47,9 +47,14 @@ def test_gibbs_draws_are_bit_identical(saved, name):
     _assert_identical(saved, name, ref.gibbs_outputs(name))
 
 
+@pytest.mark.parametrize("name", ref.BINNING_CONFIGS)
+def test_subsampled_bin_edges_are_bit_identical(saved, name):
+    _assert_identical(saved, name, ref.binning_outputs(name))
+
+
 def test_saved_outputs_cover_every_configuration(saved):
     names = {key.split("/")[0] for key in saved}
-    assert names == set(ref.VI_CONFIGS) | set(ref.GIBBS_CONFIGS)
+    assert names == set(ref.VI_CONFIGS) | set(ref.GIBBS_CONFIGS) | set(ref.BINNING_CONFIGS)
     # The configurations exercise what they are named for.
     assert saved["pseudo_rows/clean_proba"].size > 4096
     assert saved["defaults/n_vi_iter"].max() > 1

@@ -49,12 +49,12 @@ def test_spawn_generator_draws_one_seed():
     want = np.random.default_rng(np.random.RandomState(3).randint(0, 2**31 - 1)).random(4)
     np.testing.assert_array_equal(spawn_generator(state).random(4), want)
     assert state.randint(10**6) == _after_one_draw(np.random.RandomState(3)).randint(10**6)
-    # From a Generator: one integers() draw; from an int: via its RandomState.
+    # From a Generator: one integers() draw; an int is the Generator's own seed.
     want = np.random.default_rng(np.random.default_rng(4).integers(0, 2**31 - 1)).random(4)
     np.testing.assert_array_equal(spawn_generator(np.random.default_rng(4)).random(4), want)
-    np.testing.assert_array_equal(
-        spawn_generator(5).random(4), spawn_generator(np.random.RandomState(5)).random(4)
-    )
+    np.testing.assert_array_equal(spawn_generator(5).random(4), np.random.default_rng(5).random(4))
+    with pytest.raises(ValueError, match="random_state must be"):
+        spawn_generator(-1)
     assert isinstance(spawn_generator(None), np.random.Generator)
 
 

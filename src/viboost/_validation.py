@@ -16,8 +16,8 @@ This module owns every check that more than one module needs:
   follows :func:`sklearn.utils.check_random_state` (None, an int seed or a RandomState give a
   ``numpy.random.RandomState``; an int seeds the legacy RandomState stream exactly as
   scikit-learn does). Code that needs a ``numpy.random.Generator`` of its own (the compiled
-  kernels, which take Generators only) gets one from :func:`spawn_generator`, seeded by one
-  integer drawn from the resolved state.
+  kernels, which take Generators only) gets one from :func:`spawn_generator`: an int seeds it
+  directly, anything else through one integer drawn from the resolved state.
 
 Estimator-specific checks stay with the estimator (scikit-learn's ``_parameter_constraints``).
 """
@@ -87,19 +87,19 @@ def check_random_state(
 
 
 def spawn_generator(random_state: RandomStateLike) -> np.random.Generator:
-    """A new ``numpy.random.Generator`` seeded by one integer drawn from ``random_state``.
+    """A new ``numpy.random.Generator`` for code that needs one (the compiled kernels, the
+    Generator-only ``choice(..., shuffle=False)``), reproducible from ``random_state``.
 
-    ``random_state`` is resolved by :func:`check_random_state`; the seed is an integer in
-    ``[0, 2**31 - 1)`` drawn from it (``randint`` of a RandomState, ``integers`` of a
-    Generator), so the generator it returns is reproducible from ``random_state`` and the
-    caller's state advances by that one draw. This is how code that needs a Generator (the
-    compiled kernels; the Generator-only ``choice(..., shuffle=False)``) follows the convention
-    of :func:`check_random_state`.
+    An int is the new Generator's seed (``numpy.random.default_rng(seed)``). Anything else is
+    resolved by :func:`check_random_state` and one integer in ``[0, 2**31 - 1)`` is drawn from
+    it (``randint`` of a RandomState, ``integers`` of a Generator) to seed the new Generator, so
+    the caller's state advances by that one draw and successive calls give independent streams
+    (one per Gibbs chain, for instance).
 
     Parameters
     ----------
     random_state : None, int, numpy.random.RandomState or numpy.random.Generator
-        Source of the seed.
+        The seed, or the source of the seed.
 
     Returns
     -------
@@ -110,9 +110,12 @@ def spawn_generator(random_state: RandomStateLike) -> np.random.Generator:
     >>> import numpy as np
     >>> a = spawn_generator(np.random.RandomState(0)).random()
     >>> b = np.random.default_rng(np.random.RandomState(0).randint(0, 2**31 - 1)).random()
-    >>> a == b, spawn_generator(5).random() == spawn_generator(5).random()
+    >>> a == b, spawn_generator(5).random() == np.random.default_rng(5).random()
     (True, True)
     """
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        check_random_state(random_state)  # the same range check as everywhere
+        return np.random.default_rng(int(random_state))
     rng = check_random_state(random_state)
     if isinstance(rng, np.random.Generator):
         seed = rng.integers(0, _SPAWN_SEED_BOUND)

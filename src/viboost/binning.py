@@ -179,9 +179,8 @@ class FeatureBinner:
         distinct values of each feature.
     random_state : int, RandomState, Generator or None, default=None
         Source of the subsample; an int gives a reproducible one. The subsample is drawn from
-        :func:`viboost._validation.spawn_generator` of it (a Generator seeded by one integer
-        drawn from ``check_random_state(random_state)``; an int seeds a RandomState first, as
-        in scikit-learn).
+        :func:`viboost._validation.spawn_generator` of it (an int seeds the Generator itself;
+        otherwise one integer drawn from ``check_random_state(random_state)`` does).
 
     Attributes
     ----------
