@@ -375,21 +375,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         # Above _COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
         compress = int(np.count_nonzero(weighted)) > _COMPRESS_ABOVE
-        if self.max_bins is None:
-            search: StumpSearch = ExactStumpSearch(X, active=weighted)
-        else:
-            search = BinnedStumpSearch(
-                X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
-            )
-        settings = RoundSettings(
-            tau=float(self.tau),
-            alpha=self.alpha,
-            noise_model=bool(self.noise_model),
-            tol=float(self.tol),
-            max_vi_iter=int(self.max_vi_iter),
-            fixed_vi_iter=self.fixed_vi_iter,
-            update_alpha_once=bool(self.update_alpha_once),
-        )
+        search = self._stump_search(X, weighted)
+        settings = self._round_settings()
         # "exact" ranks stumps by logistic-loss weights (see the class docstring).
         logistic = self.alpha == "exact"
         start = len(self.estimators_)
@@ -427,6 +414,26 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 progress.update()
         # phi_n for every training row, from the final q(w) and the final ensemble.
         self.clean_proba_ = self._state.clean.proba(y_signed, margins.margin)
+
+    def _stump_search(self, X: np.ndarray, weighted: np.ndarray) -> StumpSearch:
+        """The search engine of this fit, built once: binned, or exhaustive with max_bins=None."""
+        if self.max_bins is None:
+            return ExactStumpSearch(X, active=weighted)
+        return BinnedStumpSearch(
+            X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
+        )
+
+    def _round_settings(self) -> RoundSettings:
+        """The hyperparameters of :func:`~viboost.variational.run_round`."""
+        return RoundSettings(
+            tau=float(self.tau),
+            alpha=self.alpha,
+            noise_model=bool(self.noise_model),
+            tol=float(self.tol),
+            max_vi_iter=int(self.max_vi_iter),
+            fixed_vi_iter=self.fixed_vi_iter,
+            update_alpha_once=bool(self.update_alpha_once),
+        )
 
     def _init_run(
         self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
