@@ -53,7 +53,7 @@ def test_fitted_attributes(data):
     assert np.all((clf.clean_proba_ > 0) & (clf.clean_proba_ <= 1))
     assert clf.snr_ == pytest.approx(clf.eta_[0] / clf.eta_[1])
     assert clf.noise_grade_ == pytest.approx(np.log(clf.omega_[1] / clf.omega_[0]))
-    # eta counts the expected clean and noisy labels on top of the prior (S.3.4).
+    # eta counts the expected clean and noisy labels on top of the prior (S.4.4).
     assert clf.eta_.sum() == pytest.approx(150 + 2.0)
     assert len(clf.elbo_) == 12 and clf.n_vi_iter_.shape == (12,)
     assert all(len(trace) == n + 1 for trace, n in zip(clf.elbo_, clf.n_vi_iter_, strict=True))

@@ -67,7 +67,8 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 @pytest.mark.parametrize("total", [1.0, 5.0, 20.0, 100.0, 3.7e4])
 @pytest.mark.parametrize("eps", [0.01, 0.1, 0.3, 0.5, 0.77, 0.99])
 def test_prior_alpha_matches_approx_alpha(total: float, eps: float) -> None:
-    # Rows of unequal weights with total Z and weighted error eps: approx_alpha must give eq. 1oz.
+    # Rows of unequal weights with total Z and weighted error eps: approx_alpha must give
+    # section 6 eq. (18).
     rng = np.random.default_rng(0)
     y = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
     h = np.array([1.0, -1.0, -1.0, 1.0, 1.0])  # right, right, wrong, wrong, right

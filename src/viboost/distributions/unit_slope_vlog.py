@@ -98,7 +98,7 @@ def unit_slope_mode(slope_sign, knot, weight, start):  # pragma: no cover - comp
             return new, curv
         c = new
     # Not converged in 200 steps: a NaN curvature makes both callers return NaN, and
-    # log_normalizer_c falls back to the next method (at last the adaptive S.5 quadrature).
+    # log_normalizer_c falls back to the next method (at last the adaptive quadrature of S.5.1).
     return c, np.nan
 
 
