@@ -6,19 +6,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 import pytest
+from oracles import random_round_rows
 from scipy.special import log_expit
 
 from viboost.compression import compress_round
 from viboost.variational import log_normalizer_c, weight_posterior
-
-
-def _rows(n, spread, seed=0, agree=0.7):
-    rng = np.random.default_rng(seed)
-    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    h = np.where(rng.random(n) < agree, y, -y)
-    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
-    weight = rng.random(n)
-    return y, h, margin, weight
 
 
 def _summands(alpha, offset):
@@ -40,7 +32,7 @@ def _summands(alpha, offset):
 
 @pytest.mark.parametrize("spread", [0.0, 0.3, 3.0, 30.0, 3000.0, 1e6])
 def test_pseudo_rows_reproduce_row_sums(spread):
-    y, h, margin, weight = _rows(200_000, spread)
+    y, h, margin, weight = random_round_rows(200_000, spread)
     yp, hp, mp, wp = compress_round(y, h, margin, weight)
     assert yp.size <= 2 * 4 * 3000
     assert np.isclose(wp.sum(), weight.sum(), rtol=1e-12)
@@ -52,7 +44,7 @@ def test_pseudo_rows_reproduce_row_sums(spread):
 
 
 def test_pseudo_rows_are_exact_for_few_distinct_knots():
-    y, h, margin, weight = _rows(50_000, 0.0, seed=1)
+    y, h, margin, weight = random_round_rows(50_000, 0.0, seed=1)
     margin = np.random.default_rng(2).integers(-3, 4, margin.size) * 0.37
     weight[::7] = 0.0  # zero-weight rows are left out
     yp, hp, mp, wp = compress_round(y, h, margin, weight)
@@ -62,7 +54,7 @@ def test_pseudo_rows_are_exact_for_few_distinct_knots():
 
 
 def test_pseudo_rows_do_not_depend_on_the_thread_count():
-    y, h, margin, weight = _rows(300_000, 4.0, seed=3)
+    y, h, margin, weight = random_round_rows(300_000, 4.0, seed=3)
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
@@ -76,7 +68,7 @@ def test_pseudo_rows_do_not_depend_on_the_thread_count():
 
 
 def test_compress_rejects_a_bad_bin_width_and_handles_no_weight():
-    y, h, margin, weight = _rows(10, 1.0)
+    y, h, margin, weight = random_round_rows(10, 1.0)
     with pytest.raises(ValueError, match="bin_width"):
         compress_round(y, h, margin, weight, bin_width=0.3)
     assert compress_round(y, h, margin, np.zeros(10))[0].size == 0
@@ -85,7 +77,7 @@ def test_compress_rejects_a_bad_bin_width_and_handles_no_weight():
 def test_log_normalizer_on_pseudo_rows_is_within_1e9_of_all_rows():
     """log B_c from aggregated knots within 1e-9 relative of the accurate value on all rows."""
     for spread, seed in [(2.0, 5), (20.0, 6)]:
-        y, h, margin, weight = _rows(200_000, spread, seed=seed)
+        y, h, margin, weight = random_round_rows(200_000, spread, seed=seed)
         phi = np.exp(log_expit(1.5 - np.logaddexp(0.0, -y * (margin + 0.4 * h))))
         accurate = weight_posterior(y, margin, h, weight * phi, 1.0).log_normalizer()
         yp, hp, mp, wp = compress_round(y, h, margin, weight)
@@ -96,7 +88,7 @@ def test_log_normalizer_on_pseudo_rows_is_within_1e9_of_all_rows():
 
 def test_pseudo_rows_with_the_knot_range_given_are_those_without():
     """RoundRows.pseudo passes RowMargins.knot_range; a correct range changes nothing."""
-    y, h, margin, weight = _rows(50_000, 3.0, seed=14)
+    y, h, margin, weight = random_round_rows(50_000, 3.0, seed=14)
     knots = (-y * margin)[weight > 0]
     given = compress_round(y, h, margin, weight, knot_range=(knots.min(), knots.max()))
     found = compress_round(y, h, margin, weight)

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import random_round_rows
 from scipy.special import log_expit, logsumexp
 
 from viboost.reweighting import RowMargins, stump_weights
 from viboost.variational import CleanLogOdds
-
-
-def _rows(n, spread, seed=0, agree=0.7):
-    rng = np.random.default_rng(seed)
-    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    h = np.where(rng.random(n) < agree, y, -y)
-    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
-    weight = rng.random(n)
-    return y, h, margin, weight
 
 
 @pytest.mark.parametrize("logistic", [False, True])
@@ -34,7 +26,7 @@ def _rows(n, spread, seed=0, agree=0.7):
 )
 @pytest.mark.parametrize("spread", [5.0, 2000.0])
 def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spread):
-    y, _, margin, weight = _rows(20_000, spread, seed=7)
+    y, _, margin, weight = random_round_rows(20_000, spread, seed=7)
     weight[:5] = 0.0
     got = stump_weights(y, margin, weight, odds, tau, logistic)
     log_clean, _ = odds.log_proba(y, margin)
@@ -49,7 +41,7 @@ def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spr
 @pytest.mark.parametrize("logistic", [False, True])
 def test_add_stump_and_reweight_matches_stump_weights_round_after_round(logistic):
     """The cached-exponential update gives the weights of their definition, round after round."""
-    y, _, margin, weight = _rows(30_000, 2.0, seed=10)
+    y, _, margin, weight = random_round_rows(30_000, 2.0, seed=10)
     weight[:3] = 0.0
     rng = np.random.default_rng(11)
     rows = RowMargins(y, weight, margin)
@@ -68,7 +60,7 @@ def test_add_stump_and_reweight_matches_stump_weights_round_after_round(logistic
 
 
 def test_add_stump_and_reweight_falls_back_beyond_the_exponent_range():
-    y, h, margin, weight = _rows(1_000, 1.0, seed=12)
+    y, h, margin, weight = random_round_rows(1_000, 1.0, seed=12)
     rows = RowMargins(y, weight, margin)
     odds = CleanLogOdds(3.0, 2.0, 1.0)
     rows.add_stump_and_reweight(0.5, h, odds, 1.0, False)
@@ -85,7 +77,7 @@ def test_add_stump_and_reweight_falls_back_beyond_the_exponent_range():
 
 
 def test_row_margins_weights_are_stump_weights_at_the_current_margins():
-    y, _, margin, weight = _rows(5_000, 3.0, seed=13)
+    y, _, margin, weight = random_round_rows(5_000, 3.0, seed=13)
     rows = RowMargins(y, weight, margin)
     for odds, tau, logistic in [
         (CleanLogOdds(1.0, 2.0, 1.0), 1.0, False),

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import random_round_rows
 
 from viboost.distributions import VersatileLogistic
 from viboost.distributions.unit_slope_vlog import unit_slope_log_normalizer, unit_slope_mode
 from viboost.variational import log_normalizer_c, weight_posterior
-
-
-def _rows(n, spread, seed=0, agree=0.7):
-    rng = np.random.default_rng(seed)
-    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-    h = np.where(rng.random(n) < agree, y, -y)
-    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
-    weight = rng.random(n)
-    return y, h, margin, weight
 
 
 def _terms(y, h, margin, mult, weight_prior):
@@ -44,7 +36,7 @@ def _vlog(slope_sign, knot, weight):
     ],
 )
 def test_fast_log_normalizer_matches_the_accurate_one(n, scale, spread):
-    y, h, margin, weight = _rows(n, spread, seed=4)
+    y, h, margin, weight = random_round_rows(n, spread, seed=4)
     mult = weight * scale
     accurate = weight_posterior(y, margin, h, mult, 1.0).log_normalizer()
     fast = log_normalizer_c(y, margin, h, mult, 1.0, start=0.3)
@@ -75,7 +67,7 @@ def test_unit_slope_mode_is_the_vlog_mode(slope_sign, knot, weight, start):
 
 
 def test_unit_slope_mode_of_a_weight_posterior_is_the_vlog_mode():
-    y, h, margin, weight = _rows(2_000, 3.0, seed=5)
+    y, h, margin, weight = random_round_rows(2_000, 3.0, seed=5)
     terms = _terms(y, h, margin, weight, 1.0)
     mode, _ = unit_slope_mode(*terms, 0.0)
     assert mode == pytest.approx(_vlog(*terms).mode(), rel=1e-10, abs=1e-12)

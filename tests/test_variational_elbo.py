@@ -7,23 +7,13 @@ import itertools
 
 import numpy as np
 import pytest
+from oracles import log_sigmoid, normalised_density
 from scipy import integrate, stats
 from scipy.special import betaln, log_expit
 
 from viboost.variational import ModelPriors, core_elbo, elbo, log_normalizer_c, weight_posterior
 
-
 # ---------------------------------------------------------------------------- brute-force ELBO
-def _log_sigmoid(x: float) -> float:
-    return float(log_expit(x))
-
-
-def _normalised(log_kernel):
-    """(pdf, logpdf) from an unnormalised log density on the real line, by direct quadrature."""
-    z = integrate.quad(
-        lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=500
-    )[0]
-    return (lambda t: np.exp(log_kernel(t)) / z), (lambda t: log_kernel(t) - np.log(z))
 
 
 def _expect(pdf, f) -> float:
@@ -36,18 +26,20 @@ def brute_force_elbo(y, margin, h, phi, omega, eta, priors: ModelPriors) -> floa
     """E_q log p(joint) - E_q log q by quadrature over c, xi, theta and exact sums over w."""
     mu0, mu0p, zeta = priors.weight, priors.noise_grade, priors.clean
     # Normalised priors of section 4.
-    _, log_prior_c = _normalised(lambda c: mu0 * (_log_sigmoid(c) + _log_sigmoid(-c)))
-    _, log_prior_xi = _normalised(lambda x: mu0p * (_log_sigmoid(x) + _log_sigmoid(-x)))
+    _, log_prior_c = normalised_density(lambda c: mu0 * (log_sigmoid(c) + log_sigmoid(-c)))
+    _, log_prior_xi = normalised_density(lambda x: mu0p * (log_sigmoid(x) + log_sigmoid(-x)))
     # The variational factors.
     log_qc_kernel = lambda c: (  # noqa: E731
-        mu0 * (_log_sigmoid(c) + _log_sigmoid(-c))
+        mu0 * (log_sigmoid(c) + log_sigmoid(-c))
         + sum(
-            p * _log_sigmoid(yn * (m + c * hn))
+            p * log_sigmoid(yn * (m + c * hn))
             for p, yn, m, hn in zip(phi, y, margin, h, strict=True)
         )
     )
-    q_c, log_q_c = _normalised(log_qc_kernel)
-    q_xi, log_q_xi = _normalised(lambda x: omega[0] * _log_sigmoid(-x) + omega[1] * _log_sigmoid(x))
+    q_c, log_q_c = normalised_density(log_qc_kernel)
+    q_xi, log_q_xi = normalised_density(
+        lambda x: omega[0] * log_sigmoid(-x) + omega[1] * log_sigmoid(x)
+    )
     q_theta = stats.beta(eta[0], eta[1])
 
     def e_theta(f):
@@ -61,10 +53,10 @@ def brute_force_elbo(y, margin, h, phi, omega, eta, priors: ModelPriors) -> floa
     e_log_theta = e_theta(np.log)
     e_log_1m_theta = e_theta(lambda t: np.log1p(-t))
     e_lik_clean = [
-        _expect(q_c, lambda c, yn=yn, m=m, hn=hn: _log_sigmoid(yn * (m + c * hn)))
+        _expect(q_c, lambda c, yn=yn, m=m, hn=hn: log_sigmoid(yn * (m + c * hn)))
         for yn, m, hn in zip(y, margin, h, strict=True)
     ]
-    e_lik_noise = [_expect(q_xi, lambda x, yn=yn: _log_sigmoid(yn * x)) for yn in y]
+    e_lik_noise = [_expect(q_xi, lambda x, yn=yn: log_sigmoid(yn * x)) for yn in y]
 
     e_log_joint = e_log_prior_c + e_log_prior_xi + e_log_prior_theta
     e_log_q_w = 0.0

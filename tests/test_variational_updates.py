@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracles import log_sigmoid, normalised_density
 from scipy import integrate, optimize, stats
-from scipy.special import digamma, expit, log_expit
+from scipy.special import digamma, expit
 
 from viboost.variational import (
     CleanLogOdds,
@@ -19,18 +20,6 @@ from viboost.variational import (
     update_omega,
     weight_posterior,
 )
-
-
-def _log_sigmoid(x: float) -> float:
-    return float(log_expit(x))
-
-
-def _normalised_pdf(log_kernel):
-    """The pdf of an unnormalised log density on the real line, by direct quadrature."""
-    z = integrate.quad(
-        lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=500
-    )[0]
-    return lambda t: np.exp(log_kernel(t)) / z
 
 
 def _expect(pdf, f) -> float:
@@ -108,10 +97,10 @@ def test_phi_update_is_the_bernoulli_posterior_of_the_type(small_state):
     q_theta = stats.beta(*eta)
     e_log_theta = integrate.quad(lambda t: q_theta.pdf(t) * np.log(t), 0, 1)[0]
     e_log_1m_theta = integrate.quad(lambda t: q_theta.pdf(t) * np.log1p(-t), 0, 1)[0]
-    q_xi = _normalised_pdf(lambda x: omega[0] * _log_sigmoid(-x) + omega[1] * _log_sigmoid(x))
+    q_xi = normalised_density(lambda x: omega[0] * log_sigmoid(-x) + omega[1] * log_sigmoid(x))[0]
     for n in range(len(y)):
-        clean = e_log_theta + _log_sigmoid(y[n] * (margin[n] + alpha * h[n]))  # c -> alpha
-        noisy = e_log_1m_theta + _expect(q_xi, lambda x, yn=y[n]: _log_sigmoid(yn * x))
+        clean = e_log_theta + log_sigmoid(y[n] * (margin[n] + alpha * h[n]))  # c -> alpha
+        noisy = e_log_1m_theta + _expect(q_xi, lambda x, yn=y[n]: log_sigmoid(yn * x))
         assert np.exp(log_clean[n]) == pytest.approx(expit(clean - noisy), rel=1e-8)
         assert np.exp(log_noise[n]) == pytest.approx(expit(noisy - clean), rel=1e-8)
 

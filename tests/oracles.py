@@ -1,0 +1,35 @@
+"""Test data and reference computations shared by several test modules (not a test module).
+
+- :func:`random_round_rows`: the rows of one boosting round, ``(y, h, margin, weight)``;
+- :func:`log_sigmoid` and :func:`normalised_density`: a density normalised by direct quadrature,
+  the oracle of the ELBO and update tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import integrate
+from scipy.special import log_expit
+
+
+def random_round_rows(n, spread, seed=0, agree=0.7):
+    """Labels, stump outputs agreeing with them at rate ``agree``, N(0, spread) margins (all 0 for
+    ``spread=0``) and uniform weights, from ``seed``."""
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    h = np.where(rng.random(n) < agree, y, -y)
+    margin = rng.normal(0.0, spread, n) if spread else np.zeros(n)
+    weight = rng.random(n)
+    return y, h, margin, weight
+
+
+def log_sigmoid(x: float) -> float:
+    return float(log_expit(x))
+
+
+def normalised_density(log_kernel):
+    """(pdf, logpdf) of an unnormalised log density on the real line, by direct quadrature."""
+    z = integrate.quad(
+        lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=500
+    )[0]
+    return (lambda t: np.exp(log_kernel(t)) / z), (lambda t: log_kernel(t) - np.log(z))
