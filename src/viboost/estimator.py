@@ -77,7 +77,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     ``H = sum_t alpha_t h_t``, or *noisy*, drawn with a fixed log-odds xi (the noise grade)
     regardless of ``x`` (section 4). Each round adds one decision stump and updates the
     variational posteriors of its weight, of xi, of each label's type and of theta (Algorithm 1).
-    Besides the classifier, the fit returns the noise statistics of section 6: the
+    Besides the classifier, the fit returns the noise statistics of section 7: the
     signal-to-noise ratio ``eta_1 / eta_2``, the noise grade ``log(omega_2 / omega_1)`` and, per
     training row, the posterior probability ``phi_n`` that its label is true.
 
@@ -101,7 +101,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         Initial (eta_1, eta_2), the Beta posterior of theta used by the first phi update.
     noise_model : bool, default=True
         False fits the core model of section 2 (every label true, phi_n = 1, no inner loop): the
-        smoothed AdaBoost of section 5.
+        smoothed AdaBoost of section 6.
     alpha : {"approx", "exact"}, default="approx"
         How alpha_t is taken from q(c): the closed-form approximate mode of eq. (17) (the
         paper's choice) or the exact mode of the v-Log posterior. Stumps are ranked to match:

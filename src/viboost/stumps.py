@@ -1,7 +1,7 @@
 """Decision stumps and the search for the best one: the base classifiers of VIBoost.
 
 A decision stump ``h(x) = polarity * (+1 if x[feature] > threshold else -1)`` is the paper's base
-classifier (section 6: "For all experiments we used decision stumps"). Missing values (NaN) go to
+classifier (section 7: "For all experiments we used decision stumps"). Missing values (NaN) go to
 the side chosen at fit time, as in LightGBM and scikit-learn's HistGradientBoosting.
 
 Structure of this module
@@ -399,9 +399,9 @@ class BinnedStumpSearch:
     """Stump search over binned features: one compiled histogram pass per call.
 
     The same contract as :class:`ExactStumpSearch`: :meth:`best` returns the stump of least
-    weighted error (section 5: the stump of largest approximate mode is the one of least weighted
-    error), with the same error formulas and tie rules. The candidate thresholds are the bin
-    edges of a :class:`~viboost.binning.FeatureBinner`, so a feature with at most ``max_bins``
+    weighted error (section 6 and S.6: the stump of largest approximate mode is the one of least
+    weighted error), with the same error formulas and tie rules. The candidate thresholds are the
+    bin edges of a :class:`~viboost.binning.FeatureBinner`, so a feature with at most ``max_bins``
     distinct active values gives exactly the thresholds of the exact search, and any other
     feature is split at (at most ``max_bins - 1``) quantile edges. Each call to :meth:`best` costs
     one pass over the ``(n_samples, n_features)`` ``uint8`` bins plus ``O(n_features * 256)``.

@@ -1,4 +1,4 @@
-"""Reproduce the figures of section 5 and 6 of "A Bayesian Boosting Model".
+"""Reproduce the figures of sections 6 and 7 of "A Bayesian Boosting Model".
 
 Structure
 ---------

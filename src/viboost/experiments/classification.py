@@ -9,12 +9,12 @@ and records the test error after every round from one fit (``staged_predict``):
   features of the text data, the binned search is exact and much faster and is used instead,
   see :func:`~viboost.experiments._common.exact_max_bins`);
 - ``AdaBoost``: discrete AdaBoost on the same exhaustive stumps, i.e. the core model with
-  mu_0 -> 0 (``noise_model=False, weight_prior=1e-12``), the limit of section 5;
+  mu_0 -> 0 (``noise_model=False, weight_prior=1e-12``), the limit of section 6;
 - ``AdaBoost (scikit-learn)``: :class:`sklearn.ensemble.AdaBoostClassifier` with depth-1 trees,
   as a cross-check. scikit-learn stops early once a stump has zero weighted error; its ensemble
   is then final, so its curve is carried flat to the last round.
 
-The VIBoost fits also give the ELBO trajectory (section 6, last paragraph): per round, the gain
+The VIBoost fits also give the ELBO trajectory (section 7, last paragraph): per round, the gain
 ``elbo_[t][-1] - elbo_[t][0]`` over the round's inner loop, and the share of rounds where it is
 negative.
 
@@ -53,7 +53,7 @@ __all__ = ["MODELS", "RunCurves", "error_curves", "run_spam", "run_text", "summa
 VIBOOST, ADABOOST, SKLEARN = "VIBoost", "AdaBoost", "AdaBoost (scikit-learn)"
 #: The models of the error figures, in legend order.
 MODELS: tuple[str, ...] = (VIBOOST, ADABOOST, SKLEARN)
-#: mu_0 of the core model that stands for discrete AdaBoost (section 5: mu_0 -> 0).
+#: mu_0 of the core model that stands for discrete AdaBoost (section 6: mu_0 -> 0).
 ADABOOST_WEIGHT_PRIOR = 1e-12
 #: Rounds of the spam and text experiments (full mode).
 SPAM_ROUNDS, TEXT_ROUNDS = 500, 100
@@ -256,7 +256,7 @@ def _load(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_spam(settings: Settings) -> ExperimentResult:
-    """Figure 6 (Spambase, 10% train / 90% test) and the ELBO trajectory of section 6.
+    """Figure 6 (Spambase, 10% train / 90% test) and the ELBO trajectory of section 7.
 
     500 rounds (quick: 30), ``settings.runs`` runs.
 
@@ -321,7 +321,7 @@ def run_spam(settings: Settings) -> ExperimentResult:
     ]
     return ExperimentResult(
         "spam",
-        "Figure 6: spam data set, test error; section 6: the ELBO trajectory",
+        "Figure 6: spam data set, test error; section 7: the ELBO trajectory",
         tables=tables,
         figures=figures,
         rows=rows,

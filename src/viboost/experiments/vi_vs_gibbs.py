@@ -1,6 +1,6 @@
 """VIBoost's variational noise statistics against the Gibbs posterior on the step data.
 
-The step data of section 6 (Figures 8 and 9; see :mod:`.noise`) are drawn for a grid of type
+The step data of section 7 (Figures 8 and 9; see :mod:`.noise`) are drawn for a grid of type
 priors theta with the paper's noise grade ``log 3``. On each draw :func:`vi_vs_gibbs_run`
 
 1. fits :class:`~viboost.VIBoostClassifier` with the settings of the step experiment (50 rounds,
