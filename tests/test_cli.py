@@ -210,6 +210,18 @@ def test_malformed_csv(tmp_path, capsys):
     _assert_error(capsys, code, "empty")
 
 
+def test_model_from_an_older_layout_names_the_missing_module(tmp_path, capsys):
+    # A pickle that refers to a class of a module viboost no longer has (protocol-0 GLOBAL).
+    old = tmp_path / "old.joblib"
+    old.write_bytes(b"cviboost.inference\nCleanLogOdds\n.")
+    code = main(["inspect", str(old)])
+    _assert_error(capsys, code, "saved by an older viboost", "viboost.inference", "refit")
+    foreign = tmp_path / "foreign.joblib"
+    foreign.write_bytes(b"cno_such_package_xyz\nThing\n.")
+    code = main(["inspect", str(foreign)])
+    _assert_error(capsys, code, "could not be loaded", "no_such_package_xyz")
+
+
 def test_not_a_model_file(easy_csv, tmp_path, capsys):
     code = main(["predict", str(easy_csv), str(easy_csv)])
     _assert_error(capsys, code, "not a viboost model")

@@ -129,6 +129,15 @@ def _load_model(path: str | os.PathLike[str]) -> VIBoostClassifier:
         warnings.simplefilter("always")
         try:
             model = joblib.load(path)
+        except ModuleNotFoundError as exc:
+            if not str(exc.name or "").startswith("viboost."):
+                raise CommandError(f"{path} could not be loaded: {exc}") from None
+            # A pickle names the module of each class it holds; viboost's modules have moved
+            # since (viboost.inference became viboost.variational, for instance).
+            raise CommandError(
+                f"{path} was saved by an older viboost whose module {exc.name} no longer "
+                f"exists; refit the model with viboost {__version__}"
+            ) from None
         except Exception as exc:  # anything unpickling can raise: the file is not a model
             detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
             raise CommandError(
