@@ -2,14 +2,19 @@
 
 - :func:`random_round_rows`: the rows of one boosting round, ``(y, h, margin, weight)``;
 - :func:`log_sigmoid` and :func:`normalised_density`: a density normalised by direct quadrature,
-  the oracle of the ELBO and update tests.
+  the oracle of the ELBO and update tests;
+- :func:`compiled_log_gamma_draws`: ``n`` draws of the compiled ``log_gamma_variate`` from one
+  seeded Generator (the log-gamma and Gibbs-step tests).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from scipy import integrate
 from scipy.special import log_expit
+
+from viboost.distributions.log_gamma import log_gamma_variate
 
 
 def random_round_rows(n, spread, seed=0, agree=0.7):
@@ -33,3 +38,16 @@ def normalised_density(log_kernel):
         lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=500
     )[0]
     return (lambda t: np.exp(log_kernel(t)) / z), (lambda t: log_kernel(t) - np.log(z))
+
+
+@njit
+def _log_gamma_draws(shape, n, rng):
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = log_gamma_variate(shape, rng)
+    return out
+
+
+def compiled_log_gamma_draws(shape: float, n: int, seed: int) -> np.ndarray:
+    """``n`` draws of ``log G``, ``G ~ Gamma(shape)``, by the compiled form, from ``seed``."""
+    return _log_gamma_draws(shape, n, np.random.default_rng(seed))

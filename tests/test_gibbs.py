@@ -10,13 +10,13 @@ import pickle
 import numpy as np
 import pytest
 from numba import njit
+from oracles import compiled_log_gamma_draws
 from scipy import stats
 from scipy.special import expit, log_expit
 
 from viboost import GibbsSampler, VIBoostClassifier
 from viboost._gibbs_kernel import HULL_SIZE, draw_weight, weight_log_density
 from viboost.distributions import VersatileLogistic
-from viboost.distributions.log_gamma import log_gamma_variate
 from viboost.generative import sample_model
 
 
@@ -101,29 +101,21 @@ def test_draw_weight_is_reproducible():
     np.testing.assert_array_equal(first, second)
 
 
-@njit
-def _log_gammas_kernel(shape, n, rng):
-    out = np.empty(n)
-    for i in range(n):
-        out[i] = log_gamma_variate(shape, rng)
-    return out
-
-
-def _log_gammas(shape, n, seed):
-    return _log_gammas_kernel(shape, n, np.random.default_rng(seed))
-
-
 @pytest.mark.parametrize("n_pos, n_neg, mu0", [(0, 0, 1.0), (3, 11, 1.0), (40, 2, 0.2)])
 def test_noise_grade_step_is_the_two_term_vlog(n_pos, n_neg, mu0):
     # xi | w, y ~ v-Log([+1, -1], [0, 0], [mu0' + #noisy -1, mu0' + #noisy +1]) (S.3).
-    draws = _log_gammas(mu0 + n_pos, 3000, 2) - _log_gammas(mu0 + n_neg, 3000, 3)
+    draws = compiled_log_gamma_draws(mu0 + n_pos, 3000, 2) - compiled_log_gamma_draws(
+        mu0 + n_neg, 3000, 3
+    )
     exact = VersatileLogistic([1.0, -1.0], [0.0, 0.0], [mu0 + n_neg, mu0 + n_pos])
     assert stats.kstest(draws, exact.cdf).pvalue > 1e-3
 
 
 def test_clean_rate_step_is_beta():
     # theta | w ~ Beta(zeta1 + sum w, zeta2 + sum(1 - w)), drawn as expit(log G1 - log G2).
-    theta = expit(_log_gammas(2.0 + 17, 3000, 4) - _log_gammas(1.5 + 5, 3000, 5))
+    theta = expit(
+        compiled_log_gamma_draws(2.0 + 17, 3000, 4) - compiled_log_gamma_draws(1.5 + 5, 3000, 5)
+    )
     assert stats.kstest(theta, stats.beta(19.0, 6.5).cdf).pvalue > 1e-3
 
 
