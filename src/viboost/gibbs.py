@@ -291,6 +291,20 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             )
         if outputs.shape[0] == 0:
             raise ValueError("GibbsSampler needs at least one training row; X has none.")
+        self.classes_ = self._label_classes(y)
+        self.n_features_in_ = int(
+            outputs.shape[1] if self.classifier is None else self.classifier.n_features_in_
+        )
+        y_signed = np.where(y == self.classes_[1], 1.0, -1.0)
+        starts = self._chain_starts(outputs.shape, zeta)
+        results = self._run_chains(outputs, y_signed, zeta, starts)
+        self._record_draws(results, n_classifiers=outputs.shape[1])
+        self._y_signed = y_signed
+        return self
+
+    def _label_classes(self, y: np.ndarray) -> np.ndarray:
+        """The two classes of ``y`` (those of ``classifier`` when given); labels in {-1, +1}
+        may all be of one class."""
         check_classification_targets(y)
         if self.classifier is not None:
             classes = self.classifier.classes_
@@ -300,29 +314,26 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                     f"y has labels {unknown.tolist()} that the classifier was not fitted on "
                     f"(its classes are {classes.tolist()})."
                 )
-        else:
-            classes = np.unique(y)
-            if classes.size < 2 and np.isin(classes, [-1, 1]).all():
-                # The paper's signs: data of one class are data all the same.
-                classes = np.array([-1, 1], dtype=classes.dtype)
-            if classes.size != 2:
-                raise ValueError(
-                    f"GibbsSampler needs labels of exactly 2 classes; y has {classes.size} "
-                    f"({classes.tolist()[:5]})."
-                )
-        self.classes_ = classes
-        self.n_features_in_ = int(
-            outputs.shape[1] if self.classifier is None else self.classifier.n_features_in_
-        )
-        y_signed = np.where(y == classes[1], 1.0, -1.0)
+            return classes
+        classes = np.unique(y)
+        if classes.size < 2 and np.isin(classes, [-1, 1]).all():
+            # The paper's signs: data of one class are data all the same.
+            classes = np.array([-1, 1], dtype=classes.dtype)
+        if classes.size != 2:
+            raise ValueError(
+                f"GibbsSampler needs labels of exactly 2 classes; y has {classes.size} "
+                f"({classes.tolist()[:5]})."
+            )
+        return classes
 
+    def _chain_starts(self, shape: tuple[int, int], zeta: tuple[float, float]) -> list[tuple]:
+        """Per chain, a draw of the prior (section 4, steps 1, 4-6) as its starting point and
+        the chain's own Generator, all from ``random_state`` in chain order."""
         rs = check_random_state(self.random_state)
-        n_rows, n_classifiers = outputs.shape
-        outputs_t = np.ascontiguousarray(outputs.T)
+        n_rows, n_classifiers = shape
         mu0, mu0_noise = float(self.weight_prior), float(self.noise_grade_prior)
         starts = []
         for _ in range(self.n_chains):
-            # A draw of the prior (section 4, steps 1, 4-6) as the chain's starting point.
             c0 = np.atleast_1d(
                 sample_two_term_vlog(mu0, mu0, size=n_classifiers, random_state=rs)
             ).astype(np.float64)
@@ -332,7 +343,19 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             clean0 = (rs.random_sample(n_rows) < expit(logit_theta0)).astype(np.uint8)
             # The chain's own Generator for the compiled kernel, seeded from rs (one draw).
             starts.append((c0, xi0, logit_theta0, clean0, spawn_generator(rs)))
+        return starts
 
+    def _run_chains(
+        self,
+        outputs: np.ndarray,
+        y_signed: np.ndarray,
+        zeta: tuple[float, float],
+        starts: list[tuple],
+    ) -> list[tuple]:
+        """Run each chain of Algorithm 2 from its start; one tuple of outputs per chain."""
+        n_rows, n_classifiers = outputs.shape
+        outputs_t = np.ascontiguousarray(outputs.T)
+        mu0, mu0_noise = float(self.weight_prior), float(self.noise_grade_prior)
         n_draws, store = int(self.n_draws), bool(self.store_row_draws)
         # Threads: one per running chain, at most n_jobs in all; a chain's kernel is serial, and
         # any numba threads inside a chain get the chains' leftover share (the count is
@@ -360,16 +383,21 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             return out_c, out_xi, out_logit, rows, proba_sum, out_evals
 
         # Threads whatever joblib backend is configured: the chains share the arrays above.
-        results = Parallel(n_jobs=workers, require="sharedmem")(
+        return Parallel(n_jobs=workers, require="sharedmem")(
             delayed(one_chain)(start) for start in starts
         )
+
+    def _record_draws(self, results: list[tuple], n_classifiers: int) -> None:
+        """The fitted attributes from the chains' outputs."""
         self.weight_draws_ = np.stack([r[0] for r in results])
         self.noise_grade_draws_ = np.stack([r[1] for r in results])
         logit_theta = np.stack([r[2] for r in results])
         self.clean_rate_draws_ = expit(logit_theta)
         self._logit_clean_rate = logit_theta
+        store = bool(self.store_row_draws)
         self.clean_proba_draws_ = np.stack([r[3] for r in results]) if store else None
-        self.clean_proba_ = np.sum([r[4] for r in results], axis=0) / (self.n_chains * n_draws)
+        n_kept = self.n_chains * int(self.n_draws)
+        self.clean_proba_ = np.sum([r[4] for r in results], axis=0) / n_kept
         evals = np.stack([r[5] for r in results])
         self._density_evaluations = evals
         self.evaluations_per_draw_ = (
@@ -379,8 +407,6 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         # E[theta] / E[1 - theta], with 1 - theta = expit(-logit) computed without cancellation.
         self.snr_ = float(self.clean_rate_draws_.mean() / expit(-logit_theta).mean())
         self.noise_grade_ = float(self.noise_grade_draws_.mean())
-        self._y_signed = y_signed
-        return self
 
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self, include_rows: bool = True):
