@@ -377,8 +377,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         compress = int(np.count_nonzero(weighted)) > _COMPRESS_ABOVE
         search = self._stump_search(X, weighted)
         settings = self._round_settings()
-        # "exact" ranks stumps by logistic-loss weights (see the class docstring).
-        logistic = self.alpha == "exact"
+        # The exact mode ranks stumps by logistic-loss weights (see the class docstring).
+        logistic = settings.exact_mode
         start = len(self.estimators_)
         with tqdm(
             total=self.n_estimators,

@@ -95,13 +95,12 @@ def _weights_kernel(
                     w = lead / inverse_clean_proba(e, inverse_odds)
             else:
                 e = math.exp(-u)  # e^-u < 1
-                if logistic:
-                    # sigma(u) phi(u) e^-M = e^-(u+M) / ((1 + e^-u) e^-u / phi) (slope 1)
+                if logistic and slope > 0.0:
+                    # sigma(u) phi(u) e^-M = e^-(u+M) / ((1 + e^-u) e^-u / phi)
                     lead = e * scale if scale > 0.0 else math.exp(-u - log_bound)
-                    if slope > 0.0:
-                        w = lead / ((1.0 + e) * scaled_inverse_clean_proba(e, inverse_odds))
-                    else:
-                        w = (scale if scale > 0.0 else math.exp(-log_bound)) / (1.0 + e)
+                    w = lead / ((1.0 + e) * scaled_inverse_clean_proba(e, inverse_odds))
+                elif logistic:  # constant phi: sigma(u) e^-M
+                    w = (scale if scale > 0.0 else math.exp(-log_bound)) / (1.0 + e)
                 elif slope > 0.0:
                     lead = scale if unit_tau else math.exp((tau - 1.0) * u - log_bound)
                     w = lead / scaled_inverse_clean_proba(e, inverse_odds)

@@ -77,6 +77,12 @@ class RoundSettings:
     fixed_vi_iter: int | None = None
     update_alpha_once: bool = False
 
+    @property
+    def exact_mode(self) -> bool:
+        """Whether alpha is the exact mode of q(c) (then stumps are ranked by logistic-loss
+        weights, :mod:`viboost.reweighting`)."""
+        return self.alpha == "exact"
+
 
 class RoundResult(NamedTuple):
     """What a round returns: alpha_t, the state after it, its ELBO trace and iterations run."""
@@ -132,7 +138,7 @@ def run_round(
     """
     y, h, margin, weight = rows.y, rows.h, rows.margin, rows.sample_weight
     tau = float(settings.tau)
-    exact_mode = settings.alpha == "exact"
+    exact_mode = settings.exact_mode
     log_weight = np.log(weight)
     log_clean, log_noise = state.clean.log_proba(y, margin)
     eta, omega, clean = state.eta, state.omega, state.clean
