@@ -27,19 +27,23 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit, log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.model_selection import StratifiedKFold
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from viboost._parallel import kernel_threads, numba_threads
-from viboost._validation import check_pair, reject_non_numeric_columns
+from viboost._validation import check_pair, check_random_state, reject_non_numeric_columns
 from viboost._version import __version__
+from viboost.calibration import NoiseCalibration, calibrate_noise, flip_rates_from_mislabel
+from viboost.presets import PRESETS, resolve_preset
 from viboost.reweighting import RowMargins
 from viboost.stumps import (
     BinnedStumpSearch,
@@ -57,6 +61,7 @@ from viboost.variational import (
     initial_state,
     run_round,
 )
+from viboost.variational.updates import update_eta, update_omega
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
@@ -64,6 +69,10 @@ __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 # aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration, every sum
 # within ~1e-9 relative.
 _COMPRESS_ABOVE = 1 << 12
+
+# A cross-fitted fit scores its out-of-fold margins every this many rounds (viboost.presets).
+_CHECK_EVERY = 10
+_PLAN_KEYS = ("n_estimators", "learning_rate", "alpha", "noise_fit")
 
 
 class ViboostVersionWarning(UserWarning):
@@ -200,7 +209,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
+        "preset": [StrOptions(set(PRESETS))],
+        "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
         "weight_prior": [Interval(Real, 0, None, closed="neither")],
         "noise_grade_prior": [Interval(Real, 0, None, closed="neither")],
         "clean_prior": ["array-like"],
@@ -208,7 +219,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "init_clean_proba": [Interval(Real, 0, 1, closed="right")],
         "init_eta": ["array-like"],
         "noise_model": ["boolean"],
-        "alpha": [StrOptions({"approx", "exact"})],
+        "alpha": [StrOptions({"approx", "exact"}), None],
+        "noise_fit": [StrOptions({"cross-fit", "in-sample"}), None],
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_vi_iter": [Interval(Integral, 1, None, closed="left")],
         "fixed_vi_iter": [Interval(Integral, 1, None, closed="left"), None],
@@ -222,8 +236,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_estimators: int = 100,
+        n_estimators: int | None = None,
         *,
+        preset: str = "robust",
+        learning_rate: float | None = None,
         weight_prior: float = 1.0,
         noise_grade_prior: float = 1.0,
         clean_prior: tuple[float, float] = (1.0, 1.0),
@@ -231,7 +247,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         init_clean_proba: float = 1.0,
         init_eta: tuple[float, float] = (1.0, 1.0),
         noise_model: bool = True,
-        alpha: str = "approx",
+        alpha: str | None = None,
+        noise_fit: str | None = None,
+        cv: int = 5,
+        n_iter_no_change: int | None = 100,
         tol: float = 1e-8,
         max_vi_iter: int = 100,
         fixed_vi_iter: int | None = None,
@@ -243,6 +262,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         verbose: int = 0,
     ) -> None:
         self.n_estimators = n_estimators
+        self.preset = preset
+        self.learning_rate = learning_rate
         self.weight_prior = weight_prior
         self.noise_grade_prior = noise_grade_prior
         self.clean_prior = clean_prior
@@ -251,6 +272,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.init_eta = init_eta
         self.noise_model = noise_model
         self.alpha = alpha
+        self.noise_fit = noise_fit
+        self.cv = cv
+        self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.max_vi_iter = max_vi_iter
         self.fixed_vi_iter = fixed_vi_iter
@@ -341,11 +365,220 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
             )
 
+        self._plan = resolve_preset(
+            self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
+        )
+        folds = None
+        if self._plan.noise_fit == "cross-fit":
+            if self.warm_start:
+                raise ValueError(
+                    "warm_start=True continues one run of rounds, but a cross-fitted fit "
+                    "chooses its number of rounds from scratch; use noise_fit='in-sample' "
+                    "(or preset='paper') to warm-start."
+                )
+            folds = self._cross_fit_folds(y_signed, weighted)
+
         # The kernels' threads for this call only; one thread below the work threshold.
         threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
         with numba_threads(threads):
-            self._fit_rounds(X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta)
+            if folds is None:
+                margin = self._fit_rounds(
+                    X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta
+                )
+                self._set_in_sample_noise_statistics(y_signed, sample_weight, margin)
+            else:
+                self._fit_cross_fitted(
+                    X, classes, y_signed, sample_weight, clean_prior, init_eta, folds
+                )
         return self
+
+    # ------------------------------------------------------------------ cross-fitting
+    def _cross_fit_folds(
+        self, y: np.ndarray, weighted: np.ndarray
+    ) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """Stratified, shuffled folds over the rows of positive weight (seeded by
+        ``random_state``), or None, with a warning, when a class has fewer than 2 such rows."""
+        n_splits = min(int(self.cv), int(np.bincount((y[weighted] > 0).astype(int)).min()))
+        if n_splits < 2:
+            warnings.warn(
+                "Too few rows in a class to cross-fit the noise model: it is fitted in-sample "
+                "(noise_fit='in-sample'), and its noise statistics rank rows but are not "
+                "calibrated.",
+                UserWarning,
+                stacklevel=3,
+            )
+            self._plan = replace(self._plan, noise_fit="in-sample")
+            return None
+        rows = np.flatnonzero(weighted)
+        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=self._fold_seed())
+        return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
+
+    def _fold_seed(self) -> int | None:
+        """The folds' seed: ``random_state`` itself if an int (or None), else one draw from it."""
+        if self.random_state is None or isinstance(self.random_state, Integral):
+            return self.random_state
+        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+
+    def _fit_cross_fitted(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        y_signed: np.ndarray,
+        sample_weight: np.ndarray,
+        clean_prior: tuple[float, float],
+        init_eta: tuple[float, float],
+        folds: list[tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """The robust fit (:mod:`viboost.presets`): cross-fitted boosters in lockstep choose the
+        number of rounds and calibrate the noise model on out-of-fold margins; then the final
+        booster runs on all rows with multiplicities ``s_n phi_n``."""
+        plan = self._plan
+        self._priors = ModelPriors(
+            weight=float(self.weight_prior),
+            noise_grade=float(self.noise_grade_prior),
+            clean=clean_prior,
+        )
+        # Each fold's booster: the core model (phi = 1), the plan's step, no cross-fitting.
+        fold_params = {
+            "noise_model": False,
+            "noise_fit": "in-sample",
+            "warm_start": False,
+            "verbose": 0,
+            "n_estimators": plan.n_estimators,
+            "learning_rate": plan.learning_rate,
+            "alpha": plan.alpha,
+        }
+        runs = []
+        for train, val in folds:
+            fold = clone(self).set_params(**fold_params)
+            fold._plan = resolve_preset(fold.preset, **{k: fold_params[k] for k in _PLAN_KEYS})
+            rounds = fold._rounds(
+                X[train],
+                classes,
+                y_signed[train],
+                sample_weight[train],
+                np.ones(train.size, dtype=bool),
+                clean_prior,
+                init_eta,
+            )
+            runs.append((rounds, X[val], val, np.zeros(val.size)))
+
+        active = np.concatenate([val for _, _, val, _ in runs])
+        y_act, s_act = y_signed[active], sample_weight[active]
+        out_of_fold = np.zeros(X.shape[0])
+        patience = self.n_iter_no_change
+        best = None
+        checks: list[tuple[int, float]] = []
+        done = 0
+        with tqdm(
+            total=plan.n_estimators,
+            desc="VIBoost cross-fit",
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            while done < plan.n_estimators:
+                step = min(_CHECK_EVERY, plan.n_estimators - done)
+                for rounds, X_val, _, val_margin in runs:
+                    for _ in range(step):
+                        stump, alpha = next(rounds)
+                        val_margin += alpha * stump.predict(X_val)
+                done += step
+                progress.update(step)
+                for _, _, val, val_margin in runs:
+                    out_of_fold[val] = val_margin
+                score, calibration = self._score_out_of_fold(y_act, out_of_fold[active], s_act)
+                checks.append((done, score))
+                if best is None or score > best[1]:
+                    best = (done, score, calibration, out_of_fold.copy())
+                elif patience is not None and done - best[0] >= patience:
+                    break
+        n_rounds, _, calibration, out_of_fold = best
+        self.cv_rounds_ = np.array([c[0] for c in checks])
+        self.cv_log_likelihood_ = np.array([c[1] for c in checks])
+
+        # The final booster on every row, each counted s_n phi_n times.
+        if calibration is None:  # core model: no noise statistics to calibrate
+            clean = np.ones(X.shape[0])
+        else:
+            clean = calibration.clean_proba(y_signed, out_of_fold)
+        multiplicity = sample_weight * clean
+        self._plan = replace(plan, n_estimators=n_rounds)
+        for _ in self._rounds(
+            X, classes, y_signed, multiplicity, multiplicity > 0, clean_prior, init_eta
+        ):
+            pass
+        self._plan = plan
+        self.noise_calibration_ = calibration
+        self.cv_decision_function_ = out_of_fold
+        self.clean_proba_ = clean
+        self._set_calibrated_noise_statistics(y_signed, sample_weight, out_of_fold)
+
+    def _score_out_of_fold(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> tuple[float, NoiseCalibration | None]:
+        """The cross-fitted score of a round count: the marginal log-likelihood of the labels
+        under the calibrated noise model, or the logistic log-likelihood for the core model."""
+        if not self.noise_model:
+            return float(np.dot(sample_weight, log_expit(y * margin))), None
+        calibration = calibrate_noise(y, margin, sample_weight, self._priors)
+        return calibration.log_likelihood, calibration
+
+    def _set_calibrated_noise_statistics(
+        self, y: np.ndarray, sample_weight: np.ndarray, out_of_fold: np.ndarray
+    ) -> None:
+        """eta, omega, the SNR and the noise grade from the calibrated phi (S.4.2, S.4.4: at the
+        calibration's optimum these are its theta and xi), and the flip rates with intervals."""
+        calibration = self.noise_calibration_
+        if calibration is None:  # core model: no noise statistics
+            self._set_noise_statistics()
+            self._set_flip_rates(y, sample_weight, None)
+            return
+        noise = 1.0 - self.clean_proba_
+        self._state = VariationalState(
+            eta=update_eta(sample_weight, self.clean_proba_, noise, self._priors.clean),
+            omega=update_omega(y, sample_weight, noise, self._priors.noise_grade),
+            clean=calibration.clean,
+        )
+        self._set_noise_statistics()
+        # The in-sample paths of Algorithm 1's inner loop do not exist in a cross-fitted fit.
+        self.snr_path_ = np.full(len(self.estimators_), np.nan)
+        self.noise_grade_path_ = np.full(len(self.estimators_), np.nan)
+        self.mislabel_proba_ = calibration.mislabel_proba(y, out_of_fold)
+        intervals = calibration.flip_rate_interval(
+            y, out_of_fold, sample_weight, random_state=self._fold_seed()
+        )
+        self._set_flip_rates(y, sample_weight, intervals)
+
+    def _set_in_sample_noise_statistics(
+        self, y: np.ndarray, sample_weight: np.ndarray, margin: np.ndarray
+    ) -> None:
+        """The flip rates implied by Algorithm 1's in-sample q(w) and the training margins: a
+        ranking, not calibrated (no intervals)."""
+        self.cv_rounds_ = np.empty(0, dtype=int)
+        self.cv_log_likelihood_ = np.empty(0)
+        self.cv_decision_function_ = np.full(y.shape[0], np.nan)
+        self.noise_calibration_ = None
+        self.mislabel_proba_ = (1.0 - self.clean_proba_) * expit(-y * margin)
+        self._set_flip_rates(y, sample_weight, None)
+
+    def _set_flip_rates(
+        self, y: np.ndarray, sample_weight: np.ndarray, intervals: np.ndarray | None
+    ) -> None:
+        """``noise_rate_`` and ``flip_rates_`` from ``mislabel_proba_`` (NaN without the noise
+        model), with their credible intervals (NaN when there are none)."""
+        if self.noise_model:
+            rates = flip_rates_from_mislabel(self.mislabel_proba_, y, sample_weight)
+        else:
+            self.mislabel_proba_ = np.zeros(y.shape[0])
+            rates = np.full(3, np.nan)
+        if intervals is None:
+            intervals = np.full((3, 2), np.nan)
+        self.noise_rate_ = float(rates[0])
+        self.noise_rate_interval_ = intervals[0]
+        self.flip_rates_ = rates[1:]
+        self.flip_rates_interval_ = intervals[1:]
 
     def _fit_rounds(
         self,
@@ -356,9 +589,30 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         weighted: np.ndarray,
         clean_prior: tuple[float, float],
         init_eta: tuple[float, float],
-    ) -> None:
+    ) -> np.ndarray:
+        """Run every round of :meth:`_rounds`; return the training margins ``H``."""
+        rounds = self._rounds(X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta)
+        while True:
+            try:
+                next(rounds)
+            except StopIteration as finished:
+                return finished.value
+
+    def _rounds(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        y_signed: np.ndarray,
+        sample_weight: np.ndarray,
+        weighted: np.ndarray,
+        clean_prior: tuple[float, float],
+        init_eta: tuple[float, float],
+    ) -> Iterator[tuple[DecisionStump, float]]:
         """The outer loop of Algorithm 1 on validated input (from scratch or warm-started):
-        per round, search the stump, run the round's inference, reweight, record."""
+        per round, search the stump, run the round's inference, reweight, record; yields the
+        stump and its (shrunk) weight after each round, up to the plan's ``n_estimators``."""
+        n_estimators = self._plan.n_estimators
+        step = self._plan.learning_rate
         continuing = self.warm_start and hasattr(self, "estimators_")
         if continuing:
             self._check_warm_start(X, classes)
@@ -381,7 +635,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         logistic = settings.exact_mode
         start = len(self.estimators_)
         with tqdm(
-            total=self.n_estimators,
+            total=n_estimators,
             initial=start,
             desc="VIBoost",
             unit="round",
@@ -391,7 +645,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ) as progress:
             margins = RowMargins(y_signed, sample_weight, margin)
             weights = margins.weights(self._state.clean, settings.tau, logistic)
-            for _ in range(start, self.n_estimators):
+            for _ in range(start, n_estimators):
                 # h_t = argmax_h |mode of q(c)| (Algorithm 1), ranked without a mode search per
                 # stump: the approximate mode (section 5 eq. (17)) is monotone in the weighted
                 # error under s phi exp(-tau y H) (S.6), so the least such error wins; for
@@ -406,14 +660,18 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 else:
                     rows = RoundRows.weighted(y_signed, h, margins.margin, sample_weight)
                 result = run_round(rows, self._state, self._priors, settings)
+                # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
+                alpha = step * result.alpha
                 self._state = result.state
                 weights = margins.add_stump_and_reweight(
-                    result.alpha, h, result.state.clean, settings.tau, logistic
+                    alpha, h, result.state.clean, settings.tau, logistic
                 )
-                self._record_round(stump, result)
+                self._record_round(stump, alpha, result)
                 progress.update()
+                yield stump, alpha
         # phi_n for every training row, from the final q(w) and the final ensemble.
         self.clean_proba_ = self._state.clean.proba(y_signed, margins.margin)
+        return margins.margin
 
     def _stump_search(self, X: np.ndarray, weighted: np.ndarray) -> StumpSearch:
         """The search engine of this fit, built once: binned, or exhaustive with max_bins=None."""
@@ -423,12 +681,17 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
         )
 
+    @property
+    def _in_sample_noise(self) -> bool:
+        """Whether the rounds run Algorithm 1's inner loop (the noise model fitted in-sample)."""
+        return bool(self.noise_model) and self._plan.noise_fit == "in-sample"
+
     def _round_settings(self) -> RoundSettings:
         """The hyperparameters of :func:`~viboost.variational.run_round`."""
         return RoundSettings(
             tau=float(self.tau),
-            alpha=self.alpha,
-            noise_model=bool(self.noise_model),
+            alpha=self._plan.alpha,
+            noise_model=self._in_sample_noise,
             tol=float(self.tol),
             max_vi_iter=int(self.max_vi_iter),
             fixed_vi_iter=self.fixed_vi_iter,
@@ -444,7 +707,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.n_vi_iter_ = np.empty(0, dtype=int)
         self.snr_path_ = np.empty(0)
         self.noise_grade_path_ = np.empty(0)
-        phi0 = float(self.init_clean_proba) if self.noise_model else 1.0  # core model: all true
+        # The core model (and each booster of a cross-fitted fit): every label true.
+        phi0 = float(self.init_clean_proba) if self._in_sample_noise else 1.0
         self._n_train = y.shape[0]
         self._state: VariationalState = initial_state(
             y, sample_weight, phi0, init_eta, self._priors
@@ -453,10 +717,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.clean_proba_ = np.full(y.shape[0], phi0)
 
     def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
-        if self.n_estimators < len(self.estimators_):
+        if self._plan.n_estimators < len(self.estimators_):
             raise ValueError(
-                f"n_estimators={self.n_estimators} must be at least the {len(self.estimators_)} "
-                "rounds already fitted when warm_start=True."
+                f"n_estimators={self._plan.n_estimators} must be at least the "
+                f"{len(self.estimators_)} rounds already fitted when warm_start=True."
             )
         if X.shape[0] != self._n_train or not np.array_equal(classes, self.classes_):
             raise ValueError(
@@ -465,9 +729,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"{self.classes_.tolist()})."
             )
 
-    def _record_round(self, stump: DecisionStump, result: RoundResult) -> None:
+    def _record_round(self, stump: DecisionStump, alpha: float, result: RoundResult) -> None:
         self.estimators_.append(stump)
-        self.alphas_ = np.append(self.alphas_, result.alpha)
+        self.alphas_ = np.append(self.alphas_, alpha)
         self.elbo_.append(result.elbo_trace)
         self.n_vi_iter_ = np.append(self.n_vi_iter_, result.n_iter)
         self._set_noise_statistics()

@@ -88,6 +88,19 @@ class CleanLogOdds:
         psi_omega = digamma(omega)
         return cls(float(base - psi_omega[0]), float(base - psi_omega[1]), 1.0)
 
+    @classmethod
+    def from_point_estimates(cls, theta: float, noise_grade: float) -> CleanLogOdds:
+        """The type update (S.4.3, eq. (79)) with point values of theta and xi in place of the
+        expectations over q(theta) and q(xi): ``a_y = logit theta - log sigmoid(y xi)``, i.e.
+        ``phi_n = theta sigmoid(y F) / (theta sigmoid(y F) + (1 - theta) sigmoid(y xi))``, the
+        E-step of EM (used by :mod:`viboost.calibration`)."""
+        logit_theta = float(np.log(theta) - np.log1p(-theta))
+        return cls(
+            float(logit_theta - log_expit(-noise_grade)),
+            float(logit_theta - log_expit(noise_grade)),
+            1.0,
+        )
+
     def log_proba(self, y: np.ndarray, margin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(log phi_n, log(1 - phi_n))`` for labels ``y`` in {-1, +1} and ensemble ``margin``.
 

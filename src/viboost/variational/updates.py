@@ -19,6 +19,7 @@ import numpy as np
 
 from viboost._math import log_sum_exp
 from viboost.distributions import BinaryLogistic, VersatileLogistic
+from viboost.distributions.unit_slope_vlog import unit_slope_mode
 from viboost.variational.state import CleanLogOdds
 
 __all__ = [
@@ -79,7 +80,21 @@ def exact_alpha(
     multiplicity: np.ndarray,
     weight_prior: float,
 ) -> float:
-    """The exact mode of q(c) (:func:`weight_posterior`), by the v-Log's root finder."""
+    """The exact mode of q(c) (:func:`weight_posterior`).
+
+    By the compiled safeguarded Newton of
+    :func:`~viboost.distributions.unit_slope_vlog.unit_slope_mode` (q(c) has slopes +-1), from
+    0; where that declines (no convergence, or multiplicities beyond 1e200) by the v-Log's own
+    root finder, which also works in log space for extreme multiplicities.
+    """
+    keep = multiplicity > 0
+    slope_sign = np.concatenate([[-1.0, 1.0], (y * h)[keep]])
+    knot = np.concatenate([[0.0, 0.0], (-y * margin)[keep]])
+    weight = np.concatenate([[weight_prior, weight_prior], multiplicity[keep]])
+    if np.isfinite(weight.sum()) and weight.max() < 1e200 and weight.min() > 1e-200:
+        mode, curvature = unit_slope_mode(slope_sign, knot, weight, 0.0)
+        if curvature > 0.0 and np.isfinite(mode):
+            return float(mode)
     return weight_posterior(y, margin, h, multiplicity, weight_prior).mode()
 
 
