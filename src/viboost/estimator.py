@@ -72,6 +72,7 @@ _COMPRESS_ABOVE = 1 << 12
 
 # A cross-fitted fit scores its out-of-fold margins every this many rounds (viboost.presets).
 _CHECK_EVERY = 10
+_CV_TOL = 1e-5
 _PLAN_KEYS = ("n_estimators", "learning_rate", "alpha", "noise_fit")
 
 
@@ -490,7 +491,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                     out_of_fold[val] = val_margin
                 score, calibration = self._score_out_of_fold(y_act, out_of_fold[active], s_act)
                 checks.append((done, score))
-                if best is None or score > best[1]:
+                # An improvement counts if it is above _CV_TOL nats per unit of weight, so
+                # that fits on separable data, whose log-likelihood creeps towards 0, stop.
+                if best is None or score > best[1] + _CV_TOL * s_act.sum():
                     best = (done, score, calibration, out_of_fold.copy())
                 elif patience is not None and done - best[0] >= patience:
                     break
@@ -510,6 +513,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ):
             pass
         self._plan = plan
+        # Rows of zero weight are in no fold and were fitted by no booster: the final
+        # ensemble's margin is out-of-sample for them.
+        unweighted = sample_weight == 0
+        if unweighted.any():
+            out_of_fold[unweighted] = self._margin(X[unweighted], n_rounds)
+            if calibration is not None:
+                clean = calibration.clean_proba(y_signed, out_of_fold)
         self.noise_calibration_ = calibration
         self.cv_decision_function_ = out_of_fold
         self.clean_proba_ = clean
