@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.special import betaln
 from oracles import random_round_rows
+from scipy.special import betaln
 
 from viboost.distributions import VersatileLogistic
 from viboost.distributions.unit_slope_vlog import unit_slope_log_normalizer, unit_slope_mode
