@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,16 +62,33 @@ def _assert_error(capsys: pytest.CaptureFixture[str], code: int, *fragments: str
     return err
 
 
+@pytest.fixture
+def paper_model_file(easy_csv: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "paper.joblib"
+    assert _fit(easy_csv, path, "--preset", "paper") == 0
+    return path
+
+
+def _flat(text: str) -> str:
+    """The output with its line wrapping undone."""
+    return " ".join(text.split())
+
+
 # ----------------------------------------------------------------------------------- fit/predict
 def test_fit_predict_round_trip(easy_csv, tmp_path, capsys):
     model_path = tmp_path / "model.joblib"
     assert _fit(easy_csv, model_path) == 0
-    out = capsys.readouterr().out
-    assert "8 rounds" in out and "Training accuracy" in out and "SNR" in out
-    assert "noise grade" in out and str(model_path) in out
+    out = _flat(capsys.readouterr().out)
+    assert "preset 'robust'" in out and "8 rounds (chosen by cross-fitting" in out
+    assert "Training accuracy" in out and str(model_path) in out
+    assert re.search(r"Estimated share of wrong labels \d+\.\d% \(90% interval ", out), out
+    assert "of true 0 rows labelled 1" in out and "noise grade xi" in out
+    assert "clean_proba" not in out and "false training labels" not in out
 
     model = joblib.load(model_path)
     assert isinstance(model, VIBoostClassifier)
+    assert model.preset == "robust" and model.random_state == 0
+    assert model.noise_calibration_ is not None
     assert len(model.estimators_) == 8
     assert list(model.feature_names_in_) == ["f0", "f1"]
 
@@ -122,50 +140,195 @@ def test_fit_string_labels_and_options(tmp_path, easy_csv, capsys):
     assert "SNR: n/a" in capsys.readouterr().out
 
 
+def test_preset_paper_is_the_old_path(easy_csv, tmp_path, capsys):
+    # --preset paper fits Algorithm 1 as printed: the model of VIBoostClassifier(preset="paper")
+    # bit for bit, 100 rounds by default, with the SNR and noise grade of the old summary.
+    paper_model_file = tmp_path / "paper.joblib"
+    assert _fit(easy_csv, paper_model_file, "--preset", "paper") == 0
+    out = _flat(capsys.readouterr().out)
+    assert "preset 'paper'" in out and "with 8 rounds in" in out and "SNR eta1/eta2" in out
+    assert "noise grade log(omega2/omega1)" in out
+    assert "is a ranking statistic, not calibrated (preset='paper')" in out
+    assert "Estimated share" not in out and "false training labels" not in out
+    model = joblib.load(paper_model_file)
+    frame = pd.read_csv(easy_csv)
+    expected = VIBoostClassifier(8, preset="paper").fit(frame[["f0", "f1"]], frame["label"])
+    np.testing.assert_array_equal(model.alphas_, expected.alphas_)
+    np.testing.assert_array_equal(model.clean_proba_, expected.clean_proba_)
+    assert model.noise_calibration_ is None and np.isnan(model.noise_rate_interval_).all()
+
+    default_rounds = tmp_path / "paper100.joblib"
+    args = ["fit", str(easy_csv), "--target", "label", "-o", str(default_rounds)]
+    assert main([*args, "--preset", "paper"]) == 0
+    assert "with 100 rounds in" in _flat(capsys.readouterr().out)
+    assert len(joblib.load(default_rounds).estimators_) == 100
+
+
+def test_random_state_makes_fit_deterministic(easy_csv, tmp_path, capsys):
+    # The robust fit's folds are seeded by --random-state (0 by default): the same file gives
+    # the same model.
+    first, second, other = (tmp_path / f"{name}.joblib" for name in ("a", "b", "c"))
+    assert _fit(easy_csv, first) == 0
+    assert _fit(easy_csv, second) == 0
+    assert _fit(easy_csv, other, "--random-state", "7") == 0
+    capsys.readouterr()
+    a, b, c = (joblib.load(path) for path in (first, second, other))
+    assert (a.random_state, c.random_state) == (0, 7)
+    X = pd.read_csv(easy_csv)[["f0", "f1"]]
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    np.testing.assert_array_equal(a.mislabel_proba_, b.mislabel_proba_)
+    np.testing.assert_array_equal(a.cv_decision_function_, b.cv_decision_function_)
+    assert not np.array_equal(a.cv_decision_function_, c.cv_decision_function_)
+    assert main(["predict", str(first), str(easy_csv)]) == 0
+    once = capsys.readouterr().out
+    assert main(["predict", str(second), str(easy_csv)]) == 0
+    assert capsys.readouterr().out == once
+    code = main(
+        ["fit", str(easy_csv), "--target", "label", "-o", str(first), "--random-state", "x"]
+    )
+    assert code == 2 and "expected an integer seed" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------- inspect
 def test_inspect(model_file, capsys):
     assert main(["inspect", str(model_file), "--stumps", "3"]) == 0
     out = capsys.readouterr().out
-    assert "rounds: 8" in out
+    assert "preset: robust (noise_fit: cross-fit" in out
+    assert "learning rate: 0.1, alpha: exact, noise model: on" in out
+    assert "rounds: 8 (chosen by cross-fitting, at most 8)" in out
     assert "classes: 0, 1" in out
+    assert re.search(r"share of wrong labels: \d+\.\d% \(90% interval ", out), out
+    assert "calibration (empirical Bayes" in out and "theta (share of labels" in out
     assert "SNR (eta1/eta2):" in out and "noise grade" in out
     assert "eta: [" in out and "omega: [" in out
     assert "first 3 of 8 stumps" in out
     assert "f0" in out  # the first stump splits on the informative feature
-    assert "ELBO trajectory" in out and "fell during the inner loop" in out
+    # The final fit's trajectory is the core model's log evidence, not an inner loop's ELBO.
+    assert "ELBO trajectory (final fit: exact log evidence of the core model" in out
+    assert "noise statistics come from cross-fitting" in out
+    assert "fell during the inner loop" not in out
     model = joblib.load(model_file)
     last = [trace[-1] for trace in model.elbo_]
     assert f"{last[0]:.8g}" in out and f"{last[-1]:.8g}" in out
+    assert "Cross-fitted log-likelihood" in out
+    assert f"{model.cv_log_likelihood_[-1]:.8g} at the chosen 8 rounds" in out
+
+
+def test_inspect_paper_model(paper_model_file, capsys):
+    capsys.readouterr()
+    assert main(["inspect", str(paper_model_file), "--stumps", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "preset: paper (noise_fit: in-sample" in out and "rounds: 8\n" in out
+    assert "alpha: approx" in out
+    assert "share of wrong labels: " in out and "(no interval)" in out  # NaN-safe
+    assert "not calibrated (preset='paper')" in out and "nan%" not in out.lower()
+    assert "ELBO trajectory (value after each round's last inner iteration" in out
+    assert "fell during the inner loop" in out
+    assert "Cross-fitted log-likelihood" not in out
 
 
 # ----------------------------------------------------------------------------------------- noise
+def _table_rows(out: str) -> list[list[str]]:
+    """The rows of the printed ranking (after its header line)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "row"])
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
 def test_noise_ranks_flipped_row_first(easy_csv, tmp_path, capsys):
     out_csv = tmp_path / "ranking.csv"
     args = ["noise", str(easy_csv), "--target", "label", "--top", "5", "--n-estimators", "10"]
     assert main([*args, "-o", str(out_csv)]) == 0
     out = capsys.readouterr().out
-    assert "P(label false)" in out and "SNR" in out
+    flat = _flat(out)
+    assert "P(label wrong)" in out
+    assert re.search(r"Estimated share of wrong labels: \d+\.\d% \(90% interval ", flat), out
+    assert re.search(r"true 0 rows labelled 1: \d+\.\d% \(90% interval ", flat), out
+    assert "Rows flagged as issues (P(label wrong) > 0.5): 1." in flat
     ranking = pd.read_csv(out_csv)
-    assert list(ranking.columns) == ["rank", "row", "label", "noise_proba"]
+    assert list(ranking.columns) == [
+        "rank",
+        "row",
+        "label",
+        "mislabel_proba",
+        "label_quality",
+        "issue",
+    ]
     assert len(ranking) == 120
     assert sorted(ranking["row"]) == list(range(120))
-    assert ranking["noise_proba"].is_monotonic_decreasing
+    assert ranking["mislabel_proba"].is_monotonic_decreasing
+    np.testing.assert_allclose(ranking["label_quality"], 1.0 - ranking["mislabel_proba"])
+    assert ranking["issue"].dtype == bool
+    np.testing.assert_array_equal(ranking["issue"], ranking["mislabel_proba"] > 0.5)
     assert FLIPPED_ROW in ranking["row"].head(3).tolist()
-    table = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+
+    # The numbers are those of viboost.noise on the same (seeded) fit.
+    from viboost.noise import estimate_flip_rate, label_quality_scores
+
+    frame = pd.read_csv(easy_csv)
+    X, y = frame[["f0", "f1"]], frame["label"]
+    model = VIBoostClassifier(10, random_state=0).fit(X, y)
+    quality = label_quality_scores(X, y, estimator=model)
+    np.testing.assert_allclose(ranking.sort_values("row")["label_quality"], quality)
+    estimate = estimate_flip_rate(X, y, estimator=model)
+    lo, hi = estimate.interval
+    assert f"{estimate.rate:.1%} (90% interval {lo:.1%}-{hi:.1%})" in flat
+
+    table = _table_rows(out)
     assert len(table) == 5
     assert str(FLIPPED_ROW) in [row[1] for row in table[:3]]
 
 
+def test_noise_paper_preset_is_not_calibrated(easy_csv, capsys):
+    args = ["noise", str(easy_csv), "--target", "label", "--top", "3", "--preset", "paper"]
+    assert main([*args, "--n-estimators", "10"]) == 0
+    out = capsys.readouterr().out
+    flat = _flat(out)
+    assert "preset 'paper'" in flat and "10 rounds" in flat
+    assert "a ranking statistic, not calibrated (preset='paper'), with no interval" in flat
+    assert "Rows flagged as issues" in flat and "interval" not in flat.replace("no interval", "")
+    assert len(_table_rows(out)) == 3
+
+
 # ------------------------------------------------------------------------------------------ demo
+def _has_lightgbm() -> bool:
+    try:
+        import lightgbm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_demo_small(capsys):
     assert main(["demo", "--n-estimators", "5", "--seed", "1"]) == 0
     out = capsys.readouterr().out
-    assert "test error" in out and "VIBoost" in out and "AdaBoost" in out
-    assert "SNR" in out and "noise grade" in out
-    assert "460 rows" in out and "92 labels flipped" in out
-    assert "Of the top-92 rows ranked by 1 - clean_proba_" in out
-    assert "a random ranking would get 20%" in out
+    flat = _flat(out)
+    assert "test error" in out and "fit time" in out
+    models = [line.split()[0] for line in out.splitlines() if re.search(r"%\s+[\d.]+ s$", line)]
+    expected = ["VIBoost", "AdaBoost", *(["LightGBM"] if _has_lightgbm() else [])]
+    assert models == expected
+    if not _has_lightgbm():
+        assert "LightGBM skipped" in flat and "pip install" in flat
+    assert "460 rows" in flat and "92 labels flipped" in flat
+    assert "5 rounds of decision stumps" in flat and "chosen by cross-fitting" in flat
+    assert re.search(r"Estimated flip rate: \d+\.\d% \(90% interval [^)]*\); true: 20%\.", flat)
+    assert "Of the top-92 rows ranked by P(label wrong) (mislabel_proba_)" in flat
+    assert "a random ranking would get 20%" in flat
     assert "Wall time" in out
+
+
+def test_demo_without_lightgbm(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "lightgbm", None)  # import lightgbm raises ImportError
+    assert main(["demo", "--n-estimators", "3", "--seed", "1", "--top", "10"]) == 0
+    flat = _flat(capsys.readouterr().out)
+    assert "LightGBM skipped: lightgbm is not installed" in flat
+    assert "pip install 'viboost[bench]'" in flat
+    assert "AdaBoost: 3 rounds" in flat and "Of the top-10 rows" in flat
 
 
 def test_demo_top_out_of_range(capsys):

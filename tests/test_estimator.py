@@ -23,7 +23,9 @@ from viboost import VIBoostClassifier, ViboostVersionWarning
 from viboost.stumps import DecisionStump
 
 
-@parametrize_with_checks([VIBoostClassifier(n_estimators=10)])
+@parametrize_with_checks(
+    [VIBoostClassifier(n_estimators=10, preset="paper"), VIBoostClassifier(n_estimators=30)]
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -45,7 +47,7 @@ def _same_fit(a: VIBoostClassifier, b: VIBoostClassifier, rtol=1e-10):
 
 def test_fitted_attributes(data):
     X, y = data
-    clf = VIBoostClassifier(12).fit(X, y)
+    clf = VIBoostClassifier(12, preset="paper").fit(X, y)
     assert list(clf.classes_) == ["no", "yes"]
     assert len(clf.estimators_) == 12 and clf.alphas_.shape == (12,)
     assert all(isinstance(s, DecisionStump) for s in clf.estimators_)
@@ -66,7 +68,7 @@ def test_fitted_attributes(data):
 
 def test_inner_loop_stops_on_tolerance_or_cap(data):
     X, y = data
-    clf = VIBoostClassifier(8, tol=1e-6, max_vi_iter=4).fit(X, y)
+    clf = VIBoostClassifier(8, preset="paper", tol=1e-6, max_vi_iter=4).fit(X, y)
     for trace, n_iter in zip(clf.elbo_, clf.n_vi_iter_, strict=True):
         gains = np.diff(trace)
         threshold = 1e-6 * np.abs(trace[:-1])
@@ -76,18 +78,18 @@ def test_inner_loop_stops_on_tolerance_or_cap(data):
 
 def test_paper_modifications(data):
     X, y = data
-    fixed = VIBoostClassifier(6, fixed_vi_iter=3).fit(X, y)
+    fixed = VIBoostClassifier(6, preset="paper", fixed_vi_iter=3).fit(X, y)
     assert np.all(fixed.n_vi_iter_ == 3) and all(t.size == 0 for t in fixed.elbo_)
-    once = VIBoostClassifier(1, fixed_vi_iter=3, update_alpha_once=True).fit(X, y)
-    first = VIBoostClassifier(1, fixed_vi_iter=1).fit(X, y)
+    once = VIBoostClassifier(1, preset="paper", fixed_vi_iter=3, update_alpha_once=True).fit(X, y)
+    first = VIBoostClassifier(1, preset="paper", fixed_vi_iter=1).fit(X, y)
     assert once.alphas_[0] == first.alphas_[0]
-    again = VIBoostClassifier(1, fixed_vi_iter=3).fit(X, y)
+    again = VIBoostClassifier(1, preset="paper", fixed_vi_iter=3).fit(X, y)
     assert again.alphas_[0] != first.alphas_[0]  # without (b), alpha moves with phi
 
 
 def test_core_model_has_no_noise_statistics(data):
     X, y = data
-    clf = VIBoostClassifier(5, noise_model=False, init_clean_proba=0.5).fit(X, y)
+    clf = VIBoostClassifier(5, preset="paper", noise_model=False, init_clean_proba=0.5).fit(X, y)
     assert np.isnan(clf.snr_) and np.isnan(clf.noise_grade_)
     np.testing.assert_array_equal(clf.clean_proba_, 1.0)
     assert all(t.shape == (1,) for t in clf.elbo_) and np.all(clf.n_vi_iter_ == 0)
@@ -95,7 +97,7 @@ def test_core_model_has_no_noise_statistics(data):
 
 def test_predictions_and_staged(data):
     X, y = data
-    clf = VIBoostClassifier(10).fit(X, y)
+    clf = VIBoostClassifier(10, preset="paper").fit(X, y)
     H = clf.decision_function(X)
     np.testing.assert_array_equal(clf.predict(X), np.where(H > 0, "yes", "no"))
     proba = clf.predict_proba(X)
@@ -114,9 +116,9 @@ def test_predictions_and_staged(data):
 def test_integer_sample_weights_equal_repeated_rows(data):
     X, y = data
     weights = np.random.default_rng(2).integers(0, 4, size=len(y))
-    weighted = VIBoostClassifier(10).fit(X, y, sample_weight=weights)
+    weighted = VIBoostClassifier(10, preset="paper").fit(X, y, sample_weight=weights)
     rows = np.repeat(np.arange(len(y)), weights)
-    repeated = VIBoostClassifier(10).fit(X[rows], y[rows])
+    repeated = VIBoostClassifier(10, preset="paper").fit(X[rows], y[rows])
     _same_fit(weighted, repeated, rtol=1e-8)
     np.testing.assert_allclose(weighted.clean_proba_[rows], repeated.clean_proba_, rtol=1e-8)
     for a, b in zip(weighted.elbo_, repeated.elbo_, strict=True):
@@ -125,9 +127,9 @@ def test_integer_sample_weights_equal_repeated_rows(data):
 
 def test_warm_start_continues_the_same_run(data):
     X, y = data
-    clf = VIBoostClassifier(6, warm_start=True).fit(X, y)
+    clf = VIBoostClassifier(6, preset="paper", warm_start=True).fit(X, y)
     clf.set_params(n_estimators=14).fit(X, y)
-    once = VIBoostClassifier(14).fit(X, y)
+    once = VIBoostClassifier(14, preset="paper").fit(X, y)
     _same_fit(clf, once, rtol=0)
     np.testing.assert_array_equal(clf.clean_proba_, once.clean_proba_)
     with pytest.raises(ValueError, match="same training data"):
@@ -139,10 +141,11 @@ def test_warm_start_continues_the_same_run(data):
 def test_pandas_input_keeps_feature_names(data):
     X, y = data
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
-    clf = VIBoostClassifier(8).fit(frame, pd.Series(y))
+    clf = VIBoostClassifier(8, preset="paper").fit(frame, pd.Series(y))
     np.testing.assert_array_equal(clf.feature_names_in_, ["a", "b", "c", "d"])
     np.testing.assert_allclose(
-        clf.decision_function(frame), VIBoostClassifier(8).fit(X, y).decision_function(X)
+        clf.decision_function(frame),
+        VIBoostClassifier(8, preset="paper").fit(X, y).decision_function(X),
     )
     with pytest.warns(UserWarning, match="feature names"):
         clf.predict(X)
@@ -154,7 +157,7 @@ def test_missing_values_go_to_the_better_side():
     y = np.where(X[:, 0] > 0, 1, 0)
     X[y == 1, 1] = np.nan  # missingness of feature 1 alone tells the class
     X[:, 0] = rng.normal(size=200)  # feature 0 is now noise
-    clf = VIBoostClassifier(5).fit(X, y)
+    clf = VIBoostClassifier(5, preset="paper").fit(X, y)
     first = clf.estimators_[0]
     assert first.feature == 1 and first.missing_right == (first.polarity == 1)
     assert clf.score(X, y) == 1.0
@@ -170,7 +173,7 @@ def test_huge_margins_do_not_overflow(noise_model):
     y = (X[:, 0] >= 20).astype(int)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        clf = VIBoostClassifier(10, weight_prior=1e-12, noise_model=noise_model)
+        clf = VIBoostClassifier(10, preset="paper", weight_prior=1e-12, noise_model=noise_model)
         clf.fit(X, y, sample_weight=np.full(40, 1e300))
         H = clf.decision_function(X)
         proba = clf.predict_proba(X)
@@ -198,18 +201,18 @@ def test_huge_margins_do_not_overflow(noise_model):
 )
 def test_bad_input_is_named(X, y, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        VIBoostClassifier(3).fit(X, np.asarray(y), **kwargs)
+        VIBoostClassifier(3, preset="paper").fit(X, np.asarray(y), **kwargs)
 
 
 def test_non_numeric_columns_are_named():
     frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "city": ["a", "b", "a", "b"]})
     with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['city'\]"):
-        VIBoostClassifier(3).fit(frame, [0, 1, 0, 1])
+        VIBoostClassifier(3, preset="paper").fit(frame, [0, 1, 0, 1])
 
 
 def test_wrong_number_of_features_at_predict(data):
     X, y = data
-    clf = VIBoostClassifier(3).fit(X, y)
+    clf = VIBoostClassifier(3, preset="paper").fit(X, y)
     with pytest.raises(ValueError, match="features"):
         clf.predict(X[:, :3])
 
@@ -218,13 +221,13 @@ def test_multiclass_through_one_vs_rest():
     rng = np.random.default_rng(5)
     X = rng.normal(size=(120, 2))
     y = np.digitize(X[:, 0], [-0.5, 0.5])
-    model = OneVsRestClassifier(VIBoostClassifier(15)).fit(X, y)
+    model = OneVsRestClassifier(VIBoostClassifier(15, preset="paper")).fit(X, y)
     assert model.score(X, y) > 0.9
 
 
 def test_pickle_and_joblib_round_trips(data, tmp_path):
     X, y = data
-    clf = VIBoostClassifier(7).fit(X, y)
+    clf = VIBoostClassifier(7, preset="paper").fit(X, y)
     loaded = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
     joblib.dump(clf, tmp_path / "model.joblib")
@@ -235,7 +238,7 @@ def test_pickle_and_joblib_round_trips(data, tmp_path):
 
 def test_loading_another_version_warns(data, monkeypatch):
     X, y = data
-    clf = VIBoostClassifier(3).fit(X, y)
+    clf = VIBoostClassifier(3, preset="paper").fit(X, y)
     monkeypatch.setattr(viboost.estimator, "__version__", "0.0.1")
     blob = pickle.dumps(clf)
     monkeypatch.undo()
@@ -293,7 +296,9 @@ def noisy_linear():
 def test_core_model_with_vanishing_prior_is_discrete_adaboost(noisy_linear):
     X, y = noisy_linear
     ref_stumps, ref_alphas = reference_adaboost(X, y, 15)
-    clf = VIBoostClassifier(15, noise_model=False, tau=1.0, weight_prior=1e-12).fit(X, y)
+    clf = VIBoostClassifier(15, preset="paper", noise_model=False, tau=1.0, weight_prior=1e-12).fit(
+        X, y
+    )
     got = [(s.feature, s.threshold, s.polarity) for s in clf.estimators_]
     assert [(j, p) for j, _, p in got] == [(j, p) for j, _, p in ref_stumps]
     np.testing.assert_allclose([t for _, t, _ in got], [t for _, t, _ in ref_stumps])
@@ -302,7 +307,9 @@ def test_core_model_with_vanishing_prior_is_discrete_adaboost(noisy_linear):
 
 def test_unit_prior_follows_eq_18(noisy_linear):
     X, y = noisy_linear
-    clf = VIBoostClassifier(20, noise_model=False, tau=1.0, weight_prior=1.0).fit(X, y)
+    clf = VIBoostClassifier(20, preset="paper", noise_model=False, tau=1.0, weight_prior=1.0).fit(
+        X, y
+    )
     H = np.zeros(len(y))
     for stump, alpha in zip(clf.estimators_, clf.alphas_, strict=True):
         h = stump.predict(X)
@@ -317,7 +324,7 @@ def test_unit_prior_follows_eq_18(noisy_linear):
 
 def test_exact_alpha_is_the_vlog_mode(noisy_linear):
     X, y = noisy_linear
-    clf = VIBoostClassifier(5, alpha="exact", fixed_vi_iter=1).fit(X, y)
+    clf = VIBoostClassifier(5, preset="paper", alpha="exact", fixed_vi_iter=1).fit(X, y)
     # Round 1 with phi = 1 and H = 0: alpha minimises
     # mu0 softplus(c) + mu0 softplus(-c) + sum_n softplus(-y_n c h_n).
     h = clf.estimators_[0].predict(X)
@@ -333,7 +340,7 @@ def test_exact_alpha_is_the_vlog_mode(noisy_linear):
 
 def test_exact_alpha_ranks_stumps_by_the_newton_step(noisy_linear):
     X, y = noisy_linear
-    clf = VIBoostClassifier(3, alpha="exact", noise_model=False).fit(X, y)
+    clf = VIBoostClassifier(3, preset="paper", alpha="exact", noise_model=False).fit(X, y)
     H = clf.alphas_[0] * clf.estimators_[0].predict(X)
     h_chosen = clf.estimators_[1].predict(X)
 
@@ -362,7 +369,7 @@ def _mean_statistics(theta, noise_grade, seeds=6):
     snr, grade = [], []
     for seed in range(seeds):
         X, y = draw_step_data(theta, noise_grade, np.random.default_rng(seed))
-        clf = VIBoostClassifier(50).fit(X, y)
+        clf = VIBoostClassifier(50, preset="paper").fit(X, y)
         snr.append(clf.snr_)
         grade.append(clf.noise_grade_)
     return np.mean(snr), np.mean(grade)
@@ -401,8 +408,12 @@ def test_binned_search_fits_like_the_exact_search(n, kwargs):
     the exhaustive search, so the whole fit is the same."""
     X, y = _integer_data(n)
     weights = np.random.default_rng(1).integers(0, 3, size=n).astype(float)
-    exact = VIBoostClassifier(15, max_bins=None, **kwargs).fit(X, y, sample_weight=weights)
-    binned = VIBoostClassifier(15, max_bins=255, **kwargs).fit(X, y, sample_weight=weights)
+    exact = VIBoostClassifier(15, preset="paper", max_bins=None, **kwargs).fit(
+        X, y, sample_weight=weights
+    )
+    binned = VIBoostClassifier(15, preset="paper", max_bins=255, **kwargs).fit(
+        X, y, sample_weight=weights
+    )
     assert binned.estimators_ == exact.estimators_
     np.testing.assert_allclose(binned.alphas_, exact.alphas_, rtol=1e-12)
     np.testing.assert_allclose(binned.clean_proba_, exact.clean_proba_, rtol=1e-12)
@@ -419,7 +430,10 @@ def test_fit_is_identical_across_thread_counts(n, monkeypatch):
     y[rng.random(n) < 0.1] ^= 1
     # No work threshold: n_jobs=-1 really runs the kernels on every thread numba has.
     monkeypatch.setattr(viboost_parallel, "WORK_THRESHOLD", 0)
-    fits = [VIBoostClassifier(20, random_state=0, n_jobs=jobs).fit(X, y) for jobs in (1, -1)]
+    fits = [
+        VIBoostClassifier(20, preset="paper", random_state=0, n_jobs=jobs).fit(X, y)
+        for jobs in (1, -1)
+    ]
     one, many = fits
     assert one.estimators_ == many.estimators_
     np.testing.assert_array_equal(one.alphas_, many.alphas_)
@@ -435,8 +449,8 @@ def test_quantile_bins_fit_well_with_thresholds_in_data_units():
     n = 5_000
     X = rng.normal(size=(n, 3)) * [1.0, 1e6, 1e-6]
     y = (X[:, 0] + X[:, 1] / 1e6 - X[:, 2] / 1e-6 > 0).astype(int)
-    binned = VIBoostClassifier(40, max_bins=32, random_state=0).fit(X, y)
-    exact = VIBoostClassifier(40, max_bins=None).fit(X, y)
+    binned = VIBoostClassifier(40, preset="paper", max_bins=32, random_state=0).fit(X, y)
+    exact = VIBoostClassifier(40, preset="paper", max_bins=None).fit(X, y)
     assert binned.score(X, y) > exact.score(X, y) - 0.02
     for stump in binned.estimators_:
         scale = [1.0, 1e6, 1e-6][stump.feature]
@@ -458,7 +472,7 @@ def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
     fits = {}
     for threshold in (10**9, 1_000):
         monkeypatch.setattr(viboost.estimator, "_COMPRESS_ABOVE", threshold)
-        fits[threshold] = VIBoostClassifier(12, **kwargs).fit(X, y)
+        fits[threshold] = VIBoostClassifier(12, preset="paper", **kwargs).fit(X, y)
     rows, pseudo = fits[10**9], fits[1_000]
     assert rows.estimators_ == pseudo.estimators_
     np.testing.assert_allclose(pseudo.alphas_, rows.alphas_, rtol=1e-7)
@@ -468,3 +482,146 @@ def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
     np.testing.assert_array_equal(pseudo.n_vi_iter_, rows.n_vi_iter_)
     for a, b in zip(pseudo.elbo_, rows.elbo_, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9)
+
+
+# --------------------------------------------------------- the noise-robust preset (issue 12)
+def _noisy(n=600, rate=0.2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    flipped = rng.random(n) < rate
+    return X, np.where(flipped, 1 - y, y), flipped, y
+
+
+@pytest.fixture(scope="module")
+def robust_fit():
+    X, y, flipped, truth = _noisy()
+    return X, y, flipped, VIBoostClassifier(random_state=0).fit(X, y)
+
+
+def test_robust_fit_chooses_its_rounds_by_the_cross_fitted_likelihood(robust_fit):
+    _, _, _, clf = robust_fit
+    assert clf.noise_calibration_ is not None
+    chosen = list(clf.cv_rounds_).index(len(clf.estimators_))
+    # The best check wins, up to the tolerance that stops fits on separable data.
+    assert clf.cv_log_likelihood_[chosen] >= clf.cv_log_likelihood_.max() - 1e-5 * 600
+    assert np.all(np.diff(clf.cv_rounds_) == 10)
+    assert len(clf.estimators_) < 1000
+
+
+def test_robust_fit_estimates_the_flip_rate_with_an_interval(robust_fit):
+    _, y, flipped, clf = robust_fit
+    assert abs(clf.noise_rate_ - flipped.mean()) < 0.04
+    lo, hi = clf.noise_rate_interval_
+    assert lo < clf.noise_rate_ < hi and lo <= flipped.mean() <= hi
+    # The rate is the mean of the per-row probabilities that a label is wrong.
+    assert clf.noise_rate_ == pytest.approx(clf.mislabel_proba_.mean(), rel=1e-12)
+    truth = np.where(flipped, 1 - y, y)
+    for k in (0, 1):
+        actual = flipped[truth == k].mean()
+        assert abs(clf.flip_rates_[k] - actual) < 0.06
+    assert np.all(clf.flip_rates_interval_[:, 0] < clf.flip_rates_interval_[:, 1])
+
+
+def test_robust_fit_ranks_flipped_rows(robust_fit):
+    from sklearn.metrics import roc_auc_score
+
+    _, _, flipped, clf = robust_fit
+    assert roc_auc_score(flipped, clf.mislabel_proba_) > 0.9
+    assert roc_auc_score(flipped, 1 - clf.clean_proba_) > 0.9
+
+
+def test_robust_noise_statistics_agree_with_the_calibration(robust_fit):
+    """At the calibration's optimum, S.4.4 and S.4.2 applied to its phi give back its theta and
+    xi: eta_1 / (eta_1 + eta_2) = theta and log(omega_2 / omega_1) = xi (the stationarity
+    conditions of the marginal likelihood under the model's priors)."""
+    _, _, _, clf = robust_fit
+    cal = clf.noise_calibration_
+    assert clf.eta_[0] / clf.eta_.sum() == pytest.approx(cal.theta, abs=1e-6)
+    assert clf.noise_grade_ == pytest.approx(cal.noise_grade, abs=1e-5)
+    assert clf.snr_ == pytest.approx(cal.theta / (1 - cal.theta), rel=1e-5)
+    assert np.all(np.isnan(clf.snr_path_))
+
+
+def test_robust_fit_beats_the_paper_preset_on_flipped_labels(robust_fit):
+    X, y, _, clf = robust_fit
+    X_test, _, _, truth = _noisy(n=4000, seed=1)
+    paper = VIBoostClassifier(preset="paper").fit(X, y)
+    assert clf.score(X_test, truth) > paper.score(X_test, truth) + 0.02
+    assert np.isnan(paper.noise_rate_interval_).all() and paper.noise_calibration_ is None
+
+
+def test_robust_fit_is_reproducible_for_any_n_jobs():
+    X, y, _, _ = _noisy(n=300)
+    fits = [VIBoostClassifier(random_state=3, n_jobs=jobs).fit(X, y) for jobs in (1, 2, 1)]
+    for other in fits[1:]:
+        assert other.estimators_ == fits[0].estimators_
+        assert other.alphas_.tobytes() == fits[0].alphas_.tobytes()
+        assert other.mislabel_proba_.tobytes() == fits[0].mislabel_proba_.tobytes()
+        assert other.noise_rate_interval_.tobytes() == fits[0].noise_rate_interval_.tobytes()
+
+
+def test_learning_rate_shrinks_each_weight():
+    X, y, _, _ = _noisy(n=200)
+    full = VIBoostClassifier(1, preset="paper").fit(X, y)
+    half = VIBoostClassifier(1, preset="paper", learning_rate=0.5).fit(X, y)
+    assert half.alphas_[0] == 0.5 * full.alphas_[0]
+    assert half.estimators_ == full.estimators_
+
+
+def test_cv_accepts_a_splitter_or_explicit_splits():
+    from sklearn.model_selection import KFold
+
+    X, y, _, _ = _noisy(n=200)
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    by_list = VIBoostClassifier(cv=splits, random_state=0).fit(X, y)
+    by_splitter = VIBoostClassifier(cv=KFold(4, shuffle=True, random_state=0)).fit(X, y)
+    assert by_list.estimators_ == by_splitter.estimators_
+    assert by_list.noise_rate_ == by_splitter.noise_rate_
+    with pytest.raises(ValueError, match="both classes"):
+        one_class = [(np.flatnonzero(y == 0), np.flatnonzero(y == 1))]
+        VIBoostClassifier(cv=one_class).fit(X, y)
+
+
+def test_cross_fitting_rejects_warm_start():
+    X, y, _, _ = _noisy(n=100)
+    with pytest.raises(ValueError, match="warm_start"):
+        VIBoostClassifier(warm_start=True).fit(X, y)
+
+
+def test_cross_fitting_falls_back_in_sample_when_a_class_is_too_small():
+    X = np.arange(12, dtype=float)[:, None]
+    y = np.array([0] * 11 + [1])
+    with pytest.warns(UserWarning, match="in-sample"):
+        clf = VIBoostClassifier(n_estimators=5, random_state=0).fit(X, y)
+    assert clf.noise_calibration_ is None and np.isnan(clf.noise_rate_interval_).all()
+
+
+def test_rows_of_zero_weight_get_an_out_of_sample_margin():
+    X, y, _, _ = _noisy(n=300)
+    weight = np.ones(300)
+    weight[:20] = 0.0
+    clf = VIBoostClassifier(random_state=0).fit(X, y, sample_weight=weight)
+    np.testing.assert_allclose(
+        clf.cv_decision_function_[:20], clf.decision_function(X[:20]), rtol=1e-12
+    )
+    assert np.all(np.isfinite(clf.mislabel_proba_))
+
+
+def test_cross_fitted_core_model_has_no_noise_statistics():
+    X, y, _, _ = _noisy(n=200)
+    clf = VIBoostClassifier(noise_model=False, random_state=0).fit(X, y)
+    assert clf.noise_calibration_ is None
+    assert np.isnan(clf.noise_rate_) and np.isnan(clf.snr_)
+    assert np.all(clf.clean_proba_ == 1.0) and len(clf.cv_rounds_) > 0
+
+
+def test_robust_fit_with_huge_weights_stays_finite():
+    X = np.arange(40, dtype=float)[:, None]
+    y = (X[:, 0] >= 20).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = VIBoostClassifier(weight_prior=1e-12, random_state=0)
+        clf.fit(X, y, sample_weight=np.full(40, 1e300))
+    assert np.all(np.isfinite(clf.decision_function(X)))
+    assert np.isfinite(clf.noise_rate_) and np.all(np.isfinite(clf.noise_rate_interval_))

@@ -290,11 +290,39 @@ def test_binned_search_is_exact_where_used() -> None:
     X, y = load_reuters_acq_crude(return_X_y=True)
     assert exact_max_bins(X) == 255
     assert exact_max_bins(np.linspace(0, 1, 400)[:, None]) is None
-    fits = [VIBoostClassifier(8, max_bins=b).fit(X[::2], y[::2]) for b in (255, None)]
+    fits = [
+        VIBoostClassifier(8, preset="paper", max_bins=b).fit(X[::2], y[::2]) for b in (255, None)
+    ]
     np.testing.assert_allclose(fits[0].alphas_, fits[1].alphas_, rtol=1e-12)
     assert [(s.feature, s.polarity) for s in fits[0].estimators_] == [
         (s.feature, s.polarity) for s in fits[1].estimators_
     ]
+
+
+def test_experiments_fit_the_paper_preset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The paper's experiments run Algorithm 1 as printed: every VIBoostClassifier they fit,
+    # the AdaBoost of the core model included, has preset="paper" (not the robust default).
+    from viboost.estimator import VIBoostClassifier
+    from viboost.experiments import classification, noise
+
+    fitted: list[tuple[str, bool]] = []
+    original = VIBoostClassifier.fit
+
+    def spy(self, *args, **kwargs):
+        fitted.append((self.preset, self.noise_model))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(VIBoostClassifier, "fit", spy)
+    noise._step_run(0.8, 3, 0)
+    noise._ls_run(3, 0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] > 0).astype(int)
+    classification._one_run(X, y, 0.5, 3, 0)
+    vi_vs_gibbs_run(0.8, 7, QUICK_CHAINS)
+    assert len(fitted) == 6
+    assert {preset for preset, _ in fitted} == {"paper"}
+    assert fitted.count(("paper", False)) == 2  # the two AdaBoosts
 
 
 def test_run_seeds_do_not_depend_on_the_number_of_runs() -> None:

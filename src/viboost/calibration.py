@@ -39,6 +39,9 @@ __all__ = ["NoiseCalibration", "calibrate_noise", "flip_rates_from_mislabel"]
 # A weakly informative N(0, 3^2) prior on log b keeps b finite when the margins carry no signal
 # (b is then not identified by the likelihood); it moves a fitted b by well under 1% otherwise.
 _LOG_SCALE_PRIOR_SD = 3.0
+# The search box of (logit theta, xi, log b): wide enough for any data (theta within 1e-13 of 0
+# or 1, noise log-odds of +-50, scales from 2e-9 to 5e8), narrow enough that nothing overflows.
+_BOUNDS = [(-30.0, 30.0), (-50.0, 50.0), (-20.0, 20.0)]
 
 
 @dataclass(frozen=True)
@@ -155,9 +158,16 @@ def _row_log_likelihood(
 
 
 def _objective(
-    params: np.ndarray, y: np.ndarray, margin: np.ndarray, weight: np.ndarray, priors: ModelPriors
+    params: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    weight: np.ndarray,
+    total: float,
+    priors: ModelPriors,
 ) -> tuple[float, np.ndarray]:
-    """Minus the log posterior of ``(logit theta, xi, log b)`` and its gradient."""
+    """Minus the log posterior of ``(logit theta, xi, log b)`` and its gradient, both divided by
+    the total weight ``total`` (``weight`` sums to 1), so that no sum overflows whatever the
+    scale of the sample weights."""
     logit_theta, xi, log_b = params
     theta = expit(logit_theta)
     yf = y * np.exp(log_b) * margin
@@ -173,12 +183,13 @@ def _objective(
         + mu * (log_expit(xi) + log_expit(-xi))
         - 0.5 * (log_b / _LOG_SCALE_PRIOR_SD) ** 2
     )
-    value = float(np.dot(weight, row) + log_prior)
+    value = float(np.dot(weight, row) + log_prior / total)
     grad = np.array(
         [
-            np.dot(weight, clean - theta) + zeta1 * (1.0 - theta) - zeta2 * theta,
-            np.dot(weight, (1.0 - clean) * y * expit(-y * xi)) + mu * (expit(-xi) - expit(xi)),
-            np.dot(weight, clean * yf * expit(-yf)) - log_b / _LOG_SCALE_PRIOR_SD**2,
+            np.dot(weight, clean - theta) + (zeta1 * (1.0 - theta) - zeta2 * theta) / total,
+            np.dot(weight, (1.0 - clean) * y * expit(-y * xi))
+            + mu * (expit(-xi) - expit(xi)) / total,
+            np.dot(weight, clean * yf * expit(-yf)) - log_b / _LOG_SCALE_PRIOR_SD**2 / total,
         ]
     )
     return -value, -grad
@@ -225,28 +236,36 @@ def calibrate_noise(
     margin = np.asarray(margin, dtype=np.float64)
     weight = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, float)
     priors = ModelPriors() if priors is None else priors
+    total = float(weight.sum())
+    share = weight / total
     start = np.array([1.0, 0.0, 0.0])
     result = minimize(
         _objective,
         start,
-        args=(y, margin, weight, priors),
+        args=(y, margin, share, total, priors),
         jac=True,
         method="L-BFGS-B",
-        options={"maxiter": 500, "gtol": 1e-9},
+        bounds=_BOUNDS,
+        options={"maxiter": 500, "gtol": 1e-12},
     )
     params = result.x
-    covariance = _laplace_covariance(params, y, margin, weight, priors)
+    covariance = _laplace_covariance(params, y, margin, share, total, priors)
     return NoiseCalibration(
         theta=float(expit(params[0])),
         noise_grade=float(params[1]),
         scale=float(np.exp(params[2])),
         covariance=covariance,
-        log_likelihood=float(np.dot(weight, _row_log_likelihood(params, y, margin)[1])),
+        log_likelihood=total * float(np.dot(share, _row_log_likelihood(params, y, margin)[1])),
     )
 
 
 def _laplace_covariance(
-    params: np.ndarray, y: np.ndarray, margin: np.ndarray, weight: np.ndarray, priors: ModelPriors
+    params: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    weight: np.ndarray,
+    total: float,
+    priors: ModelPriors,
 ) -> np.ndarray:
     """Inverse Hessian of minus the log posterior, by central differences of the gradient;
     eigenvalues are floored so the result is a valid covariance even on a flat ridge."""
@@ -255,10 +274,10 @@ def _laplace_covariance(
     for j in range(3):
         delta = np.zeros(3)
         delta[j] = step
-        upper = _objective(params + delta, y, margin, weight, priors)[1]
-        lower = _objective(params - delta, y, margin, weight, priors)[1]
+        upper = _objective(params + delta, y, margin, weight, total, priors)[1]
+        lower = _objective(params - delta, y, margin, weight, total, priors)[1]
         hessian[:, j] = (upper - lower) / (2.0 * step)
     hessian = 0.5 * (hessian + hessian.T)
     values, vectors = np.linalg.eigh(hessian)
-    values = np.maximum(values, 1e-6)
+    values = np.maximum(values, 1e-6) * total  # the objective was divided by the total weight
     return (vectors / values) @ vectors.T

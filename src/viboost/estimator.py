@@ -1,7 +1,11 @@
 """VIBoost as a scikit-learn classifier (Algorithm 1 of Lorbert, Blei, Schapire and Ramadge).
 
 This module owns the scikit-learn plumbing (parameters, validation, fitted attributes, pickling,
-predictions) and the outer boosting loop. Each round of :meth:`VIBoostClassifier.fit`:
+predictions), the outer boosting loop and the cross-fitting of the noise-robust preset
+(:mod:`viboost.presets`): boosters on all folds but one run in lockstep, their out-of-fold
+margins choose the number of rounds and calibrate the noise model (:mod:`viboost.calibration`),
+and the final booster is fitted with each row counted ``s_n phi_n`` times. Each round of the
+loop (:meth:`VIBoostClassifier._rounds`):
 
 1. **search**: the stump of largest approximate mode, i.e. of least weighted error under the
    weights ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5 eq. (17), S.6), through a
@@ -10,7 +14,8 @@ predictions) and the outer boosting loop. Each round of :meth:`VIBoostClassifier
 2. **round**: :func:`viboost.variational.run_round`, the inner variational loop (alpha, omega,
    phi, eta) and its stopping rule, on the weighted rows or, above ``_COMPRESS_ABOVE`` of them,
    on the pseudo-rows of :mod:`viboost.compression`;
-3. **reweight**: ``H += alpha_t h_t`` and the next round's stump weights in the same pass
+3. **reweight**: ``H += learning_rate * alpha_t h_t`` and the next round's stump weights in the
+   same pass
    (:class:`viboost.reweighting.RowMargins`);
 4. **record**: the stump, alpha_t, the ELBO trace and the noise statistics of the new
    :class:`~viboost.variational.VariationalState`.
@@ -33,7 +38,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedKFold, check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -86,15 +91,36 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     Each label is *true* with probability theta, drawn from the logistic model of the ensemble
     ``H = sum_t alpha_t h_t``, or *noisy*, drawn with a fixed log-odds xi (the noise grade)
     regardless of ``x`` (section 4). Each round adds one decision stump and updates the
-    variational posteriors of its weight, of xi, of each label's type and of theta (Algorithm 1).
-    Besides the classifier, the fit returns the noise statistics of section 7: the
-    signal-to-noise ratio ``eta_1 / eta_2``, the noise grade ``log(omega_2 / omega_1)`` and, per
-    training row, the posterior probability ``phi_n`` that its label is true.
+    posterior of its weight (Algorithm 1). Besides the classifier, the fit returns the noise
+    statistics of section 7: the signal-to-noise ratio ``eta_1 / eta_2``, the noise grade
+    ``log(omega_2 / omega_1)`` and, per training row, the posterior probability ``phi_n`` that
+    its label is true; and the share of wrong labels, with a credible interval.
+
+    Two presets (:mod:`viboost.presets`; explicitly set parameters always win):
+
+    - ``"robust"`` (default): boosters with shrinkage (``learning_rate=0.1``) and the exact mode
+      of q(c) are cross-fitted on ``cv`` folds; their out-of-fold margins choose the number of
+      rounds (at most ``n_estimators=1000``) and calibrate theta, xi and the scale of ``H`` by
+      the model's marginal likelihood, which gives every row a calibrated ``phi_n``; the final
+      ensemble is fitted on all rows, each counted ``s_n phi_n`` times (S.4.1 under that q(w)).
+      More accurate than the paper's settings on noisy labels, and its noise statistics are
+      calibrated (``benchmarks/label_noise.md``).
+    - ``"paper"``: Algorithm 1 as printed (100 rounds, the approximate mode of eq. (17), the
+      noise model fitted in-sample by the inner variational loop), bit for bit as viboost fitted
+      it before the robust preset existed; ``viboost reproduce`` uses it. Its noise statistics
+      rank rows but are not calibrated (theta runs to 1 on noisy labels).
 
     Parameters
     ----------
-    n_estimators : int, default=100
-        Number of boosting rounds T (one stump per round).
+    n_estimators : int or None, default=None
+        Number of boosting rounds T (one stump per round); with cross-fitting, the most rounds
+        tried. None: from the preset (robust: 1000, paper: 100).
+    preset : {"robust", "paper"}, default="robust"
+        Fills in the parameters left at None: ``n_estimators``, ``learning_rate``, ``alpha``
+        and ``noise_fit`` (see above).
+    learning_rate : float or None, default=None
+        Shrinkage: round t adds ``learning_rate * alpha_t h_t`` to ``H``. None: from the preset
+        (robust: 0.1, paper: 1).
     weight_prior : float, default=1.0
         mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each stump weight. Larger
         values shrink the weights more (the 1/Z term of section 6 eq. (18)); near 0 the core
@@ -112,13 +138,29 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_model : bool, default=True
         False fits the core model of section 2 (every label true, phi_n = 1, no inner loop): the
         smoothed AdaBoost of section 6.
-    alpha : {"approx", "exact"}, default="approx"
+    alpha : {"approx", "exact"} or None, default=None
         How alpha_t is taken from q(c): the closed-form approximate mode of eq. (17) (the
-        paper's choice) or the exact mode of the v-Log posterior. Stumps are ranked to match:
+        paper's choice) or the exact mode of the v-Log posterior. None: from the preset
+        (robust: "exact", paper: "approx"). Stumps are ranked to match:
         by the approximate mode (least weighted error under ``phi exp(-tau y H)``, section 5), or
         by one Newton step towards the exact mode (least weighted error under
         ``phi sigmoid(-y H)``); ranking by the first but stepping by the second stalls, as the
         exact step along an exp-loss pick is often near zero.
+    noise_fit : {"cross-fit", "in-sample"} or None, default=None
+        How the noise model is fitted. ``"in-sample"``: Algorithm 1's inner variational loop
+        in every round. ``"cross-fit"``: from out-of-fold margins (see above); the rounds
+        themselves then run the core model. None: from the preset (robust: "cross-fit", paper:
+        "in-sample"). If a class has fewer than 2 rows, "cross-fit" falls back to "in-sample"
+        with a warning.
+    cv : int, cross-validation generator or iterable, default=5
+        The folds of ``noise_fit="cross-fit"``. An int: that many stratified folds (fewer if a
+        class has fewer rows), shuffled by ``random_state``. A splitter or an iterable of
+        (train, validation) index arrays is used as given, as in scikit-learn; rows in no
+        validation fold get the final ensemble's margin.
+    n_iter_no_change : int or None, default=100
+        With cross-fitting: stop once the out-of-fold log-likelihood (scored every 10 rounds)
+        has not risen by 1e-5 nats per unit of sample weight for this many rounds; the best
+        round count is kept. None tries all ``n_estimators``.
     tol : float, default=1e-8
         The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
         (a fall also stops it; falls are recorded, see ``elbo_``).
@@ -147,8 +189,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         thread whatever ``n_jobs``. The count is set for the duration of the call only, and
         the results are bit-identical for every ``n_jobs``.
     random_state : int, RandomState instance or None, default=None
-        Seeds the row subsample (at most 200,000 rows) from which quantile bin edges are taken.
-        Nothing else in the fit is random.
+        Seeds the cross-fitting folds, the draws of the credible intervals and the row
+        subsample (at most 200,000 rows) from which quantile bin edges are taken. Pass an int
+        for reproducible fits.
     verbose : int, default=0
         1 or more shows a progress bar on stderr for fits that last over two seconds.
 
@@ -164,19 +207,49 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ``log(omega_2 / omega_1)``, the mode of q(xi): the log-odds of a +1 among noisy labels.
         NaN when ``noise_model=False``.
     clean_proba_ : ndarray of shape (n_samples,)
-        phi_n: posterior probability that training label n is true (1 - phi_n: that it is noise).
+        phi_n: posterior probability that training label n is true (1 - phi_n: that it is noise;
+        a noisy label is still right when the coin of the noise process agrees with the truth).
+        Calibrated when cross-fitted: its sum estimates the number of labels drawn from the
+        signal model, N theta.
+    mislabel_proba_ : ndarray of shape (n_samples,)
+        Posterior probability that training label n differs from the row's true class,
+        ``(1 - phi_n) sigmoid(-y_n F_n)``; calibrated when cross-fitted, a ranking otherwise.
+        Zeros without the noise model.
+    noise_rate_ : float
+        Estimated share of wrong training labels: the (weighted) mean of ``mislabel_proba_``.
+    noise_rate_interval_ : ndarray of shape (2,)
+        90% credible interval of ``noise_rate_`` (Laplace approximation of the calibration's
+        posterior); NaN when not cross-fitted.
+    flip_rates_ : ndarray of shape (2,)
+        ``flip_rates_[k]``: estimated share of the rows of true class ``classes_[k]`` that carry
+        the other label (the binary channel of S.2).
+    flip_rates_interval_ : ndarray of shape (2, 2)
+        90% credible intervals of ``flip_rates_``, one row per class; NaN when not cross-fitted.
+    noise_calibration_ : NoiseCalibration or None
+        The cross-fitted calibration (theta, xi, the scale of ``H``, their Laplace covariance);
+        None for in-sample fits and the core model.
+    cv_rounds_, cv_log_likelihood_ : ndarray
+        The round counts scored while cross-fitting and the out-of-fold marginal log-likelihood
+        of the labels at each (the logistic log-likelihood for the core model); empty when not
+        cross-fitted.
+    cv_decision_function_ : ndarray of shape (n_samples,)
+        The out-of-fold ``H`` of each training row at the chosen round count (for rows of zero
+        weight, the final ensemble's); NaN when not cross-fitted.
     eta_ : ndarray of shape (2,)
         Parameters of the Beta posterior q(theta). NaN when ``noise_model=False``.
     omega_ : ndarray of shape (2,)
         Multiplicities of the v-Log posterior q(xi). NaN when ``noise_model=False``.
     elbo_ : list of ndarray
         Per round, the dynamic ELBO (S.5) of that round's model before its first inner iteration
-        and after each one; it may fall, as the paper notes. With ``noise_model=False``, the exact
-        log evidence ``log p(y | H, h_t)`` of the core model. Empty arrays with ``fixed_vi_iter``.
+        and after each one; it may fall, as the paper notes. For rounds of the core model
+        (``noise_model=False``, and the final fit of a cross-fitted one, with multiplicities
+        ``s_n phi_n``), the exact log evidence ``log p(y | H, h_t)``. Empty arrays with
+        ``fixed_vi_iter``.
     n_vi_iter_ : ndarray of shape (n_rounds,)
         Inner iterations run in each round.
     snr_path_, noise_grade_path_ : ndarray of shape (n_rounds,)
-        ``snr_`` and ``noise_grade_`` after each round.
+        ``snr_`` and ``noise_grade_`` after each round of the in-sample loop; NaN when
+        cross-fitted (the noise model is fitted once, after the rounds).
     classes_ : ndarray of shape (2,)
         Class labels; ``classes_[1]`` is the positive class (+1 in the paper).
     n_features_in_ : int
@@ -202,11 +275,15 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     >>> y = (X[:, 0] > 0).astype(int)
     >>> flip = rng.random(200) < 0.1
     >>> y[flip] = 1 - y[flip]
-    >>> clf = VIBoostClassifier(n_estimators=20).fit(X, y)
+    >>> clf = VIBoostClassifier(random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.85
     True
-    >>> bool(clf.clean_proba_[flip].mean() < clf.clean_proba_[~flip].mean())
+    >>> bool(clf.mislabel_proba_[flip].mean() > clf.mislabel_proba_[~flip].mean())
     True
+    >>> lo, hi = clf.noise_rate_interval_  # the share of wrong labels, with 90% interval
+    >>> bool(lo < clf.noise_rate_ < hi)
+    True
+    >>> paper = VIBoostClassifier(20, preset="paper").fit(X, y)  # Algorithm 1 as printed
     """
 
     _parameter_constraints: dict = {
@@ -222,7 +299,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "noise_model": ["boolean"],
         "alpha": [StrOptions({"approx", "exact"}), None],
         "noise_fit": [StrOptions({"cross-fit", "in-sample"}), None],
-        "cv": [Interval(Integral, 2, None, closed="left")],
+        "cv": [Interval(Integral, 2, None, closed="left"), "cv_object"],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_vi_iter": [Interval(Integral, 1, None, closed="left")],
@@ -317,7 +394,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, sample_weight=None) -> VIBoostClassifier:
-        """Fit the ensemble by T rounds of Algorithm 1.
+        """Fit the ensemble: rounds of Algorithm 1, cross-fitted or in-sample (see ``preset``).
 
         Parameters
         ----------
@@ -397,8 +474,24 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _cross_fit_folds(
         self, y: np.ndarray, weighted: np.ndarray
     ) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """Stratified, shuffled folds over the rows of positive weight (seeded by
-        ``random_state``), or None, with a warning, when a class has fewer than 2 such rows."""
+        """The folds as (train, validation) row indices, training rows of zero weight left out.
+
+        An int ``cv`` gives stratified, shuffled folds over the rows of positive weight (seeded
+        by ``random_state``), or None, with a warning, when a class has fewer than 2 such rows;
+        a splitter or an iterable of splits is used as given (scikit-learn's ``cv``).
+        """
+        if not isinstance(self.cv, Integral):
+            splits = check_cv(self.cv, y, classifier=True).split(np.zeros((y.size, 1)), y)
+            folds = []
+            for train, val in splits:
+                train = np.asarray(train)[weighted[train]]
+                if np.unique(y[train]).size < 2:
+                    raise ValueError(
+                        "Each training fold of cv needs both classes with positive sample "
+                        "weight; one has only one."
+                    )
+                folds.append((train, np.asarray(val)))
+            return folds
         n_splits = min(int(self.cv), int(np.bincount((y[weighted] > 0).astype(int)).min()))
         if n_splits < 2:
             warnings.warn(
@@ -513,9 +606,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ):
             pass
         self._plan = plan
-        # Rows of zero weight are in no fold and were fitted by no booster: the final
-        # ensemble's margin is out-of-sample for them.
-        unweighted = sample_weight == 0
+        # Rows in no validation fold (those of zero weight, which no booster fitted, or rows a
+        # given cv leaves out) get the final ensemble's margin.
+        unweighted = np.ones(X.shape[0], dtype=bool)
+        unweighted[active] = False
         if unweighted.any():
             out_of_fold[unweighted] = self._margin(X[unweighted], n_rounds)
             if calibration is not None:

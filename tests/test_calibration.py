@@ -1,0 +1,153 @@
+"""viboost.calibration: the marginal-likelihood fit of (theta, xi, scale of H) against oracles
+written here: a generic Nelder-Mead maximiser of the log posterior, the EM type posterior by
+enumeration of (true class, type), the stationarity conditions of S.4.2 and S.4.4, data drawn
+from the model itself, and the Laplace curvature by finite differences of the log posterior."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import optimize
+from scipy.special import expit
+
+from viboost.calibration import calibrate_noise, flip_rates_from_mislabel
+from viboost.variational import ModelPriors
+
+
+def _draw(n, theta, xi, scale, seed=0):
+    """Labels from the model (section 4): true with probability theta, else +1 w.p. sigmoid(xi);
+    the margins handed to the calibration are the true log-odds divided by ``scale``."""
+    rng = np.random.default_rng(seed)
+    log_odds = rng.normal(scale=3.0, size=n)
+    truth = np.where(rng.random(n) < expit(log_odds), 1.0, -1.0)
+    noise_label = np.where(rng.random(n) < expit(xi), 1.0, -1.0)
+    y = np.where(rng.random(n) < theta, truth, noise_label)
+    return y, log_odds / scale, truth
+
+
+def _log_posterior(params, y, margin, weight, priors):
+    """The oracle: the log posterior of (logit theta, xi, log b), written out directly."""
+    logit_theta, xi, log_b = params
+    theta = 1.0 / (1.0 + np.exp(-logit_theta))
+    p = theta * expit(y * np.exp(log_b) * margin) + (1.0 - theta) * expit(y * xi)
+    z1, z2 = priors.clean
+    return (
+        np.sum(weight * np.log(p))
+        + z1 * np.log(theta)
+        + z2 * np.log(1.0 - theta)
+        + priors.noise_grade * (np.log(expit(xi)) + np.log(expit(-xi)))
+        - 0.5 * (log_b / 3.0) ** 2
+    )
+
+
+def test_recovers_the_parameters_of_data_drawn_from_the_model():
+    y, margin, _ = _draw(40000, theta=0.6, xi=0.8, scale=2.0)
+    fit = calibrate_noise(y, margin)
+    sd = np.sqrt(np.diag(fit.covariance))
+    assert abs(np.log(fit.theta / (1 - fit.theta)) - np.log(0.6 / 0.4)) < 4 * sd[0]
+    assert abs(fit.noise_grade - 0.8) < 4 * sd[1]
+    assert abs(np.log(fit.scale) - np.log(2.0)) < 4 * sd[2]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_is_the_maximum_of_the_log_posterior(seed):
+    y, margin, _ = _draw(3000, theta=0.7, xi=-0.5, scale=0.5, seed=seed)
+    weight = np.random.default_rng(seed).uniform(0.5, 2.0, size=y.size)
+    priors = ModelPriors(clean=(2.0, 3.0), noise_grade=1.5)
+    fit = calibrate_noise(y, margin, weight, priors)
+    ours = [np.log(fit.theta / (1 - fit.theta)), fit.noise_grade, np.log(fit.scale)]
+    ref = optimize.minimize(
+        lambda p: -_log_posterior(p, y, margin, weight, priors),
+        [0.0, 0.0, 0.0],
+        method="Nelder-Mead",
+        options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000},
+    )
+    np.testing.assert_allclose(ours, ref.x, atol=1e-5)
+    expected = np.sum(
+        weight
+        * np.log(
+            fit.theta * expit(y * fit.scale * margin) + (1 - fit.theta) * expit(y * fit.noise_grade)
+        )
+    )
+    assert fit.log_likelihood == pytest.approx(expected, rel=1e-12)
+
+
+def test_laplace_covariance_is_the_inverse_curvature():
+    y, margin, _ = _draw(2000, theta=0.7, xi=0.3, scale=1.0, seed=4)
+    priors = ModelPriors()
+    fit = calibrate_noise(y, margin, None, priors)
+    mode = np.array([np.log(fit.theta / (1 - fit.theta)), fit.noise_grade, np.log(fit.scale)])
+    step, weight = 1e-4, np.ones(y.size)
+    hessian = np.empty((3, 3))
+    for i in range(3):
+        for j in range(3):
+            di, dj = np.eye(3)[i] * step, np.eye(3)[j] * step
+            hessian[i, j] = (
+                _log_posterior(mode + di + dj, y, margin, weight, priors)
+                - _log_posterior(mode + di - dj, y, margin, weight, priors)
+                - _log_posterior(mode - di + dj, y, margin, weight, priors)
+                + _log_posterior(mode - di - dj, y, margin, weight, priors)
+            ) / (4 * step**2)
+    np.testing.assert_allclose(fit.covariance, np.linalg.inv(-hessian), rtol=1e-3, atol=1e-7)
+
+
+def test_type_and_mislabel_probabilities_by_enumeration():
+    """phi_n and P(label wrong) against the joint of (true class t, type w) summed by hand:
+    p(t, w, y | x) = sigmoid(t F) [theta 1{y = t}]^w [(1 - theta) sigmoid(y xi)]^(1 - w)."""
+    y, margin, _ = _draw(500, theta=0.6, xi=0.4, scale=1.5, seed=2)
+    fit = calibrate_noise(y, margin)
+    F = fit.scale * margin
+    joint = {}
+    for t in (-1.0, 1.0):
+        for w in (0, 1):
+            p_t = expit(t * F)
+            p_y = fit.theta * (y == t) if w else (1 - fit.theta) * expit(y * fit.noise_grade)
+            joint[t, w] = p_t * p_y
+    evidence = sum(joint.values())
+    clean = (joint[-1.0, 1] + joint[1.0, 1]) / evidence
+    wrong = np.where(y > 0, joint[-1.0, 0] + joint[-1.0, 1], joint[1.0, 0] + joint[1.0, 1])
+    wrong = wrong / evidence
+    np.testing.assert_allclose(fit.clean_proba(y, margin), clean, rtol=1e-12)
+    np.testing.assert_allclose(fit.mislabel_proba(y, margin), wrong, rtol=1e-10, atol=1e-300)
+
+
+def test_flip_rates_match_the_drawn_channel():
+    y, margin, truth = _draw(40000, theta=0.6, xi=np.log(0.3 / 0.1), scale=1.0, seed=3)
+    fit = calibrate_noise(y, margin)
+    rates = fit.flip_rates(y, margin, np.ones(y.size))
+    wrong = y != truth
+    np.testing.assert_allclose(
+        rates, [wrong.mean(), wrong[truth < 0].mean(), wrong[truth > 0].mean()], atol=0.01
+    )
+    interval = fit.flip_rate_interval(y, margin, np.ones(y.size), random_state=0)
+    assert np.all(interval[:, 0] < rates) and np.all(rates < interval[:, 1])
+    assert np.all(interval[:, 1] - interval[:, 0] < 0.03)
+
+
+def test_flip_rates_from_mislabel_by_hand():
+    wrong = np.array([0.1, 0.9, 0.2, 0.5])
+    y = np.array([1.0, 1.0, -1.0, -1.0])
+    weight = np.array([1.0, 2.0, 1.0, 1.0])
+    total = (0.1 + 1.8 + 0.2 + 0.5) / 5
+    true_pos = np.array([0.9, 0.1, 0.2, 0.5])  # P(true +1): 1 - wrong for +1 labels
+    neg_flipped = 0.1 + 1.8  # +1 labels that are wrong: true -1
+    pos_flipped = 0.2 + 0.5
+    expected = [
+        total,
+        neg_flipped / np.dot(weight, 1 - true_pos),
+        pos_flipped / np.dot(weight, true_pos),
+    ]
+    np.testing.assert_allclose(flip_rates_from_mislabel(wrong, y, weight), expected, rtol=1e-14)
+
+
+def test_no_overflow_or_warning_for_extreme_margins_and_weights():
+    y, margin, _ = _draw(300, theta=0.8, xi=0.0, scale=1.0, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit = calibrate_noise(y, margin * 1e6, np.full(y.size, 1e300))
+        assert np.isfinite([fit.theta, fit.noise_grade, fit.scale, fit.log_likelihood]).all()
+        assert np.all(np.isfinite(fit.mislabel_proba(y, margin * 1e6)))
+        uninformative = calibrate_noise(y, np.zeros(y.size))
+    assert np.isfinite(uninformative.scale) and np.all(np.isfinite(uninformative.covariance))
