@@ -6,6 +6,9 @@ Run from the repository root::
     python benchmarks/contention.py --sweep    # 1 vs 2 threads over rows x features (threshold)
     python benchmarks/contention.py --launch   # cost of one parallel kernel launch
 
+Every fit is the engine at fixed rounds: preset='paper' (Algorithm 1 as printed, exactly the
+given number of rounds; the default ``preset="robust"`` would cross-fit and choose its own).
+
 The table (default mode) times, in one run and in this process:
 
 - a small fit: breast cancer (569 rows x 30 features, bundled with scikit-learn), 100 rounds,
@@ -116,8 +119,8 @@ def warm_up() -> None:
     X, y = large_data(50_000, 4, seed=1)
     for n_jobs in (1, 2):
         with no_threshold():
-            VIBoostClassifier(2, n_jobs=n_jobs).fit(X, y).decision_function(X)
-            VIBoostClassifier(2, n_jobs=n_jobs).fit(X[:500], y[:500])
+            VIBoostClassifier(2, preset="paper", n_jobs=n_jobs).fit(X, y).decision_function(X)
+            VIBoostClassifier(2, preset="paper", n_jobs=n_jobs).fit(X[:500], y[:500])
 
 
 def table(small_repeats: int, large_repeats: int) -> str:
@@ -141,7 +144,7 @@ def table(small_repeats: int, large_repeats: int) -> str:
             times: dict[str, list[float]] = {label: [] for label, _, _ in small}
             for _ in range(small_repeats):
                 for label, kwargs, forced in small:
-                    fit = partial(_fit, VIBoostClassifier(100, **kwargs), Xs, ys)
+                    fit = partial(_fit, VIBoostClassifier(100, preset="paper", **kwargs), Xs, ys)
                     with no_threshold() if forced else nullcontext():
                         times[label].append(median_time(fit, 1))
             for label, _, _ in small:
@@ -151,7 +154,8 @@ def table(small_repeats: int, large_repeats: int) -> str:
             times = {label: [] for label, _ in large}
             for _ in range(large_repeats):
                 for label, kwargs in large:
-                    fit = partial(_fit, VIBoostClassifier(5, random_state=0, **kwargs), Xl, yl)
+                    model = VIBoostClassifier(5, preset="paper", random_state=0, **kwargs)
+                    fit = partial(_fit, model, Xl, yl)
                     times[label].append(median_time(fit, 1))
             for label, _ in large:
                 seconds = statistics.median(times[label])
@@ -181,14 +185,17 @@ def sweep(repeats: int) -> str:
         ]:  # fmt: skip
             X, y = large_data(n, d)
             t = [
-                median_time(lambda k=k, X=X, y=y: VIBoostClassifier(5, n_jobs=k).fit(X, y), repeats)
+                median_time(
+                    lambda k=k, X=X, y=y: VIBoostClassifier(5, preset="paper", n_jobs=k).fit(X, y),
+                    repeats,
+                )
                 for k in (1, 2)
             ]
             lines.append(f"| fit, 5 rounds | {n} | {d} | {n * d:.1e} | {t[0]:.4f} | {t[1]:.4f} "
                          f"| {t[0] / t[1]:.2f} |")  # fmt: skip
             print(lines[-1], file=sys.stderr)
         X, y = large_data(5_000, 4)
-        model = VIBoostClassifier(100).fit(X, y)
+        model = VIBoostClassifier(100, preset="paper").fit(X, y)
         for n in (1_000, 10_000, 30_000, 100_000, 1_000_000):
             Xp, _ = large_data(n, 4, seed=2)
             t = []

@@ -2,15 +2,17 @@
 
 Run from the repository root::
 
-    python benchmarks/profile_round.py                        # 10^6 x 50, 3 rounds, defaults
+    python benchmarks/profile_round.py                        # 10^6 x 50, 3 rounds
     python benchmarks/profile_round.py --fixed-vi-iter 1      # the 1-inner-iteration variant
     python benchmarks/profile_round.py --rows 20000 --top 15  # quick look
 
 It generates the data of ``benchmarks/speed.py`` (``make_data``: 50 standard-normal features,
 10% of the labels flipped), warms up as ``speed.py`` does (fits of 2,000 rows x 5 rounds and
 50,000 rows x 2 rounds: numba JIT compilation is not profiled), then fits
-``VIBoostClassifier(n_estimators=ROUNDS)`` under cProfile and prints the top functions by
-cumulative and by own ("total") time, divided by the number of rounds: ms and calls per round.
+``VIBoostClassifier(n_estimators=ROUNDS, preset="paper")`` under cProfile and prints the top
+functions by cumulative and by own ("total") time, divided by the number of rounds: ms and calls
+per round. It profiles the engine at fixed rounds: preset='paper' (Algorithm 1 as printed; the
+default ``preset="robust"`` would cross-fit and choose its own number of rounds).
 
 Caveats: cProfile adds overhead to every Python call, so many small calls look more expensive
 than they are; a numba-compiled function is one opaque entry (its inner work, and the threads of
@@ -68,10 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
 
-    warm_up(lambda rounds: VIBoostClassifier(rounds, fixed_vi_iter=args.fixed_vi_iter))
+    warm_up(
+        lambda rounds: VIBoostClassifier(rounds, preset="paper", fixed_vi_iter=args.fixed_vi_iter)
+    )
     X, y = make_data(args.rows, TRAIN_SEED, FLIP_RATE)
 
-    model = VIBoostClassifier(args.rounds, fixed_vi_iter=args.fixed_vi_iter)
+    model = VIBoostClassifier(args.rounds, preset="paper", fixed_vi_iter=args.fixed_vi_iter)
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
@@ -80,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
 
     print(
-        f"VIBoostClassifier(n_estimators={args.rounds}, fixed_vi_iter={args.fixed_vi_iter}) "
+        f"VIBoostClassifier(n_estimators={args.rounds}, preset='paper', "
+        f"fixed_vi_iter={args.fixed_vi_iter}) "
         f"on {args.rows:,} x {X.shape[1]}: fit {elapsed:.2f} s under cProfile, "
         f"{elapsed / args.rounds * 1e3:.1f} ms per round; "
         f"inner iterations per round: {model.n_vi_iter_.tolist()}"
