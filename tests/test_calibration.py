@@ -16,22 +16,31 @@ from viboost.calibration import calibrate_noise, flip_rates_from_mislabel
 from viboost.variational import ModelPriors
 
 
+def _intercept(theta, xi):
+    """The oracle of the intercept: where a noisy label is +1 with probability 1/2, a true label
+    is +1 with probability p0 = (1/2 - (1 - theta) sigmoid(xi)) / theta."""
+    p0 = (0.5 - (1 - theta) * expit(xi)) / theta
+    return np.log(p0 / (1 - p0))
+
+
 def _draw(n, theta, xi, scale, seed=0):
     """Labels from the model (section 4): true with probability theta, else +1 w.p. sigmoid(xi);
-    the margins handed to the calibration are the true log-odds divided by ``scale``."""
+    the margins handed to the calibration are what a booster of the noisy labels estimates, the
+    true log-odds less the intercept, divided by ``scale``."""
     rng = np.random.default_rng(seed)
     log_odds = rng.normal(scale=3.0, size=n)
     truth = np.where(rng.random(n) < expit(log_odds), 1.0, -1.0)
     noise_label = np.where(rng.random(n) < expit(xi), 1.0, -1.0)
     y = np.where(rng.random(n) < theta, truth, noise_label)
-    return y, log_odds / scale, truth
+    return y, (log_odds - _intercept(theta, xi)) / scale, truth
 
 
 def _log_posterior(params, y, margin, weight, priors):
     """The oracle: the log posterior of (logit theta, xi, log b), written out directly."""
     logit_theta, xi, log_b = params
     theta = 1.0 / (1.0 + np.exp(-logit_theta))
-    p = theta * expit(y * np.exp(log_b) * margin) + (1.0 - theta) * expit(y * xi)
+    log_odds = np.exp(log_b) * margin + _intercept(theta, xi)
+    p = theta * expit(y * log_odds) + (1.0 - theta) * expit(y * xi)
     z1, z2 = priors.clean
     return (
         np.sum(weight * np.log(p))
@@ -65,12 +74,8 @@ def test_is_the_maximum_of_the_log_posterior(seed):
         options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000},
     )
     np.testing.assert_allclose(ours, ref.x, atol=1e-5)
-    expected = np.sum(
-        weight
-        * np.log(
-            fit.theta * expit(y * fit.scale * margin) + (1 - fit.theta) * expit(y * fit.noise_grade)
-        )
-    )
+    signal = fit.theta * expit(y * fit.log_odds(margin))
+    expected = np.sum(weight * np.log(signal + (1 - fit.theta) * expit(y * fit.noise_grade)))
     assert fit.log_likelihood == pytest.approx(expected, rel=1e-12)
 
 
@@ -98,7 +103,8 @@ def test_type_and_mislabel_probabilities_by_enumeration():
     p(t, w, y | x) = sigmoid(t F) [theta 1{y = t}]^w [(1 - theta) sigmoid(y xi)]^(1 - w)."""
     y, margin, _ = _draw(500, theta=0.6, xi=0.4, scale=1.5, seed=2)
     fit = calibrate_noise(y, margin)
-    F = fit.scale * margin
+    F = fit.scale * margin + _intercept(fit.theta, fit.noise_grade)
+    np.testing.assert_allclose(fit.log_odds(margin), F, rtol=1e-13)
     joint = {}
     for t in (-1.0, 1.0):
         for w in (0, 1):

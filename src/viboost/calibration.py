@@ -41,6 +41,7 @@ __all__ = ["NoiseCalibration", "calibrate_noise", "flip_rates_from_mislabel"]
 _LOG_SCALE_PRIOR_SD = 3.0
 # The search box of (logit theta, xi, log b): wide enough for any data (theta within 1e-13 of 0
 # or 1, noise log-odds of +-50, scales from 2e-9 to 5e8), narrow enough that nothing overflows.
+_P0_MIN = 1e-9
 _BOUNDS = [(-30.0, 30.0), (-50.0, 50.0), (-20.0, 20.0)]
 
 
@@ -68,6 +69,17 @@ class NoiseCalibration:
     covariance: np.ndarray
     log_likelihood: float
 
+    def log_odds(self, margin: np.ndarray) -> np.ndarray:
+        """F = b H + c: the log-odds of a true +1 label at ensemble margin ``H``.
+
+        ``c`` is not a free parameter: a booster fitted to noisy labels puts ``H = 0`` where a
+        *noisy* label is +1 with probability 1/2, which is where a true label is +1 with
+        probability ``p0 = (1/2 - (1 - theta) sigmoid(xi)) / theta``; so ``c = logit p0``,
+        which is 0 for symmetric noise (xi = 0) and shifts the boundary for class-dependent
+        noise (S.2).
+        """
+        return self.scale * margin + _intercept(_logit(self.theta), self.noise_grade)[0]
+
     @property
     def clean(self) -> CleanLogOdds:
         """q(w) at these point estimates, as a function of the (scaled) margin ``b H``."""
@@ -75,7 +87,7 @@ class NoiseCalibration:
 
     def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n: posterior probability that label ``y_n`` is true, given ``H_n = margin_n``."""
-        log_clean, _ = self.clean.log_proba(y, self.scale * margin)
+        log_clean, _ = self.clean.log_proba(y, self.log_odds(margin))
         return np.exp(log_clean)
 
     def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
@@ -84,8 +96,9 @@ class NoiseCalibration:
         A noisy label is drawn whatever the true class is, so it is wrong with the model's
         probability of the other class: ``P(wrong) = (1 - phi_n) sigmoid(-y_n b H_n)``.
         """
-        _, log_noise = self.clean.log_proba(y, self.scale * margin)
-        return np.exp(log_noise + log_expit(-y * self.scale * margin))
+        log_odds = self.log_odds(margin)
+        _, log_noise = self.clean.log_proba(y, log_odds)
+        return np.exp(log_noise + log_expit(-y * log_odds))
 
     def flip_rates(
         self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
@@ -147,12 +160,30 @@ def flip_rates_from_mislabel(
         )
 
 
+def _intercept(logit_theta: float, xi: float) -> tuple[float, float, float]:
+    """``c = logit p0`` of :meth:`NoiseCalibration.log_odds` and its derivatives in
+    ``logit theta`` and ``xi``; ``p0`` is kept within [1e-9, 1 - 1e-9] (beyond, a class would be
+    flipped more often than not)."""
+    theta, s = expit(logit_theta), expit(xi)
+    p0 = (0.5 - (1.0 - theta) * s) / theta
+    if not _P0_MIN < p0 < 1.0 - _P0_MIN:
+        p0 = min(max(p0, _P0_MIN), 1.0 - _P0_MIN)
+        return float(np.log(p0) - np.log1p(-p0)), 0.0, 0.0
+    dc_dp0 = 1.0 / (p0 * (1.0 - p0))
+    dp0_du = (s - 0.5) * (1.0 - theta) / theta
+    dp0_dxi = -(1.0 - theta) * s * (1.0 - s) / theta
+    return float(np.log(p0) - np.log1p(-p0)), dc_dp0 * dp0_du, dc_dp0 * dp0_dxi
+
+
 def _row_log_likelihood(
     params: np.ndarray, y: np.ndarray, margin: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(log theta sigmoid(y b H), log p(y | H))`` per row at ``(logit theta, xi, log b)``."""
+    """``(log theta sigmoid(y F), log p(y | H))`` per row at ``(logit theta, xi, log b)``, with
+    ``F = b H + c`` (:meth:`NoiseCalibration.log_odds`)."""
     logit_theta, xi, log_b = params
-    log_signal = log_expit(logit_theta) + log_expit(y * np.exp(log_b) * margin)
+    log_signal = log_expit(logit_theta) + log_expit(
+        y * (np.exp(log_b) * margin + _intercept(logit_theta, xi)[0])
+    )
     log_noise = log_expit(-logit_theta) + log_expit(y * xi)
     return log_signal, np.logaddexp(log_signal, log_noise)
 
@@ -170,7 +201,9 @@ def _objective(
     scale of the sample weights."""
     logit_theta, xi, log_b = params
     theta = expit(logit_theta)
-    yf = y * np.exp(log_b) * margin
+    c, dc_du, dc_dxi = _intercept(logit_theta, xi)
+    ybh = y * np.exp(log_b) * margin
+    yf = ybh + y * c
     log_signal, row = _row_log_likelihood(params, y, margin)
     clean = np.exp(log_signal - row)  # phi_n at these parameters
     # theta ~ Beta(zeta) in logit coordinates (Jacobian theta (1 - theta) included); xi under
@@ -184,12 +217,17 @@ def _objective(
         - 0.5 * (log_b / _LOG_SCALE_PRIOR_SD) ** 2
     )
     value = float(np.dot(weight, row) + log_prior / total)
+    # d row / dF = phi_n y_n sigmoid(-y_n F_n); F depends on (logit theta, xi) through c.
+    d_f = np.dot(weight, clean * y * expit(-yf))
     grad = np.array(
         [
-            np.dot(weight, clean - theta) + (zeta1 * (1.0 - theta) - zeta2 * theta) / total,
+            np.dot(weight, clean - theta)
+            + d_f * dc_du
+            + (zeta1 * (1.0 - theta) - zeta2 * theta) / total,
             np.dot(weight, (1.0 - clean) * y * expit(-y * xi))
+            + d_f * dc_dxi
             + mu * (expit(-xi) - expit(xi)) / total,
-            np.dot(weight, clean * yf * expit(-yf)) - log_b / _LOG_SCALE_PRIOR_SD**2 / total,
+            np.dot(weight, clean * ybh * expit(-yf)) - log_b / _LOG_SCALE_PRIOR_SD**2 / total,
         ]
     )
     return -value, -grad
@@ -246,7 +284,7 @@ def calibrate_noise(
         jac=True,
         method="L-BFGS-B",
         bounds=_BOUNDS,
-        options={"maxiter": 500, "gtol": 1e-12},
+        options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
     )
     params = result.x
     covariance = _laplace_covariance(params, y, margin, share, total, priors)
