@@ -214,9 +214,9 @@ def test_grid_search_in_parallel_workers(backend):
     X, y = _large_data(n=600)
     grid = {"n_estimators": [2, 4], "n_jobs": [None, -1]}
     before = numba.get_num_threads()
-    serial = GridSearchCV(VIBoostClassifier(), grid, cv=2).fit(X, y)
+    serial = GridSearchCV(VIBoostClassifier(random_state=0), grid, cv=2).fit(X, y)
     with joblib.parallel_config(backend=backend):
-        search = GridSearchCV(VIBoostClassifier(), grid, cv=2, n_jobs=2).fit(X, y)
+        search = GridSearchCV(VIBoostClassifier(random_state=0), grid, cv=2, n_jobs=2).fit(X, y)
     assert numba.get_num_threads() == before
     np.testing.assert_array_equal(
         serial.cv_results_["mean_test_score"], search.cv_results_["mean_test_score"]

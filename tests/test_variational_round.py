@@ -190,9 +190,11 @@ def test_initial_state_is_a_constant_phi_and_its_omega():
     np.testing.assert_allclose(state.omega, want, rtol=1e-13)
 
 
-def test_round_settings_defaults_are_the_estimators():
+def test_round_settings_defaults_are_the_paper_presets():
     from viboost import VIBoostClassifier
+    from viboost.presets import PRESETS
 
-    params = VIBoostClassifier().get_params()
+    params = VIBoostClassifier(preset="paper").get_params()
+    params["alpha"] = PRESETS["paper"].alpha  # left at None: the preset fills it in
     for field in dataclasses.fields(RoundSettings):
         assert getattr(RoundSettings(), field.name) == params[field.name], field.name

@@ -127,6 +127,8 @@ class NoiseCalibration:
         rng = spawn_generator(random_state)
         mean = np.array([_logit(self.theta), self.noise_grade, np.log(self.scale)])
         draws = rng.multivariate_normal(mean, self.covariance, size=n_draws, method="eigh")
+        # The posterior lives on the search box (a flat direction can have a huge variance).
+        draws = np.clip(draws, *np.array(_BOUNDS).T)
         rates = np.empty((n_draws, 3))
         for i, (logit_theta, xi, log_b) in enumerate(draws):
             draw = NoiseCalibration(expit(logit_theta), xi, np.exp(log_b), self.covariance, 0.0)

@@ -386,6 +386,15 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=2,
             )
         state.setdefault("n_jobs", None)  # models saved before n_jobs existed
+        # Models saved before the presets were fitted by Algorithm 1 as printed.
+        for name, value in (
+            ("preset", "paper"),
+            ("learning_rate", None),
+            ("noise_fit", None),
+            ("cv", 5),
+            ("n_iter_no_change", 100),
+        ):
+            state.setdefault(name, value)
         super().__setstate__(state)
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
@@ -632,8 +641,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _set_calibrated_noise_statistics(
         self, y: np.ndarray, sample_weight: np.ndarray, out_of_fold: np.ndarray
     ) -> None:
-        """eta, omega, the SNR and the noise grade from the calibrated phi (S.4.2, S.4.4: at the
-        calibration's optimum these are its theta and xi), and the flip rates with intervals."""
+        """eta, omega, the SNR and the noise grade from the calibrated phi by S.4.4 and S.4.2
+        (close to the calibration's theta and xi, which they would equal at its optimum but for
+        the intercept's dependence on them), and the flip rates with intervals."""
         calibration = self.noise_calibration_
         if calibration is None:  # core model: no noise statistics
             self._set_noise_statistics()
