@@ -327,7 +327,7 @@ def test_demo_without_lightgbm(capsys, monkeypatch):
     assert main(["demo", "--n-estimators", "3", "--seed", "1", "--top", "10"]) == 0
     flat = _flat(capsys.readouterr().out)
     assert "LightGBM skipped: lightgbm is not installed" in flat
-    assert "pip install 'viboost[bench]'" in flat
+    assert "pip install 'viboost[demo]'" in flat
     assert "AdaBoost: 3 rounds" in flat and "Of the top-10 rows" in flat
 
 

@@ -654,7 +654,7 @@ def _demo_split(seed: int) -> list[np.ndarray]:
 
 
 def _lightgbm_stumps(n_estimators: int, seed: int):
-    """LightGBM with stumps (2 leaves), or None when lightgbm (the ``bench`` extra) is absent."""
+    """LightGBM with stumps (2 leaves), or None when lightgbm (the ``demo`` extra) is absent."""
     try:
         from lightgbm import LGBMClassifier
     except ImportError:
@@ -728,7 +728,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         []
         if lightgbm is not None
         else [
-            "  (LightGBM skipped: lightgbm is not installed; pip install 'viboost[bench]' or "
+            "  (LightGBM skipped: lightgbm is not installed; pip install 'viboost[demo]' or "
             "pip install lightgbm)"
         ]
     )
@@ -941,7 +941,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train on a stratified random 10% of the bundled Spambase data with 20% "
         "of the training labels flipped, test on the other 90% against the true labels, "
         "compare VIBoost (robust preset) with AdaBoost and LightGBM stumps (LightGBM if "
-        "installed: pip install 'viboost[bench]'), compare VIBoost's estimated flip rate with "
+        "installed: pip install 'viboost[demo]'), compare VIBoost's estimated flip rate with "
         "the true one and check how many flipped rows VIBoost ranks at the top.",
     )
     demo.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
