@@ -198,3 +198,15 @@ def test_round_settings_defaults_are_the_paper_presets():
     params["alpha"] = PRESETS["paper"].alpha  # left at None: the preset fills it in
     for field in dataclasses.fields(RoundSettings):
         assert getattr(RoundSettings(), field.name) == params[field.name], field.name
+
+
+def test_core_model_with_fixed_iterations_computes_no_elbo():
+    rng = np.random.default_rng(3)
+    y = rng.choice([-1.0, 1.0], size=50)
+    h = np.where(rng.random(50) < 0.8, y, -y)
+    rows = RoundRows.weighted(y, h, np.zeros(50), np.ones(50))
+    state = initial_state(y, np.ones(50), 1.0, (1.0, 1.0), ModelPriors())
+    tracked = run_round(rows, state, ModelPriors(), RoundSettings(noise_model=False))
+    fixed = run_round(rows, state, ModelPriors(), RoundSettings(noise_model=False, fixed_vi_iter=1))
+    assert fixed.alpha == tracked.alpha
+    assert tracked.elbo_trace.size == 1 and fixed.elbo_trace.size == 0

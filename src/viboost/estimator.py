@@ -168,7 +168,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         Cap on inner iterations per round when the ELBO decides.
     fixed_vi_iter : int or None, default=None
         The paper's modification (a): run exactly this many inner iterations per round and
-        compute no ELBO. None lets the ELBO decide.
+        compute no ELBO (for the core model too). None lets the ELBO decide.
     update_alpha_once : bool, default=False
         The paper's modification (b): set alpha_t at the first inner iteration and keep it.
     warm_start : bool, default=False
@@ -541,9 +541,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             noise_grade=float(self.noise_grade_prior),
             clean=clean_prior,
         )
-        # Each fold's booster: the core model (phi = 1), the plan's step, no cross-fitting.
+        # Each fold's booster: the core model (phi = 1), the plan's step, no cross-fitting, and
+        # no ELBO (fixed_vi_iter; nothing reads a fold's elbo_).
         fold_params = {
             "noise_model": False,
+            "fixed_vi_iter": 1,
             "noise_fit": "in-sample",
             "warm_start": False,
             "verbose": 0,

@@ -121,7 +121,7 @@ def run_round(
     stops once an iteration raises the dynamic ELBO by at most ``tol * |ELBO|`` (a fall stops it
     too) or after ``max_vi_iter``. The trace holds the ELBO before the first iteration and after
     each. Without the noise model (phi = 1) there is no loop: alpha is the mode of q(c) and the
-    trace is the round's exact log evidence.
+    trace is the round's exact log evidence (empty with ``fixed_vi_iter``: no ELBO is computed).
 
     Examples
     --------
@@ -157,7 +157,9 @@ def run_round(
 
     if not settings.noise_model:  # core model: phi = 1, the weight update alone
         alpha = alpha_now()
-        return RoundResult(alpha, state, np.array([elbo_now(alpha)]), 0)
+        # As with the noise model, fixed_vi_iter means: compute no ELBO.
+        trace = [] if settings.fixed_vi_iter is not None else [elbo_now(alpha)]
+        return RoundResult(alpha, state, np.array(trace), 0)
 
     track = settings.fixed_vi_iter is None
     n_iter = settings.max_vi_iter if track else settings.fixed_vi_iter
