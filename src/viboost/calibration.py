@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, logit
 
 from viboost._validation import RandomStateLike, spawn_generator
 from viboost.variational.priors import ModelPriors
@@ -78,7 +78,7 @@ class NoiseCalibration:
         which is 0 for symmetric noise (xi = 0) and shifts the boundary for class-dependent
         noise (S.2).
         """
-        return self.scale * margin + _intercept(_logit(self.theta), self.noise_grade)[0]
+        return self.scale * margin + _intercept(logit(self.theta), self.noise_grade)[0]
 
     @property
     def clean(self) -> CleanLogOdds:
@@ -125,7 +125,7 @@ class NoiseCalibration:
         log b)``) and the rates recomputed for each draw on the same rows.
         """
         rng = spawn_generator(random_state)
-        mean = np.array([_logit(self.theta), self.noise_grade, np.log(self.scale)])
+        mean = np.array([logit(self.theta), self.noise_grade, np.log(self.scale)])
         draws = rng.multivariate_normal(mean, self.covariance, size=n_draws, method="eigh")
         # The posterior lives on the search box (a flat direction can have a huge variance).
         draws = np.clip(draws, *np.array(_BOUNDS).T)
@@ -135,10 +135,6 @@ class NoiseCalibration:
             rates[i] = draw.flip_rates(y, margin, sample_weight)
         tail = (1.0 - level) / 2.0
         return np.quantile(rates, [tail, 1.0 - tail], axis=0).T
-
-
-def _logit(p: float) -> float:
-    return float(np.log(p) - np.log1p(-p))
 
 
 def flip_rates_from_mislabel(
@@ -170,22 +166,20 @@ def _intercept(logit_theta: float, xi: float) -> tuple[float, float, float]:
     p0 = (0.5 - (1.0 - theta) * s) / theta
     if not _P0_MIN < p0 < 1.0 - _P0_MIN:
         p0 = min(max(p0, _P0_MIN), 1.0 - _P0_MIN)
-        return float(np.log(p0) - np.log1p(-p0)), 0.0, 0.0
+        return float(logit(p0)), 0.0, 0.0
     dc_dp0 = 1.0 / (p0 * (1.0 - p0))
     dp0_du = (s - 0.5) * (1.0 - theta) / theta
     dp0_dxi = -(1.0 - theta) * s * (1.0 - s) / theta
-    return float(np.log(p0) - np.log1p(-p0)), dc_dp0 * dp0_du, dc_dp0 * dp0_dxi
+    return float(logit(p0)), dc_dp0 * dp0_du, dc_dp0 * dp0_dxi
 
 
 def _row_log_likelihood(
-    params: np.ndarray, y: np.ndarray, margin: np.ndarray
+    params: np.ndarray, y: np.ndarray, margin: np.ndarray, intercept: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(log theta sigmoid(y F), log p(y | H))`` per row at ``(logit theta, xi, log b)``, with
-    ``F = b H + c`` (:meth:`NoiseCalibration.log_odds`)."""
+    ``F = b H + c`` and ``c = intercept`` (:meth:`NoiseCalibration.log_odds`)."""
     logit_theta, xi, log_b = params
-    log_signal = log_expit(logit_theta) + log_expit(
-        y * (np.exp(log_b) * margin + _intercept(logit_theta, xi)[0])
-    )
+    log_signal = log_expit(logit_theta) + log_expit(y * (np.exp(log_b) * margin + intercept))
     log_noise = log_expit(-logit_theta) + log_expit(y * xi)
     return log_signal, np.logaddexp(log_signal, log_noise)
 
@@ -206,7 +200,7 @@ def _objective(
     c, dc_du, dc_dxi = _intercept(logit_theta, xi)
     ybh = y * np.exp(log_b) * margin
     yf = ybh + y * c
-    log_signal, row = _row_log_likelihood(params, y, margin)
+    log_signal, row = _row_log_likelihood(params, y, margin, c)
     clean = np.exp(log_signal - row)  # phi_n at these parameters
     # theta ~ Beta(zeta) in logit coordinates (Jacobian theta (1 - theta) included); xi under
     # its v-Log prior mu_0' (log sigmoid(xi) + log sigmoid(-xi)); log b ~ N(0, sd^2).
@@ -295,7 +289,10 @@ def calibrate_noise(
         noise_grade=float(params[1]),
         scale=float(np.exp(params[2])),
         covariance=covariance,
-        log_likelihood=total * float(np.dot(share, _row_log_likelihood(params, y, margin)[1])),
+        log_likelihood=total
+        * float(
+            np.dot(share, _row_log_likelihood(params, y, margin, _intercept(*params[:2])[0])[1])
+        ),
     )
 
 

@@ -78,7 +78,6 @@ _COMPRESS_ABOVE = 1 << 12
 # A cross-fitted fit scores its out-of-fold margins every this many rounds (viboost.presets).
 _CHECK_EVERY = 10
 _CV_TOL = 1e-5
-_PLAN_KEYS = ("n_estimators", "learning_rate", "alpha", "noise_fit")
 
 
 class ViboostVersionWarning(UserWarning):
@@ -541,22 +540,19 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             noise_grade=float(self.noise_grade_prior),
             clean=clean_prior,
         )
-        # Each fold's booster: the core model (phi = 1), the plan's step, no cross-fitting, and
-        # no ELBO (fixed_vi_iter; nothing reads a fold's elbo_).
+        # Each fold's booster: the core model (phi = 1), this fit's plan without cross-fitting,
+        # and no ELBO (fixed_vi_iter; nothing reads a fold's elbo_).
         fold_params = {
             "noise_model": False,
             "fixed_vi_iter": 1,
             "noise_fit": "in-sample",
             "warm_start": False,
             "verbose": 0,
-            "n_estimators": plan.n_estimators,
-            "learning_rate": plan.learning_rate,
-            "alpha": plan.alpha,
         }
         runs = []
         for train, val in folds:
             fold = clone(self).set_params(**fold_params)
-            fold._plan = resolve_preset(fold.preset, **{k: fold_params[k] for k in _PLAN_KEYS})
+            fold._plan = replace(plan, noise_fit="in-sample")
             rounds = fold._rounds(
                 X[train],
                 classes,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import column_or_1d
 
 from viboost._validation import RandomStateLike, check_probability
 from viboost.estimator import VIBoostClassifier
@@ -276,7 +276,6 @@ def estimate_flip_rate(
     """
     level = check_probability(level, "level")
     model = _fitted(X, labels, estimator, sample_weight, cv, random_state)
-    check_is_fitted(model)
     calibration = model.noise_calibration_
     weights = (
         np.ones(model.mislabel_proba_.shape[0])

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.special import digamma, log_expit
+from scipy.special import digamma, log_expit, logit
 
 from viboost._math import softplus
 from viboost._parallel import threaded_kernel
@@ -94,7 +94,7 @@ class CleanLogOdds:
         expectations over q(theta) and q(xi): ``a_y = logit theta - log sigmoid(y xi)``, i.e.
         ``phi_n = theta sigmoid(y F) / (theta sigmoid(y F) + (1 - theta) sigmoid(y xi))``, the
         E-step of EM (used by :mod:`viboost.calibration`)."""
-        logit_theta = float(np.log(theta) - np.log1p(-theta))
+        logit_theta = float(logit(theta))
         return cls(
             float(logit_theta - log_expit(-noise_grade)),
             float(logit_theta - log_expit(noise_grade)),
