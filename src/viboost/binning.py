@@ -32,6 +32,7 @@ Structure of this module
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -40,7 +41,7 @@ import numpy as np
 from viboost._parallel import threaded_kernel
 from viboost._validation import RandomStateLike, spawn_generator
 
-__all__ = ["MISSING_BIN", "FeatureBinner"]
+__all__ = ["MISSING_BIN", "FeatureBinner", "absent_values", "subsample_ranks"]
 
 #: Bin of a missing value (NaN); the bins of observed values are ``0 .. n_bins_[j] - 1 <= 254``.
 MISSING_BIN = 255
@@ -82,6 +83,30 @@ def _bin_rows(X, table):  # pragma: no cover - compiled
             x = X[i, j]
             out[i, j] = _count_below(table[j], x) if x == x else 255
     return out
+
+
+def subsample_ranks(
+    n_active: int, subsample: int, random_state: RandomStateLike
+) -> np.ndarray | None:
+    """Which active rows (their ranks among the active rows, ascending) the edges are placed
+    from, or None for all of them (at most ``subsample`` rows: none are drawn)."""
+    if n_active <= subsample:
+        return None
+    ranks = spawn_generator(random_state).choice(
+        n_active, size=int(subsample), replace=False, shuffle=False
+    )
+    ranks.sort()
+    return ranks
+
+
+def absent_values(
+    X: np.ndarray, active: np.ndarray, features: np.ndarray, table: np.ndarray
+) -> np.ndarray:
+    """For each of ``features``, whether some active, non-missing value of ``X`` is absent from
+    that feature's row of ``table`` (sorted distinct values, ``+inf``-padded to 256)."""
+    return _absent_values(
+        np.asarray(X, dtype=np.float64), np.ascontiguousarray(active, dtype=bool), features, table
+    )
 
 
 @threaded_kernel(cache=True)
@@ -252,14 +277,10 @@ class FeatureBinner:
             active = np.ascontiguousarray(active, dtype=bool)
             if active.shape != (n_samples,):
                 raise ValueError(f"active must have shape ({n_samples},), got {active.shape}")
-        max_bins = int(self.max_bins)
         rows = np.flatnonzero(active)
-        subsampled = rows.size > self.subsample
-        if subsampled:
-            rows = spawn_generator(self.random_state).choice(
-                rows, size=int(self.subsample), replace=False, shuffle=False
-            )
-            rows.sort()  # ascending rows: a cache-friendly gather
+        ranks = subsample_ranks(rows.size, self.subsample, self.random_state)
+        if ranks is not None:
+            rows = rows[ranks]  # ascending rows: a cache-friendly gather
         if X.flags.f_contiguous:  # column by column: contiguous reads
             sample = np.empty((rows.size, n_features), order="F")
             for j in range(n_features):
@@ -267,6 +288,40 @@ class FeatureBinner:
         else:
             sample = np.empty((rows.size, n_features), order="F")
             _gather_rows(X, rows, sample)
+
+        def distinct(j: int) -> np.ndarray:
+            column = X[active, j]
+            return np.unique(column[~np.isnan(column)])
+
+        return self.fit_sample(
+            sample,
+            subsampled=ranks is not None,
+            find_absent=lambda features, table: absent_values(X, active, features, table),
+            distinct_values=distinct,
+        )
+
+    def fit_sample(
+        self,
+        sample: np.ndarray,
+        subsampled: bool,
+        find_absent: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        distinct_values: Callable[[int], np.ndarray],
+    ) -> FeatureBinner:
+        """Learn the edges from a sample of the active rows (sorted here, column by column).
+
+        The parts of :meth:`fit` that read every row are callbacks, so that rows held
+        elsewhere (the blocks of a distributed fit) give the same edges: ``find_absent(features,
+        table)`` says, per listed feature, whether some active value is absent from its row of
+        ``table`` (:func:`absent_values`), and ``distinct_values(j)`` returns the sorted distinct
+        non-missing active values of feature ``j``. With ``subsampled=False`` the sample is all
+        the active rows and neither is called.
+        """
+        self._check_params()
+        max_bins = int(self.max_bins)
+        sample = np.asarray(sample, dtype=np.float64, order="F")
+        if sample.ndim != 2 or sample.shape[1] == 0:
+            raise ValueError(f"the sample must be 2-D with features, got shape {sample.shape}")
+        n_features = sample.shape[1]
         _sort_columns(sample)  # NaN sorts last
 
         thresholds: list[np.ndarray | None] = [None] * n_features
@@ -291,12 +346,11 @@ class FeatureBinner:
             table = np.full((len(to_verify), _TABLE_SIZE), np.inf)
             for k, values in enumerate(verify_values):
                 table[k, : values.size] = values
-            absent = _absent_values(X, active, np.asarray(to_verify, dtype=np.int64), table)
+            absent = find_absent(np.asarray(to_verify, dtype=np.int64), table)
             for k, j in enumerate(to_verify):
                 values = verify_values[k]
                 if absent[k]:  # the subsample missed a value: count on the whole column
-                    column = X[active, j]
-                    full = np.unique(column[~np.isnan(column)])
+                    full = distinct_values(j)
                     if full.size > max_bins:
                         observed = sample[: np.searchsorted(sample[:, j], np.nan), j]
                         thresholds[j] = _quantile_edges(observed, max_bins)

@@ -34,7 +34,14 @@ from viboost._validation import RandomStateLike, spawn_generator
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 
-__all__ = ["NoiseCalibration", "calibrate_noise", "flip_rates_from_mislabel"]
+__all__ = [
+    "NoiseCalibration",
+    "calibrate_noise",
+    "equal_tailed_interval",
+    "flip_rate_sums",
+    "flip_rates_from_mislabel",
+    "flip_rates_from_sums",
+]
 
 # A weakly informative N(0, 3^2) prior on log b keeps b finite when the margins carry no signal
 # (b is then not identified by the likelihood); it moves a fitted b by well under 1% otherwise.
@@ -124,17 +131,62 @@ class NoiseCalibration:
         Parameters are drawn from the Laplace approximation (a normal on ``(logit theta, xi,
         log b)``) and the rates recomputed for each draw on the same rows.
         """
+        rates = np.array(
+            [
+                draw.flip_rates(y, margin, sample_weight)
+                for draw in self.posterior_draws(n_draws, random_state)
+            ]
+        )
+        return equal_tailed_interval(rates, level)
+
+    def posterior_draws(
+        self, n_draws: int = 400, random_state: RandomStateLike = None
+    ) -> list[NoiseCalibration]:
+        """Parameter draws from the Laplace approximation (a normal on ``(logit theta, xi,
+        log b)``), clipped to the search box, as calibrations (with this covariance)."""
         rng = spawn_generator(random_state)
         mean = np.array([logit(self.theta), self.noise_grade, np.log(self.scale)])
         draws = rng.multivariate_normal(mean, self.covariance, size=n_draws, method="eigh")
         # The posterior lives on the search box (a flat direction can have a huge variance).
         draws = np.clip(draws, *np.array(_BOUNDS).T)
-        rates = np.empty((n_draws, 3))
-        for i, (logit_theta, xi, log_b) in enumerate(draws):
-            draw = NoiseCalibration(expit(logit_theta), xi, np.exp(log_b), self.covariance, 0.0)
-            rates[i] = draw.flip_rates(y, margin, sample_weight)
-        tail = (1.0 - level) / 2.0
-        return np.quantile(rates, [tail, 1.0 - tail], axis=0).T
+        return [
+            NoiseCalibration(expit(logit_theta), xi, np.exp(log_b), self.covariance, 0.0)
+            for logit_theta, xi, log_b in draws
+        ]
+
+
+def equal_tailed_interval(draws: np.ndarray, level: float = 0.9) -> np.ndarray:
+    """Equal-tailed ``level`` interval of each column of ``draws``, shape (n_columns, 2)."""
+    tail = (1.0 - level) / 2.0
+    return np.quantile(draws, [tail, 1.0 - tail], axis=0).T
+
+
+def flip_rate_sums(wrong: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    """The six weighted sums behind :func:`flip_rates_from_sums`: the total weight, the
+    expected wrong labels, those among -1 labels and among +1 labels, and the expected weights
+    of true +1 and true -1 rows. Sums over disjoint sets of rows add up."""
+    neg_label = y < 0
+    # P(true class = +1 | y, x): 1 - P(wrong) for a +1 label, P(wrong) for a -1 label.
+    true_pos = np.where(neg_label, wrong, 1.0 - wrong)
+    return np.array(
+        [
+            sample_weight.sum(),
+            np.dot(sample_weight, wrong),
+            np.dot(sample_weight[neg_label], wrong[neg_label]),
+            np.dot(sample_weight[~neg_label], wrong[~neg_label]),
+            np.dot(sample_weight, true_pos),
+            np.dot(sample_weight, 1.0 - true_pos),
+        ]
+    )
+
+
+def flip_rates_from_sums(sums: np.ndarray) -> np.ndarray:
+    """``[share of wrong labels, P(y=+1 | true -1), P(y=-1 | true +1)]`` from
+    :func:`flip_rate_sums` (the binary channel of S.2: expected wrong labels of a true class over
+    the expected size of that class)."""
+    total, wrong, pos_flipped, neg_flipped, true_pos, true_neg = sums
+    with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
+        return np.array([wrong / total, neg_flipped / true_neg, pos_flipped / true_pos])
 
 
 def flip_rates_from_mislabel(
@@ -142,20 +194,7 @@ def flip_rates_from_mislabel(
 ) -> np.ndarray:
     """``[share of wrong labels, P(y=+1 | true -1), P(y=-1 | true +1)]`` from per-row
     probabilities ``wrong`` that a label differs from its row's true class."""
-    total = np.dot(sample_weight, wrong) / sample_weight.sum()
-    # P(true class = +1 | y, x): 1 - P(wrong) for a +1 label, P(wrong) for a -1 label.
-    true_pos = np.where(y > 0, 1.0 - wrong, wrong)
-    neg_label = y < 0
-    pos_flipped = np.dot(sample_weight[neg_label], wrong[neg_label])
-    neg_flipped = np.dot(sample_weight[~neg_label], wrong[~neg_label])
-    with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
-        return np.array(
-            [
-                total,
-                neg_flipped / np.dot(sample_weight, 1.0 - true_pos),
-                pos_flipped / np.dot(sample_weight, true_pos),
-            ]
-        )
+    return flip_rates_from_sums(flip_rate_sums(wrong, y, sample_weight))
 
 
 def _intercept(logit_theta: float, xi: float) -> tuple[float, float, float]:

@@ -29,13 +29,23 @@ as real rows (``h = y v``, ``margin = -y u``), so the updates and the ELBO of
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from viboost._parallel import threaded_kernel
 
-__all__ = ["CORE_HALF_WIDTH", "DEFAULT_BIN_WIDTH", "compress_round"]
+__all__ = [
+    "CORE_HALF_WIDTH",
+    "DEFAULT_BIN_WIDTH",
+    "KnotGrid",
+    "combine_knot_moments",
+    "compress_round",
+    "knot_moments",
+    "knot_range",
+    "pseudo_rows",
+]
 
 #: Width of a knot bin for ``|u| <= CORE_HALF_WIDTH`` (in units of the margin ``H``).
 DEFAULT_BIN_WIDTH = 1.0 / 16.0
@@ -209,6 +219,79 @@ def _knot_bins(lo: float, hi: float, width: float) -> tuple[np.ndarray, float, i
     return grid[first : last + 1], step, n_neg - first
 
 
+def _check_bin_width(bin_width: float) -> None:
+    n_core = 2.0 * CORE_HALF_WIDTH / bin_width if bin_width > 0.0 else 0.0
+    if not (n_core >= 1.0 and n_core == round(n_core)):
+        raise ValueError(
+            f"bin_width must be a positive divisor of {2.0 * CORE_HALF_WIDTH}, got {bin_width!r}"
+        )
+
+
+@dataclass(frozen=True)
+class KnotGrid:
+    """The knot bins of one round: ``edges`` over the knot range, and the constants that find
+    a knot's bin (:func:`knot_moments`)."""
+
+    edges: np.ndarray
+    width: float
+    log_step: float
+    offset: int
+
+    @classmethod
+    def covering(cls, low: float, high: float, bin_width: float = DEFAULT_BIN_WIDTH) -> KnotGrid:
+        """The grid of bins of width ``bin_width`` within ``CORE_HALF_WIDTH`` of 0 (geometric
+        beyond) that covers the knots ``[low, high]``."""
+        _check_bin_width(bin_width)
+        edges, step, offset = _knot_bins(low, high, float(bin_width))
+        return cls(edges, float(bin_width), step, offset)
+
+
+def knot_range(y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> tuple[float, float]:
+    """Min and max of the knots ``-y H`` over the rows of positive weight (``(inf, -inf)`` if
+    none)."""
+    y, margin, sample_weight = (
+        np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
+    )
+    low, high = _knot_range(y, margin, sample_weight)
+    return float(low), float(high)
+
+
+def knot_moments(
+    y: np.ndarray, h: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, grid: KnotGrid
+) -> np.ndarray:
+    """Per (group, bin) of ``grid``: the weight, its first three moments about the bin centre
+    and the least and largest knot, shape ``(4, n_bins, 6)``. Moments of disjoint sets of rows
+    combine by :func:`combine_knot_moments`."""
+    y, h, margin, sample_weight = (
+        np.ascontiguousarray(a, dtype=np.float64) for a in (y, h, margin, sample_weight)
+    )
+    return _accumulate(
+        y, h, margin, sample_weight, grid.edges, CORE_HALF_WIDTH, grid.width,
+        1.0 / grid.log_step, grid.offset,
+    )  # fmt: skip
+
+
+def combine_knot_moments(parts: list[np.ndarray]) -> np.ndarray:
+    """The :func:`knot_moments` of the union of disjoint sets of rows, summed in list order."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total[..., :4] += part[..., :4]
+        np.minimum(total[..., 4], part[..., 4], out=total[..., 4])
+        np.maximum(total[..., 5], part[..., 5], out=total[..., 5])
+    return total
+
+
+def pseudo_rows(
+    moments: np.ndarray, grid: KnotGrid
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pseudo-rows ``(y, h, margin, sample_weight)`` of :func:`knot_moments`: the two-point
+    Gauss rule of each bin's weighted knots."""
+    groups, knots, weights = _gauss_nodes(moments, grid.edges)
+    y_p = np.where(groups >= 2, 1.0, -1.0)
+    v_p = np.where(groups % 2 == 1, 1.0, -1.0)
+    return y_p, y_p * v_p, -y_p * knots, weights
+
+
 def compress_round(
     y: np.ndarray,
     h: np.ndarray,
@@ -258,11 +341,7 @@ def compress_round(
     >>> bool(abs(approx - exact) < 1e-9 * exact)
     True
     """
-    n_core = 2.0 * CORE_HALF_WIDTH / bin_width if bin_width > 0.0 else 0.0
-    if not (n_core >= 1.0 and n_core == round(n_core)):
-        raise ValueError(
-            f"bin_width must be a positive divisor of {2.0 * CORE_HALF_WIDTH}, got {bin_width!r}"
-        )
+    _check_bin_width(bin_width)
     y, h, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, h, margin, sample_weight)
     )
@@ -270,11 +349,5 @@ def compress_round(
     if not np.isfinite(lo):  # no row carries weight
         empty = np.empty(0)
         return empty, empty, empty, empty
-    edges, step, offset = _knot_bins(lo, hi, float(bin_width))
-    total = _accumulate(
-        y, h, margin, sample_weight, edges, CORE_HALF_WIDTH, float(bin_width), 1.0 / step, offset
-    )
-    groups, knots, weights = _gauss_nodes(total, edges)
-    y_p = np.where(groups >= 2, 1.0, -1.0)
-    v_p = np.where(groups % 2 == 1, 1.0, -1.0)
-    return y_p, y_p * v_p, -y_p * knots, weights
+    grid = KnotGrid.covering(lo, hi, bin_width)
+    return pseudo_rows(knot_moments(y, h, margin, sample_weight, grid), grid)

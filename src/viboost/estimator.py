@@ -38,16 +38,22 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.model_selection import StratifiedKFold, check_cv
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from viboost._parallel import kernel_threads, numba_threads
-from viboost._validation import check_pair, check_random_state, reject_non_numeric_columns
+from viboost._validation import check_pair, reject_non_numeric_columns
 from viboost._version import __version__
-from viboost.calibration import NoiseCalibration, calibrate_noise, flip_rates_from_mislabel
+from viboost.calibration import flip_rates_from_mislabel
+from viboost.cross_fit import (
+    CHECK_EVERY,
+    RoundCountSearch,
+    cross_fit_folds,
+    fold_seed,
+    score_out_of_fold,
+)
 from viboost.presets import PRESETS, resolve_preset
 from viboost.reweighting import RowMargins
 from viboost.stumps import (
@@ -74,10 +80,6 @@ __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 # aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration, every sum
 # within ~1e-9 relative.
 _COMPRESS_ABOVE = 1 << 12
-
-# A cross-fitted fit scores its out-of-fold margins every this many rounds (viboost.presets).
-_CHECK_EVERY = 10
-_CV_TOL = 1e-5
 
 
 class ViboostVersionWarning(UserWarning):
@@ -462,7 +464,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                     "chooses its number of rounds from scratch; use noise_fit='in-sample' "
                     "(or preset='paper') to warm-start."
                 )
-            folds = self._cross_fit_folds(y_signed, weighted)
+            folds = cross_fit_folds(self.cv, y_signed, weighted, self.random_state)
+            if folds is None:  # too few rows in a class (warned)
+                self._plan = replace(self._plan, noise_fit="in-sample")
 
         # The kernels' threads for this call only; one thread below the work threshold.
         threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
@@ -479,48 +483,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ cross-fitting
-    def _cross_fit_folds(
-        self, y: np.ndarray, weighted: np.ndarray
-    ) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """The folds as (train, validation) row indices, training rows of zero weight left out.
-
-        An int ``cv`` gives stratified, shuffled folds over the rows of positive weight (seeded
-        by ``random_state``), or None, with a warning, when a class has fewer than 2 such rows;
-        a splitter or an iterable of splits is used as given (scikit-learn's ``cv``).
-        """
-        if not isinstance(self.cv, Integral):
-            splits = check_cv(self.cv, y, classifier=True).split(np.zeros((y.size, 1)), y)
-            folds = []
-            for train, val in splits:
-                train = np.asarray(train)[weighted[train]]
-                if np.unique(y[train]).size < 2:
-                    raise ValueError(
-                        "Each training fold of cv needs both classes with positive sample "
-                        "weight; one has only one."
-                    )
-                folds.append((train, np.asarray(val)))
-            return folds
-        n_splits = min(int(self.cv), int(np.bincount((y[weighted] > 0).astype(int)).min()))
-        if n_splits < 2:
-            warnings.warn(
-                "Too few rows in a class to cross-fit the noise model: it is fitted in-sample "
-                "(noise_fit='in-sample'), and its noise statistics rank rows but are not "
-                "calibrated.",
-                UserWarning,
-                stacklevel=3,
-            )
-            self._plan = replace(self._plan, noise_fit="in-sample")
-            return None
-        rows = np.flatnonzero(weighted)
-        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=self._fold_seed())
-        return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
-
-    def _fold_seed(self) -> int | None:
-        """The folds' seed: ``random_state`` itself if an int (or None), else one draw from it."""
-        if self.random_state is None or isinstance(self.random_state, Integral):
-            return self.random_state
-        return int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
-
     def _fit_cross_fitted(
         self,
         X: np.ndarray,
@@ -540,8 +502,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             noise_grade=float(self.noise_grade_prior),
             clean=clean_prior,
         )
+        # One binning for the whole fit (as LightGBM's cv): every booster searches the same
+        # candidate thresholds, from the weighted rows' values (no labels are used).
+        search = self._stump_search(X, sample_weight > 0)
         # Each fold's booster: the core model (phi = 1), this fit's plan without cross-fitting,
-        # and no ELBO (fixed_vi_iter; nothing reads a fold's elbo_).
+        # and no ELBO (fixed_vi_iter; nothing reads a fold's elbo_). It runs on every row with
+        # the rows outside its training fold at zero weight.
         fold_params = {
             "noise_model": False,
             "fixed_vi_iter": 1,
@@ -553,23 +519,25 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         for train, val in folds:
             fold = clone(self).set_params(**fold_params)
             fold._plan = replace(plan, noise_fit="in-sample")
+            in_train = np.zeros(X.shape[0], dtype=bool)
+            in_train[train] = True
             rounds = fold._rounds(
-                X[train],
+                X,
                 classes,
-                y_signed[train],
-                sample_weight[train],
-                np.ones(train.size, dtype=bool),
+                y_signed,
+                np.where(in_train, sample_weight, 0.0),
+                in_train,
                 clean_prior,
                 init_eta,
+                search=search.restricted(in_train),
             )
             runs.append((rounds, X[val], val, np.zeros(val.size)))
 
-        active = np.concatenate([val for _, _, val, _ in runs])
+        # The scored rows in row order (a fixed order for the calibration's sums).
+        active = np.unique(np.concatenate([val for _, _, val, _ in runs]))
         y_act, s_act = y_signed[active], sample_weight[active]
         out_of_fold = np.zeros(X.shape[0])
-        patience = self.n_iter_no_change
-        best = None
-        checks: list[tuple[int, float]] = []
+        stopping = RoundCountSearch(self.n_iter_no_change, s_act.sum())
         done = 0
         with tqdm(
             total=plan.n_estimators,
@@ -580,7 +548,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             file=sys.stderr,
         ) as progress:
             while done < plan.n_estimators:
-                step = min(_CHECK_EVERY, plan.n_estimators - done)
+                step = min(CHECK_EVERY, plan.n_estimators - done)
                 for rounds, X_val, _, val_margin in runs:
                     for _ in range(step):
                         stump, alpha = next(rounds)
@@ -589,17 +557,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 progress.update(step)
                 for _, _, val, val_margin in runs:
                     out_of_fold[val] = val_margin
-                score, calibration = self._score_out_of_fold(y_act, out_of_fold[active], s_act)
-                checks.append((done, score))
-                # An improvement counts if it is above _CV_TOL nats per unit of weight, so
-                # that fits on separable data, whose log-likelihood creeps towards 0, stop.
-                if best is None or score > best[1] + _CV_TOL * s_act.sum():
-                    best = (done, score, calibration, out_of_fold.copy())
-                elif patience is not None and done - best[0] >= patience:
+                score, calibration = score_out_of_fold(
+                    y_act, out_of_fold[active], s_act, self._priors, self.noise_model
+                )
+                if stopping.update(done, score, (calibration, out_of_fold.copy())):
                     break
-        n_rounds, _, calibration, out_of_fold = best
-        self.cv_rounds_ = np.array([c[0] for c in checks])
-        self.cv_log_likelihood_ = np.array([c[1] for c in checks])
+        n_rounds, _, (calibration, out_of_fold) = stopping.best
+        self.cv_rounds_ = stopping.rounds
+        self.cv_log_likelihood_ = stopping.scores
 
         # The final booster on every row, each counted s_n phi_n times.
         if calibration is None:  # core model: no noise statistics to calibrate
@@ -608,8 +573,16 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             clean = calibration.clean_proba(y_signed, out_of_fold)
         multiplicity = sample_weight * clean
         self._plan = replace(plan, n_estimators=n_rounds)
+        final = multiplicity > 0
         for _ in self._rounds(
-            X, classes, y_signed, multiplicity, multiplicity > 0, clean_prior, init_eta
+            X,
+            classes,
+            y_signed,
+            multiplicity,
+            final,
+            clean_prior,
+            init_eta,
+            search=search.restricted(final),
         ):
             pass
         self._plan = plan
@@ -625,16 +598,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.cv_decision_function_ = out_of_fold
         self.clean_proba_ = clean
         self._set_calibrated_noise_statistics(y_signed, sample_weight, out_of_fold)
-
-    def _score_out_of_fold(
-        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
-    ) -> tuple[float, NoiseCalibration | None]:
-        """The cross-fitted score of a round count: the marginal log-likelihood of the labels
-        under the calibrated noise model, or the logistic log-likelihood for the core model."""
-        if not self.noise_model:
-            return float(np.dot(sample_weight, log_expit(y * margin))), None
-        calibration = calibrate_noise(y, margin, sample_weight, self._priors)
-        return calibration.log_likelihood, calibration
 
     def _set_calibrated_noise_statistics(
         self, y: np.ndarray, sample_weight: np.ndarray, out_of_fold: np.ndarray
@@ -659,7 +622,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.noise_grade_path_ = np.full(len(self.estimators_), np.nan)
         self.mislabel_proba_ = calibration.mislabel_proba(y, out_of_fold)
         intervals = calibration.flip_rate_interval(
-            y, out_of_fold, sample_weight, random_state=self._fold_seed()
+            y, out_of_fold, sample_weight, random_state=fold_seed(self.random_state)
         )
         self._set_flip_rates(y, sample_weight, intervals)
 
@@ -719,10 +682,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         weighted: np.ndarray,
         clean_prior: tuple[float, float],
         init_eta: tuple[float, float],
+        search: StumpSearch | None = None,
     ) -> Iterator[tuple[DecisionStump, float]]:
         """The outer loop of Algorithm 1 on validated input (from scratch or warm-started):
         per round, search the stump, run the round's inference, reweight, record; yields the
-        stump and its (shrunk) weight after each round, up to the plan's ``n_estimators``."""
+        stump and its (shrunk) weight after each round, up to the plan's ``n_estimators``.
+        ``search`` is the stump search over ``X`` (built here if None)."""
         n_estimators = self._plan.n_estimators
         step = self._plan.learning_rate
         continuing = self.warm_start and hasattr(self, "estimators_")
@@ -741,7 +706,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         # Above _COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
         compress = int(np.count_nonzero(weighted)) > _COMPRESS_ABOVE
-        search = self._stump_search(X, weighted)
+        if search is None:
+            search = self._stump_search(X, weighted)
         settings = self._round_settings()
         # The exact mode ranks stumps by logistic-loss weights (see the class docstring).
         logistic = settings.exact_mode

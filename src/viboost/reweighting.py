@@ -26,6 +26,7 @@ any number of threads.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -38,7 +39,7 @@ from viboost.variational.state import (
     scaled_inverse_clean_proba,
 )
 
-__all__ = ["RowMargins", "stump_weights"]
+__all__ = ["RowMargins", "ScaledWeights", "scaled_stump_weights", "stump_weights"]
 
 _CHUNK_ROWS = 1 << 16
 _MAX_CHUNKS = 64
@@ -113,7 +114,23 @@ def _weights_kernel(
     total = 0.0
     for c in range(n_chunks):
         total += sums[c]
-    return total
+    return total, log_bound
+
+
+class ScaledWeights(NamedTuple):
+    """Stump-search weights up to a common factor: the weights are ``values * exp(log_scale)``
+    and ``values`` sum to ``total``. Parts of the rows (blocks of a distributed fit) each give
+    their own; :meth:`normalized` is the weights of the rows of one part alone."""
+
+    values: np.ndarray
+    log_scale: float
+    total: float
+
+    def normalized(self) -> np.ndarray:
+        """The weights divided by their sum (in place)."""
+        if self.total > 0.0:
+            self.values /= self.total
+        return self.values
 
 
 def stump_weights(
@@ -131,6 +148,18 @@ def stump_weights(
     phi_n comes from ``clean``; no overflow or total underflow whatever the margins, one
     compiled pass.
     """
+    return scaled_stump_weights(y, margin, sample_weight, clean, tau, logistic).normalized()
+
+
+def scaled_stump_weights(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    clean: CleanLogOdds,
+    tau: float,
+    logistic: bool = False,
+) -> ScaledWeights:
+    """The weights of :func:`stump_weights` before normalisation, with their common scale."""
     y, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
     )
@@ -140,19 +169,22 @@ def stump_weights(
     else:
         offset_neg, offset_pos = clean.offset_neg, clean.offset_pos
     if max(abs(offset_neg), abs(offset_pos)) < _OFFSET_REACH:
-        total = _weights_kernel(
+        total, log_bound = _weights_kernel(
             y, margin, sample_weight, offset_neg, offset_pos, clean.slope, float(tau),
             logistic, out,
         )  # fmt: skip
         if total > 0.0 and np.isfinite(total):
-            out /= total
-            return out
+            return ScaledWeights(out, float(log_bound), float(total))
     # Extreme odds: the same weights from their logs.
     log_clean, _ = clean.log_proba(y, margin)
     lead = log_expit(-y * margin) if logistic else -tau * y * margin
     with np.errstate(divide="ignore"):
         log_w = np.log(sample_weight) + log_clean + lead
-    return np.exp(log_w - logsumexp(log_w))
+    log_total = float(logsumexp(log_w))
+    if not np.isfinite(log_total):  # no row carries weight
+        return ScaledWeights(np.zeros_like(margin), 0.0, 0.0)
+    values = np.exp(log_w - log_total)
+    return ScaledWeights(values, log_total, float(values.sum()))
 
 
 @threaded_kernel(cache=True)
@@ -236,14 +268,34 @@ class RowMargins:
         self.knot_range: tuple[float, float] | None = None
         self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
 
+    def copy(self) -> RowMargins:
+        """An independent copy (the margins and the cache)."""
+        other = RowMargins.__new__(RowMargins)
+        other.y, other.sample_weight = self.y, self.sample_weight  # never written
+        other.margin = self.margin.copy()
+        other._exp_knot = None if self._exp_knot is None else self._exp_knot.copy()
+        other.knot_range = self.knot_range
+        other._cache_ok = self._cache_ok
+        return other
+
     def weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> np.ndarray:
         """Normalised stump-search weights for the current margins (:func:`stump_weights`)."""
-        return stump_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
+        return self.scaled_weights(clean, tau, logistic).normalized()
+
+    def scaled_weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> ScaledWeights:
+        """:meth:`weights` before normalisation (:func:`scaled_stump_weights`)."""
+        return scaled_stump_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
 
     def add_stump_and_reweight(
         self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
     ) -> np.ndarray:
         """``H += alpha h``; return the next round's normalised weights under q(w) ``clean``."""
+        return self.add_stump(alpha, h, clean, tau, logistic).normalized()
+
+    def add_stump(
+        self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
+    ) -> ScaledWeights:
+        """``H += alpha h``; return the next round's weights, before normalisation."""
         fast = (
             self._cache_ok
             and clean.slope == 1.0
@@ -268,15 +320,14 @@ class RowMargins:
             )
             self.knot_range = (low, high)
             if max_abs_margin < self._REACH and total > 0.0 and np.isfinite(total):
-                out /= total
-                return out
+                return ScaledWeights(out, 0.0, float(total))
             self._cache_ok = max_abs_margin < self._REACH
             if not self._cache_ok:
                 self._exp_knot = None
-            return self.weights(clean, tau, logistic)
+            return self.scaled_weights(clean, tau, logistic)
         self.knot_range = None
         self.margin += alpha * h
         self._exp_knot = None  # stale from here on
         if self._cache_ok and np.max(np.abs(self.margin), initial=0.0) >= self._REACH:
             self._cache_ok = False
-        return self.weights(clean, tau, logistic)
+        return self.scaled_weights(clean, tau, logistic)

@@ -47,6 +47,10 @@ __all__ = [
     "DecisionStump",
     "ExactStumpSearch",
     "StumpSearch",
+    "best_binned_stump",
+    "binned_histogram",
+    "binned_stump_outputs",
+    "missing_features",
     "predict_ensemble",
     "predict_stumps",
 ]
@@ -225,6 +229,10 @@ class ExactStumpSearch:
         """``h(x_n)`` in {-1.0, +1.0} for the training rows: ``stump.predict(X)``."""
         return stump.predict(self._X)
 
+    def restricted(self, active: np.ndarray) -> ExactStumpSearch:
+        """The search over the same rows with thresholds from the rows ``active`` only."""
+        return ExactStumpSearch(self._X, active=active)
+
 
 # --- Binned search -------------------------------------------------------------------------------
 
@@ -397,6 +405,59 @@ def _ensemble_margin(  # pragma: no cover - compiled
     return out
 
 
+def binned_histogram(
+    binned: np.ndarray, weights: np.ndarray, y: np.ndarray, active: np.ndarray
+) -> np.ndarray:
+    """Weight per (feature, bin, label) of the active rows, shape ``(n_features, 256, 2)``:
+    ``[..., 1]`` positives, ``[..., 0]`` negatives; summed over fixed row chunks in a fixed order
+    (the same for any number of threads)."""
+    n_samples, n_features = binned.shape
+    return _histogram(binned, weights, y, active, _histogram_chunks(n_samples, n_features))
+
+
+def missing_features(binned: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Per feature, whether any active row is missing it (bin ``MISSING_BIN``)."""
+    n_samples = binned.shape[0]
+    counts = binned_histogram(binned, active.astype(np.float64), np.ones(n_samples), active)
+    return counts[:, MISSING_BIN, 1] > 0.0
+
+
+def best_binned_stump(
+    hist: np.ndarray, binner: FeatureBinner, has_missing: np.ndarray
+) -> tuple[DecisionStump, float, int]:
+    """The stump of least weighted error from a :func:`binned_histogram` of the weights.
+
+    Returns the stump, its error and its split position (bins ``< position`` go left). Errors
+    within :data:`TIE_TOLERANCE` are ties, broken as in :meth:`ExactStumpSearch.best`. A
+    histogram whose weights do not sum to one (beyond rounding) is normalised first (in
+    place), and the error is that of the normalised weights.
+    """
+    total = float(hist[0].sum())
+    if not np.isfinite(total):
+        raise ValueError("weights must be finite")
+    if total > 0.0 and abs(total - 1.0) > 1e-9:
+        hist /= total
+    feature, position, polarity, missing_right, error = _best_split(
+        hist, binner.n_bins_, has_missing, TIE_TOLERANCE
+    )
+    if feature < 0:
+        raise ValueError("no stump could be scored: are the weights and labels finite?")
+    threshold = -np.inf if position == 0 else binner.thresholds_[feature][position - 1]
+    stump = DecisionStump(
+        feature=int(feature),
+        threshold=float(threshold),
+        polarity=int(polarity),
+        missing_right=bool(missing_right),
+    )
+    return stump, max(float(error), 0.0), int(position)
+
+
+def binned_stump_outputs(column: np.ndarray, position: int, stump: DecisionStump) -> np.ndarray:
+    """``h`` of rows from their bins of the stump's feature: bins ``>= position`` (and the
+    missing bin if ``stump.missing_right``) are on the right, where ``h = stump.polarity``."""
+    return _stump_outputs(column, position, stump.polarity, stump.missing_right)
+
+
 class BinnedStumpSearch:
     """Stump search over binned features: one compiled histogram pass per call.
 
@@ -474,14 +535,25 @@ class BinnedStumpSearch:
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = _transpose(self.binned_, _TRANSPOSE_BLOCK_ROWS)
         self._active = active
-        self._n_chunks = _histogram_chunks(n_samples, n_features)
-        self._n_bins = self.binner_.n_bins_
         # Whether any active row is missing the feature (weight-free, as ExactStumpSearch).
-        counts = _histogram(
-            self.binned_, active.astype(np.float64), np.ones(n_samples), active, self._n_chunks
-        )
-        self._has_missing = counts[:, MISSING_BIN, 1] > 0.0
+        self._has_missing = missing_features(self.binned_, active)
         self.last_split_bin_ = -1
+
+    def restricted(self, active: np.ndarray) -> BinnedStumpSearch:
+        """A search over the same bins for the rows ``active`` (a subset of this search's rows,
+        e.g. a cross-fitting fold): binning is shared, nothing is copied."""
+        active = np.ascontiguousarray(active, dtype=bool)
+        if active.shape != self._active.shape:
+            raise ValueError(f"active must have shape {self._active.shape}, got {active.shape}")
+        other = BinnedStumpSearch.__new__(BinnedStumpSearch)
+        other.n_features = self.n_features
+        other.binner_ = self.binner_
+        other.binned_ = self.binned_
+        other.binned_columns_ = self.binned_columns_
+        other._active = active
+        other._has_missing = missing_features(self.binned_, active)
+        other.last_split_bin_ = -1
+        return other
 
     def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
         """Stump of least weighted error ``sum(weights[h(X) != y])`` and that error.
@@ -498,26 +570,10 @@ class BinnedStumpSearch:
             raise ValueError(
                 f"weights and y must have shape ({n_samples},), got {weights.shape} and {y.shape}"
             )
-        hist = _histogram(self.binned_, weights, y, self._active, self._n_chunks)
-        total = float(hist[0].sum())
-        if not np.isfinite(total):
-            raise ValueError("weights must be finite")
-        if total > 0.0 and abs(total - 1.0) > 1e-9:
-            hist /= total
-        feature, position, polarity, missing_right, error = _best_split(
-            hist, self._n_bins, self._has_missing, TIE_TOLERANCE
-        )
-        if feature < 0:
-            raise ValueError("no stump could be scored: are the weights and labels finite?")
-        threshold = -np.inf if position == 0 else self.binner_.thresholds_[feature][position - 1]
-        self.last_split_bin_ = int(position) - 1
-        stump = DecisionStump(
-            feature=int(feature),
-            threshold=float(threshold),
-            polarity=int(polarity),
-            missing_right=bool(missing_right),
-        )
-        return stump, max(float(error), 0.0)
+        hist = binned_histogram(self.binned_, weights, y, self._active)
+        stump, error, position = best_binned_stump(hist, self.binner_, self._has_missing)
+        self.last_split_bin_ = position - 1
+        return stump, error
 
     def split_bin(self, stump: DecisionStump) -> int:
         """The bin ``b`` such that ``stump`` sends bins ``<= b`` of its feature left.
@@ -547,9 +603,7 @@ class BinnedStumpSearch:
         threshold with one).
         """
         position = self.split_bin(stump) + 1
-        return _stump_outputs(
-            self.binned_columns_[stump.feature], position, stump.polarity, stump.missing_right
-        )
+        return binned_stump_outputs(self.binned_columns_[stump.feature], position, stump)
 
 
 def predict_ensemble(
