@@ -18,6 +18,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import viboost._parallel as viboost_parallel
+import viboost.compression
 import viboost.estimator
 from viboost import VIBoostClassifier, ViboostVersionWarning
 from viboost.stumps import DecisionStump
@@ -471,7 +472,7 @@ def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
     y[rng.random(n) < 0.1] ^= 1
     fits = {}
     for threshold in (10**9, 1_000):
-        monkeypatch.setattr(viboost.estimator, "_COMPRESS_ABOVE", threshold)
+        monkeypatch.setattr(viboost.compression, "COMPRESS_ABOVE", threshold)
         fits[threshold] = VIBoostClassifier(12, preset="paper", **kwargs).fit(X, y)
     rows, pseudo = fits[10**9], fits[1_000]
     assert rows.estimators_ == pseudo.estimators_

@@ -6,6 +6,7 @@ This module owns every check that more than one module needs:
 - :func:`check_positive`, :func:`check_probability`, :func:`check_int` and :func:`check_real`:
   a scalar argument checked and returned as a Python number, else a ValueError naming it;
 - :func:`as_float_vector`: a scalar or 1-D array argument as a float64 vector;
+- :func:`check_binary_classes`: exactly two classes in the labels;
 - :func:`non_numeric_columns`, :func:`describe_non_numeric_columns` and
   :func:`reject_non_numeric_columns`: name the non-numeric columns of a DataFrame (the one
   place that decides which columns are non-numeric) before a cell value fails somewhere deep
@@ -236,6 +237,20 @@ def reject_non_numeric_columns(X: object, who: str = "VIBoostClassifier") -> Non
         raise ValueError(
             f"X has non-numeric column(s) {bad}; {who} needs numbers. Encode them first, e.g. "
             "with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder."
+        )
+
+
+def check_binary_classes(classes: np.ndarray, who: str = "VIBoostClassifier") -> None:
+    """Raise a ValueError unless ``classes`` (the distinct labels) has exactly two entries."""
+    if classes.size == 1:
+        raise ValueError(
+            f"{who} needs 2 classes in y, but y contains only one class: {classes[0]!r}."
+        )
+    if classes.size > 2:
+        raise ValueError(
+            f"Only binary classification is supported. {who} got {classes.size} classes in "
+            "y; multi-class is not supported yet: wrap the classifier in "
+            "sklearn.multiclass.OneVsRestClassifier."
         )
 
 

@@ -216,6 +216,8 @@ class FeatureBinner:
         Bins of observed values per feature (``len(thresholds_[j]) + 1``).
     exact_ : ndarray of bool, shape (n_features,)
         Whether the feature is binned exactly (one bin per distinct active value).
+    bin_values_ : ndarray of shape (n_features, 256)
+        For an exactly binned feature, the value of each bin (NaN-padded); all NaN otherwise.
     n_features_in_ : int
         Columns seen in ``fit``.
 
@@ -325,6 +327,7 @@ class FeatureBinner:
         _sort_columns(sample)  # NaN sorts last
 
         thresholds: list[np.ndarray | None] = [None] * n_features
+        bin_values = np.full((n_features, _TABLE_SIZE), np.nan)
         exact = np.zeros(n_features, dtype=bool)
         to_verify: list[int] = []
         verify_values: list[np.ndarray] = []
@@ -338,6 +341,7 @@ class FeatureBinner:
                     verify_values.append(values)
                 else:
                     thresholds[j] = _midpoints(values[:-1], values[1:])
+                    bin_values[j, : values.size] = values
                     exact[j] = True
             else:
                 thresholds[j] = _quantile_edges(observed, max_bins)
@@ -357,11 +361,13 @@ class FeatureBinner:
                         continue
                     values = full
                 thresholds[j] = _midpoints(values[:-1], values[1:])
+                bin_values[j, : values.size] = values
                 exact[j] = True
 
         self.thresholds_ = [np.asarray(t, dtype=np.float64) for t in thresholds]
         self.n_bins_ = np.array([t.size + 1 for t in self.thresholds_], dtype=np.int64)
         self.exact_ = exact
+        self.bin_values_ = bin_values
         self.n_features_in_ = n_features
         table = np.full((n_features, _TABLE_SIZE), np.inf)
         for j, edges in enumerate(self.thresholds_):

@@ -12,8 +12,8 @@ loop (:meth:`VIBoostClassifier._rounds`):
    :class:`~viboost.stumps.StumpSearch` (the binned histogram search by default, built once per
    fit);
 2. **round**: :func:`viboost.variational.run_round`, the inner variational loop (alpha, omega,
-   phi, eta) and its stopping rule, on the weighted rows or, above ``_COMPRESS_ABOVE`` of them,
-   on the pseudo-rows of :mod:`viboost.compression`;
+   phi, eta) and its stopping rule, on the weighted rows or, above
+   ``compression.COMPRESS_ABOVE`` of them, on the pseudo-rows of :mod:`viboost.compression`;
 3. **reweight**: ``H += learning_rate * alpha_t h_t`` and the next round's stump weights in the
    same pass
    (:class:`viboost.reweighting.RowMargins`);
@@ -43,8 +43,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
+from viboost import compression
 from viboost._parallel import kernel_threads, numba_threads
-from viboost._validation import check_pair, reject_non_numeric_columns
+from viboost._validation import check_binary_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
 from viboost.calibration import flip_rates_from_mislabel
 from viboost.cross_fit import (
@@ -75,11 +76,6 @@ from viboost.variational import (
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
-
-# Above this many weighted rows, each round's inner loop runs on the pseudo-rows of knot
-# aggregation (viboost.compression) instead of the rows: O(bins) per inner iteration, every sum
-# within ~1e-9 relative.
-_COMPRESS_ABOVE = 1 << 12
 
 
 class ViboostVersionWarning(UserWarning):
@@ -431,17 +427,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes = np.unique(y)  # hashed for integer labels: fast on millions of rows
         y_index = (y == classes[-1]).astype(np.intp) if classes.size == 2 else None
-        if classes.size == 1:
-            raise ValueError(
-                f"VIBoostClassifier needs 2 classes in y, but y contains only one class: "
-                f"{classes[0]!r}."
-            )
-        if classes.size > 2:
-            raise ValueError(
-                f"Only binary classification is supported. VIBoostClassifier got {classes.size} "
-                "classes in y; multi-class is not supported yet: wrap the classifier in "
-                "sklearn.multiclass.OneVsRestClassifier."
-            )
+        check_binary_classes(classes, type(self).__name__)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
@@ -704,8 +690,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self._init_run(y_signed, sample_weight, init_eta)
             margin = np.zeros(X.shape[0])
 
-        # Above _COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
-        compress = int(np.count_nonzero(weighted)) > _COMPRESS_ABOVE
+        # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
+        compress = int(np.count_nonzero(weighted)) > compression.COMPRESS_ABOVE
         if search is None:
             search = self._stump_search(X, weighted)
         settings = self._round_settings()
@@ -779,20 +765,27 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _init_run(
         self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
     ) -> None:
+        state = initial_state(y, sample_weight, self._initial_clean_proba, init_eta, self._priors)
+        self._start_records(y.shape[0], state)
+
+    def _start_records(self, n_train: int, state: VariationalState) -> None:
+        """Empty records and the state before the first round."""
         self.estimators_: list[DecisionStump] = []
         self.alphas_ = np.empty(0)
         self.elbo_: list[np.ndarray] = []
         self.n_vi_iter_ = np.empty(0, dtype=int)
         self.snr_path_ = np.empty(0)
         self.noise_grade_path_ = np.empty(0)
-        # The core model (and each booster of a cross-fitted fit): every label true.
-        phi0 = float(self.init_clean_proba) if self._in_sample_noise else 1.0
-        self._n_train = y.shape[0]
-        self._state: VariationalState = initial_state(
-            y, sample_weight, phi0, init_eta, self._priors
-        )
+        self._n_train = n_train
+        self._state: VariationalState = state
         self._set_noise_statistics()
-        self.clean_proba_ = np.full(y.shape[0], phi0)
+        self.clean_proba_ = np.full(n_train, self._initial_clean_proba)
+
+    @property
+    def _initial_clean_proba(self) -> float:
+        """phi_n before the first round: 1 for the core model (and each booster of a
+        cross-fitted fit: every label true)."""
+        return float(self.init_clean_proba) if self._in_sample_noise else 1.0
 
     def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
         if self._plan.n_estimators < len(self.estimators_):

@@ -128,9 +128,10 @@ class ScaledWeights(NamedTuple):
 
     def normalized(self) -> np.ndarray:
         """The weights divided by their sum (in place)."""
+        values = self.values
         if self.total > 0.0:
-            self.values /= self.total
-        return self.values
+            values /= self.total
+        return values
 
 
 def stump_weights(

@@ -50,7 +50,7 @@ __all__ = [
     "best_binned_stump",
     "binned_histogram",
     "binned_stump_outputs",
-    "missing_features",
+    "occupied_bins",
     "predict_ensemble",
     "predict_stumps",
 ]
@@ -288,11 +288,17 @@ def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True)
-def _best_split(hist, n_bins, has_missing, tol):  # pragma: no cover - compiled
+def _best_split(hist, n_bins, occupied, bin_values, tol):  # pragma: no cover - compiled
     """Scan every bin boundary of every feature, as :meth:`ExactStumpSearch.best` scans values.
 
-    Position ``p`` sends bins ``< p`` left (``p = 0``: threshold ``-inf``). Returns the feature,
-    position, polarity, missing side and error of the winner (feature -1 if none, e.g. NaN).
+    Position ``p`` sends bins ``< p`` left (``p = 0``: threshold ``-inf``). ``occupied[j, b]``
+    says whether any of the search's rows lies in bin ``b`` (``occupied[j, 255]``: is missing
+    feature ``j``). Positions separated only by unoccupied bins split the rows alike and tie;
+    the winner is then not the lowest of that run but, for an exactly binned feature
+    (``bin_values[j]``: its values, NaN otherwise), the split at the exact search's threshold
+    halfway between the two values of the search's rows around the run, and for other
+    features its middle. Returns the feature, position,
+    polarity, missing side and error of the winner (feature -1 if none, e.g. NaN).
     """
     d = hist.shape[0]
     cum_pos = np.empty(256)
@@ -309,7 +315,7 @@ def _best_split(hist, n_bins, has_missing, tol):  # pragma: no cover - compiled
             cn += hist[j, b, 0]
         pos_total, neg_total = cp, cn
         pos_missing, neg_missing = hist[j, MISSING_BIN, 1], hist[j, MISSING_BIN, 0]
-        missing = has_missing[j]
+        missing = occupied[j, MISSING_BIN]
         # Combos: 0 (+1, NaN left), 1 (+1, NaN right), 2 (-1, NaN left), 3 (-1, NaN right); with
         # no NaN among the active rows only 0 and 2 compete and the NaN side is decided after.
         lowest = np.inf
@@ -337,6 +343,20 @@ def _best_split(hist, n_bins, has_missing, tol):  # pragma: no cover - compiled
             if combo >= 0:
                 position = p
                 break
+        if position > 0:  # a run of positions parted by unoccupied bins only
+            last = position
+            while last < nb - 1 and not occupied[j, last]:
+                last += 1
+            if last > position:
+                lo, hi = bin_values[j, position - 1], bin_values[j, last]
+                if lo == lo and hi == hi:  # exact bins: at the midpoint of lo and hi
+                    mid = lo / 2.0 + hi / 2.0
+                    if mid >= hi:
+                        mid = lo
+                    while position < last and bin_values[j, position] <= mid:
+                        position += 1
+                else:
+                    position += (last - position + 1) // 2
         if combo >= 0 and error < best_error - tol:
             best_error, best_j, best_p = error, j, position
             best_polarity = 1 if combo < 2 else -1
@@ -415,20 +435,23 @@ def binned_histogram(
     return _histogram(binned, weights, y, active, _histogram_chunks(n_samples, n_features))
 
 
-def missing_features(binned: np.ndarray, active: np.ndarray) -> np.ndarray:
-    """Per feature, whether any active row is missing it (bin ``MISSING_BIN``)."""
+def occupied_bins(binned: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Per feature and bin, whether any active row lies in it, shape ``(n_features, 256)``
+    (column ``MISSING_BIN``: whether any active row is missing the feature)."""
     n_samples = binned.shape[0]
     counts = binned_histogram(binned, active.astype(np.float64), np.ones(n_samples), active)
-    return counts[:, MISSING_BIN, 1] > 0.0
+    return counts[:, :, 1] > 0.0
 
 
 def best_binned_stump(
-    hist: np.ndarray, binner: FeatureBinner, has_missing: np.ndarray
+    hist: np.ndarray, binner: FeatureBinner, occupied: np.ndarray
 ) -> tuple[DecisionStump, float, int]:
     """The stump of least weighted error from a :func:`binned_histogram` of the weights.
 
-    Returns the stump, its error and its split position (bins ``< position`` go left). Errors
-    within :data:`TIE_TOLERANCE` are ties, broken as in :meth:`ExactStumpSearch.best`. A
+    Returns the stump, its error and its split position (bins ``< position`` go left).
+    ``occupied`` is :func:`occupied_bins` of the search's rows. Errors within
+    :data:`TIE_TOLERANCE` are ties, broken as in :meth:`ExactStumpSearch.best`, except that a
+    run of positions parted only by unoccupied bins gives its middle one. A
     histogram whose weights do not sum to one (beyond rounding) is normalised first (in
     place), and the error is that of the normalised weights.
     """
@@ -438,7 +461,7 @@ def best_binned_stump(
     if total > 0.0 and abs(total - 1.0) > 1e-9:
         hist /= total
     feature, position, polarity, missing_right, error = _best_split(
-        hist, binner.n_bins_, has_missing, TIE_TOLERANCE
+        hist, binner.n_bins_, occupied, binner.bin_values_, TIE_TOLERANCE
     )
     if feature < 0:
         raise ValueError("no stump could be scored: are the weights and labels finite?")
@@ -535,8 +558,8 @@ class BinnedStumpSearch:
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = _transpose(self.binned_, _TRANSPOSE_BLOCK_ROWS)
         self._active = active
-        # Whether any active row is missing the feature (weight-free, as ExactStumpSearch).
-        self._has_missing = missing_features(self.binned_, active)
+        # Which bins hold active rows (weight-free; column 255: missing values).
+        self._occupied = occupied_bins(self.binned_, active)
         self.last_split_bin_ = -1
 
     def restricted(self, active: np.ndarray) -> BinnedStumpSearch:
@@ -551,7 +574,7 @@ class BinnedStumpSearch:
         other.binned_ = self.binned_
         other.binned_columns_ = self.binned_columns_
         other._active = active
-        other._has_missing = missing_features(self.binned_, active)
+        other._occupied = occupied_bins(self.binned_, active)
         other.last_split_bin_ = -1
         return other
 
@@ -571,7 +594,7 @@ class BinnedStumpSearch:
                 f"weights and y must have shape ({n_samples},), got {weights.shape} and {y.shape}"
             )
         hist = binned_histogram(self.binned_, weights, y, self._active)
-        stump, error, position = best_binned_stump(hist, self.binner_, self._has_missing)
+        stump, error, position = best_binned_stump(hist, self.binner_, self._occupied)
         self.last_split_bin_ = position - 1
         return stump, error
 

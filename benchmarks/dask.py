@@ -1,0 +1,504 @@
+"""Distributed fit and predict time of DaskVIBoostClassifier against LightGBM and XGBoost on Dask.
+
+Run from the repository root::
+
+    python benchmarks/dask.py                                      # 10^6 rows, 100 rounds
+    python benchmarks/dask.py --rows 20000 --rounds 10             # quick check
+    python benchmarks/dask.py --workers 4 --repeat 3 --memory-limit 8GB
+
+Options: ``--rows N`` (training rows, default 1,000,000), ``--features D`` (default 20),
+``--partitions P`` (chunks of the training array, default 8), ``--test-rows`` (default 100,000),
+``--flip-rate`` (fraction of training labels flipped, default 0.1; 0 keeps them clean),
+``--rounds T`` (boosting rounds of every model, default 100), ``--repeat R`` (best of R fits,
+default 1), ``--workers W`` (default 2), ``--memory-limit`` (per worker, default 4GB),
+``--models KEY ...`` (a subset of ``viboost-dask``, ``lightgbm-dask``, ``xgboost-dask``,
+``viboost-local``), ``--no-warmup``, ``--dashboard ADDRESS`` (off by default) and ``--out PATH``
+(default ``benchmarks/dask.md``). The table is printed on stdout and written atomically to
+``--out``; progress goes to stderr. The script exits with status 1, before starting anything,
+when ``viboost-dask`` is requested but ``viboost.dask.DaskVIBoostClassifier`` cannot be imported.
+
+What is measured, in one run, on one ``distributed.LocalCluster`` of W worker processes with one
+thread each (``processes=True``), all on this machine:
+
+- ``viboost-dask``: ``viboost.dask.DaskVIBoostClassifier(n_estimators=T, preset="paper",
+  random_state=0, client=client)``; preset='paper' is the engine at fixed rounds (Algorithm 1 as
+  printed, exactly T rounds; the default ``preset="robust"`` would cross-fit and choose its own
+  number of rounds);
+- ``lightgbm-dask``: ``lightgbm.dask.DaskLGBMClassifier(n_estimators=T, num_leaves=2,
+  max_depth=1, min_child_samples=1, tree_learner="data", verbose=-1, client=client)``: stumps
+  (two leaves); LightGBM's default ``learning_rate=0.1`` is kept, so its T stumps are shrunk by
+  0.1 (its accuracy after T rounds is not its best: this is a speed benchmark);
+  ``num_threads`` is set by lightgbm.dask to each worker's thread count (1);
+- ``xgboost-dask``: ``xgboost.dask.DaskXGBClassifier(n_estimators=T, max_depth=1,
+  tree_method="hist")`` with ``client``: stumps, XGBoost's default ``learning_rate=0.3``; its
+  threads per worker are the worker's thread count (1);
+- ``viboost-local``: the in-memory reference, ``viboost.VIBoostClassifier(n_estimators=T,
+  preset="paper", random_state=0)`` (default ``n_jobs``: one thread) on the same data computed
+  to numpy, in this (the client) process, not on the cluster.
+
+For each model: "fit s" is the wall-clock time of ``fit`` (``time.perf_counter``), the best of
+R fits of fresh estimators, after warm-up fits (2,000 rows x 5 rounds and 50,000 rows x 2
+rounds, on the cluster for the Dask models) so that numba compilation in the workers and library
+start-up costs are not timed; "x DaskVIBoost" is that time divided by DaskVIBoost's fit time
+(> 1 means DaskVIBoost is faster); "predict s" is the best of R calls of ``predict`` on the test
+set, computed to a numpy array (``.compute()`` for the Dask models); "test accuracy" compares
+those predictions with the clean test labels. The report also says how far DaskVIBoost's test
+``decision_function`` is from the in-memory reference's (the two fit the same model).
+
+Data (deterministic for given sizes and partitions): ``dask.array.random.default_rng`` with a
+fixed seed generates X, (N, D) float64 i.i.d. standard normal, in P row chunks, on the cluster;
+with w = (1, -1, 0.5, 0.5, -0.5) (its first min(D, 5) entries) and e ~ N(0, 1) per row, the clean
+label is ``y = 1[X[:, :5] @ w + 0.5 * e > 0]`` (int64, {0, 1}); each training label is then
+flipped with probability ``--flip-rate`` (independently). The test set (another seed, clean
+labels) has ``--test-rows`` rows in the same number of chunks. Both are persisted in the
+workers' memory before any timing; the training set is also gathered to numpy for the in-memory
+reference.
+
+Every library runs in the same cluster, one after the other, never two fits at once. Other
+processes on the machine slow every fit down; the report gives the load average before and after.
+The cluster is shut down at the end (client, then cluster, each within a bounded timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gc
+import importlib.metadata
+import math
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# This file is benchmarks/dask.py. Run as a script, its directory is sys.path[0], so
+# ``import dask`` below (and inside distributed, lightgbm and xgboost) would import this very
+# file instead of the dask package. Drop that directory from sys.path before importing any of
+# them. Worker processes start with this sys.path too (multiprocessing's spawn copies it).
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import dask.array as da  # noqa: E402
+import numpy as np  # noqa: E402
+from distributed import Client, LocalCluster, wait  # noqa: E402
+
+MODELS = {
+    "viboost-dask": "DaskVIBoostClassifier",
+    "lightgbm-dask": "LightGBM (DaskLGBMClassifier)",
+    "xgboost-dask": "XGBoost (DaskXGBClassifier)",
+    "viboost-local": "VIBoostClassifier (in memory, 1 process)",
+}
+NOTES = {
+    "viboost-dask": "preset='paper'",
+    "lightgbm-dask": "learning_rate 0.1 (default)",
+    "xgboost-dask": "learning_rate 0.3 (default)",
+    "viboost-local": "preset='paper', 1 thread, not on the cluster",
+}
+BASELINE = "viboost-dask"
+DASK_MODELS = ("viboost-dask", "lightgbm-dask", "xgboost-dask")
+
+WEIGHTS = (1.0, -1.0, 0.5, 0.5, -0.5)
+NOISE_SCALE = 0.5
+TRAIN_SEED = 20_260_801
+TEST_SEED = 20_260_802
+WARMUP_SEED = 20_260_803
+WARMUP_FITS = ((2_000, 5), (50_000, 2))  # (rows, rounds), as benchmarks/speed.py
+CLOSE_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 120.0
+VERSIONED = ("viboost", "dask", "distributed", "lightgbm", "xgboost", "numpy", "scikit-learn")
+
+
+# ---------------------------------------------------------------------------------- data
+def make_data(
+    rows: int, features: int, partitions: int, seed: int, flip_rate: float
+) -> tuple[da.Array, da.Array]:
+    """Lazy X (rows, features) float64 and y in {0, 1} in ``partitions`` row chunks."""
+    chunk = max(1, math.ceil(rows / partitions))
+    rng = da.random.default_rng(seed)
+    X = rng.standard_normal((rows, features), chunks=(chunk, features))
+    noise = rng.standard_normal(rows, chunks=chunk)
+    k = min(features, len(WEIGHTS))
+    score = X[:, :k] @ np.asarray(WEIGHTS[:k]) + NOISE_SCALE * noise
+    y = (score > 0).astype(np.int64)
+    if flip_rate > 0:
+        flip = rng.random(rows, chunks=chunk) < flip_rate
+        y = da.where(flip, 1 - y, y)
+    return X, y
+
+
+def persist(client: Client, *arrays: da.Array) -> list[da.Array]:
+    """``arrays`` computed and held in the workers' memory (waits for them)."""
+    out = client.persist(list(arrays))
+    wait(out)
+    return list(out)
+
+
+# ---------------------------------------------------------------------------------- models
+def import_viboost_dask() -> type:
+    """``viboost.dask.DaskVIBoostClassifier`` (ImportError when it is missing)."""
+    from viboost.dask import DaskVIBoostClassifier
+
+    return DaskVIBoostClassifier
+
+
+def model_factory(key: str, client: Client) -> Callable[[int], Any]:
+    """A function of the number of rounds that returns a fresh, unfitted estimator.
+
+    Raises ImportError when the model's library is not installed.
+    """
+    if key == "viboost-dask":
+        cls = import_viboost_dask()
+        return lambda rounds: cls(
+            n_estimators=rounds, preset="paper", random_state=0, client=client
+        )
+    if key == "lightgbm-dask":
+        from lightgbm.dask import DaskLGBMClassifier
+
+        # lightgbm.dask sets num_threads to each worker's thread count and warns, every fit,
+        # that the sklearn wrapper's n_jobs (None) is ignored: that is what we want.
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        # Stumps: two leaves (max_depth=1 says the same); min_child_samples=1 lets a leaf be as
+        # small as a VIBoost stump's side may be. Default learning_rate (0.1), kept on purpose.
+        return lambda rounds: DaskLGBMClassifier(
+            n_estimators=rounds,
+            num_leaves=2,
+            max_depth=1,
+            min_child_samples=1,
+            tree_learner="data",
+            verbose=-1,
+            client=client,
+        )
+    if key == "xgboost-dask":
+        from xgboost.dask import DaskXGBClassifier
+
+        def make_xgboost(rounds: int) -> Any:
+            model = DaskXGBClassifier(n_estimators=rounds, max_depth=1, tree_method="hist")
+            model.client = client
+            return model
+
+        return make_xgboost
+    if key == "viboost-local":
+        from viboost import VIBoostClassifier
+
+        return lambda rounds: VIBoostClassifier(n_estimators=rounds, preset="paper", random_state=0)
+    raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
+
+
+def to_numpy(result: Any) -> np.ndarray:
+    """A prediction as a numpy array, computing it first when it is a Dask collection."""
+    if hasattr(result, "compute"):
+        result = result.compute()
+    return np.asarray(result)
+
+
+def run_model(
+    key: str,
+    factory: Callable[[int], Any],
+    data: dict[str, Any],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Warm up, time ``--repeat`` fits and predicts of one model, and score it."""
+    local = key not in DASK_MODELS
+    X, y = (data["X_np"], data["y_np"]) if local else (data["X"], data["y"])
+    X_test = data["X_test_np"] if local else data["X_test"]
+    out: dict[str, Any] = {"model": key}
+    if not args.no_warmup:
+        for X_w, y_w, rounds in data["warmups_np" if local else "warmups"]:
+            to_numpy(factory(rounds).fit(X_w, y_w).predict(X_w))
+    fit_times: list[float] = []
+    model = None
+    for _ in range(args.repeat):
+        model = None
+        gc.collect()
+        model = factory(args.rounds)
+        start = time.perf_counter()
+        model.fit(X, y)
+        fit_times.append(time.perf_counter() - start)
+    predict_times: list[float] = []
+    pred = None
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        pred = to_numpy(model.predict(X_test))
+        predict_times.append(time.perf_counter() - start)
+    out["fit_s"] = min(fit_times)
+    out["fit_s_all"] = fit_times
+    out["predict_s"] = min(predict_times)
+    out["test_accuracy"] = float(np.mean(pred == data["y_test_np"]))
+    if key in ("viboost-dask", "viboost-local"):
+        out["decision"] = to_numpy(model.decision_function(X_test)).astype(np.float64)
+    return out
+
+
+# ---------------------------------------------------------------------------------- report
+def machine_lines() -> list[str]:
+    """Platform, CPU model, core counts and RAM of this machine."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    ram = "unknown"
+    with contextlib.suppress(OSError):
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    ram = f"{int(line.split()[1]) * 1024 / 2**30:.1f} GiB"
+                    break
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [
+        f"- Machine: {platform.platform()}; Python {platform.python_version()}",
+        f"- CPU: {cpu}; {os.cpu_count()} logical cores ({usable} usable by this process)",
+        f"- RAM: {ram}",
+    ]
+
+
+def versions_line() -> str:
+    """Versions of the libraries involved, from their installed metadata."""
+    parts = []
+    for dist in VERSIONED:
+        try:
+            parts.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{dist} (not installed)")
+    return "- Libraries: " + ", ".join(parts)
+
+
+def load_average() -> float:
+    """The 1-minute load average of the machine (NaN where unavailable)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return math.nan
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits, or a dash."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:.0f}"
+
+
+def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """The markdown report: header, table and notes."""
+    base = next((r for r in results if r["model"] == BASELINE and "fit_s" in r), None)
+    lines = [
+        "# Dask benchmark: DaskVIBoostClassifier, LightGBM and XGBoost on a LocalCluster",
+        "",
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
+        *machine_lines(),
+        versions_line(),
+        f"- Command: `python {shlex.join(sys.argv)}`",
+        f"- Cluster: distributed.LocalCluster, {args.workers} worker processes x 1 thread, "
+        f"memory_limit {args.memory_limit} each, on this machine; the in-memory reference runs "
+        "in the client process (one thread).",
+        f"- Data: {args.rows:,} training rows x {args.features} float64 features in "
+        f"{args.partitions} chunks ({args.rows * args.features * 8 / 1e6:,.0f} MB), "
+        f"{args.flip_rate:.0%} of the training labels flipped at random; "
+        f"{args.test_rows:,} test rows with clean labels; persisted on the workers before timing.",
+        f"- Rounds: {args.rounds} depth-1 trees (stumps) for every model; fit time: best of "
+        f"{args.repeat}"
+        + ("" if args.no_warmup else ", after warm-up fits (excluded from the timings)")
+        + "; predict time: best of "
+        f"{args.repeat} calls of predict on the test set, computed to numpy.",
+        f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
+        f"{load_average():.2f} (other processes on the machine slow every fit down).",
+        "",
+        "| model | fit s | x DaskVIBoost fit | predict s | test accuracy | note |",
+        "|:---|---:|---:|---:|---:|:---|",
+    ]
+    for r in results:
+        name = MODELS[r["model"]]
+        if "fit_s" not in r:
+            lines.append(f"| {name} | - | - | - | - | {r['note']} |")
+            continue
+        ratio = r["fit_s"] / base["fit_s"] if base else None
+        lines.append(
+            f"| {name} | {fmt(r['fit_s'])} | {fmt(ratio)} | {fmt(r['predict_s'])} "
+            f"| {r['test_accuracy']:.4f} | {NOTES[r['model']]} |"
+        )
+    lines.append("")
+    by_key = {r["model"]: r for r in results}
+    dask_dec = by_key.get("viboost-dask", {}).get("decision")
+    local_dec = by_key.get("viboost-local", {}).get("decision")
+    if dask_dec is not None and local_dec is not None:
+        diff = float(np.max(np.abs(dask_dec - local_dec))) if dask_dec.size else 0.0
+        agree = float(np.mean((dask_dec > 0) == (local_dec > 0)))
+        lines.append(
+            f"DaskVIBoost against the in-memory VIBoostClassifier on the test set: max "
+            f"|decision_function difference| {diff:.3g}, signs agree on {agree:.2%} of rows."
+        )
+        lines.append("")
+    lines += [
+        "x DaskVIBoost fit: the model's fit time divided by DaskVIBoostClassifier's (> 1 means "
+        "DaskVIBoost is faster)"
+        + ("." if base else "; DaskVIBoostClassifier did not run, so there is no ratio."),
+        "",
+        "Parameters: DaskVIBoostClassifier and VIBoostClassifier(n_estimators=T, preset='paper', "
+        "random_state=0); DaskLGBMClassifier(n_estimators=T, num_leaves=2, max_depth=1, "
+        "min_child_samples=1, tree_learner='data', verbose=-1), learning_rate 0.1 (its default); "
+        "DaskXGBClassifier(n_estimators=T, max_depth=1, tree_method='hist'), learning_rate 0.3 "
+        "(its default). LightGBM and XGBoost use one thread per worker (the worker's thread "
+        "count). With shrinkage, LightGBM's and XGBoost's accuracy after T stumps is not their "
+        "best; the comparison is of speed.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates the file 0600
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line options (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="training rows")
+    parser.add_argument("--features", type=int, default=20)
+    parser.add_argument("--partitions", type=int, default=8, help="row chunks of the arrays")
+    parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument("--flip-rate", type=float, default=0.1, help="0 for clean labels")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=1, help="best of R fits (default 1)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (1 thread)")
+    parser.add_argument("--memory-limit", default="4GB", help="per worker (dask syntax)")
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--no-warmup", action="store_true", help="time the first fits too")
+    parser.add_argument("--dashboard", default=None, help="dashboard address (default: none)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("dask.md"))
+    args = parser.parse_args(argv)
+    if min(args.rows, args.features, args.partitions, args.test_rows) < 1:
+        parser.error("--rows, --features, --partitions and --test-rows must be positive")
+    if min(args.rounds, args.repeat, args.workers) < 1:
+        parser.error("--rounds, --repeat and --workers must be positive")
+    if not 0.0 <= args.flip_rate < 0.5:
+        parser.error("--flip-rate must be in [0, 0.5)")
+    args.models = [key for key in MODELS if key in args.models]  # DaskVIBoost first
+    return args
+
+
+def close_quietly(name: str, close: Callable[..., Any], timeout: float) -> None:
+    """Call ``close(timeout=timeout)``; report (not raise) a failure or a timeout."""
+    try:
+        close(timeout=timeout)
+    except Exception as exc:  # shutting down: say it and go on
+        print(f"warning: closing the {name} failed: {exc!r}", file=sys.stderr)
+
+
+def progress(message: str) -> None:
+    """One progress line on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start the cluster, make the data, run every model, print and write the report."""
+    args = parse_args(argv)
+    if BASELINE in args.models:
+        try:
+            import_viboost_dask()
+        except ImportError as exc:
+            print(
+                "error: viboost.dask.DaskVIBoostClassifier cannot be imported "
+                f"({type(exc).__name__}: {exc}). Install viboost with its Dask support, or "
+                "leave viboost-dask out with --models.",
+                file=sys.stderr,
+            )
+            return 1
+    args.load_before = load_average()
+    if args.load_before > 0.5:
+        progress(
+            f"warning: load average {args.load_before:.2f}: other processes are running, "
+            "timings will be inflated"
+        )
+    results: list[dict[str, Any]] = []
+    # With dashboard_address=None the scheduler still serves HTTP (metrics) on the default port
+    # and warns when another cluster has it; it then picks a free port, which is fine.
+    warnings.filterwarnings("ignore", message="Port [0-9]+ is already in use", category=UserWarning)
+    with contextlib.ExitStack() as stack:
+        progress(f"starting a LocalCluster of {args.workers} workers ...")
+        cluster = LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=args.memory_limit,
+            dashboard_address=args.dashboard,
+        )
+        stack.callback(close_quietly, "cluster", cluster.close, CLOSE_TIMEOUT_S)
+        client = Client(cluster, timeout=CONNECT_TIMEOUT_S)
+        stack.callback(close_quietly, "client", client.close, CLOSE_TIMEOUT_S)
+
+        progress("generating and persisting the data ...")
+        X, y = make_data(args.rows, args.features, args.partitions, TRAIN_SEED, args.flip_rate)
+        X_test, y_test = make_data(args.test_rows, args.features, args.partitions, TEST_SEED, 0.0)
+        X, y, X_test, y_test = persist(client, X, y, X_test, y_test)
+        data: dict[str, Any] = {"X": X, "y": y, "X_test": X_test}
+        data["y_test_np"] = y_test.compute()
+        if "viboost-local" in args.models:
+            data["X_np"], data["y_np"] = client.compute([X, y], sync=True)
+            data["X_test_np"] = X_test.compute()
+        data["warmups"], data["warmups_np"] = [], []
+        for i, (rows, rounds) in enumerate(WARMUP_FITS):
+            rows = min(rows, args.rows)
+            X_w, y_w = make_data(rows, args.features, args.partitions, WARMUP_SEED + i, 0.1)
+            X_w, y_w = persist(client, X_w, y_w)
+            data["warmups"].append((X_w, y_w, rounds))
+            data["warmups_np"].append((X_w.compute(), y_w.compute(), rounds))
+
+        for i, key in enumerate(args.models, 1):
+            label = f"[{i}/{len(args.models)}] {MODELS[key]}"
+            try:
+                factory = model_factory(key, client)
+            except ImportError as exc:
+                lib = key.split("-")[0]
+                note = f"skipped: cannot import {exc.name or lib} (pip install 'viboost[bench]')"
+                progress(f"{label}: {note}")
+                results.append({"model": key, "note": note})
+                continue
+            progress(f"{label}: running ...")
+            try:
+                r = run_model(key, factory, data, args)
+            except Exception as exc:  # one failing library must not stop the rest
+                traceback.print_exc()
+                note = f"failed: {type(exc).__name__}: {exc}".replace("|", "/")[:200]
+                progress(f"{label}: {note}")
+                results.append({"model": key, "note": note})
+                continue
+            progress(
+                f"{label}: fit {r['fit_s']:.3g} s, predict {r['predict_s']:.3g} s, "
+                f"accuracy {r['test_accuracy']:.4f}"
+            )
+            results.append(r)
+
+        report = build_report(results, args)
+        print(report)
+        write_atomic(args.out, report)
+        progress(f"wrote {args.out}; shutting the cluster down ...")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+"""The worker side of a distributed fit: one block of training rows and what runs on it.
+
+A distributed fit cuts the training rows into consecutive *blocks* whose sizes depend only on
+the number of rows and features (:func:`block_sizes`), never on the input's partitions or the
+number of workers. Each function here takes one block (numpy arrays, on a worker) and returns
+either a new block state or a small summary (counts, a histogram, knot moments) that the client
+reduces over the blocks in block order. Every formula is the in-memory engine's own:
+:class:`~viboost.binning.FeatureBinner`, :func:`~viboost.stumps.binned_histogram`,
+:class:`~viboost.reweighting.RowMargins`, :func:`~viboost.compression.knot_moments` and
+:func:`~viboost.calibration.flip_rate_sums`; nothing is mutated in place, so a task that dask
+runs twice (after a worker is lost) gives the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+
+from viboost._parallel import numba_threads
+from viboost.binning import FeatureBinner, absent_values
+from viboost.calibration import flip_rate_sums
+from viboost.compression import KnotGrid, knot_moments, knot_range
+from viboost.reweighting import RowMargins, ScaledWeights
+from viboost.stumps import (
+    DecisionStump,
+    binned_histogram,
+    binned_stump_outputs,
+    occupied_bins,
+)
+from viboost.variational.state import CleanLogOdds
+from viboost.variational.updates import update_omega
+
+__all__ = [
+    "BlockSummary",
+    "BoosterRows",
+    "StumpUpdate",
+    "TrainingBlock",
+    "absent_in_block",
+    "block_sizes",
+    "build_block",
+    "distinct_in_block",
+    "finish_boosters",
+    "histograms",
+    "in_sample_noise",
+    "labels_and_weights",
+    "margins",
+    "occupied_by_booster",
+    "noise_weight_by_class",
+    "on_one_thread",
+    "out_of_fold",
+    "reweight",
+    "round_rows",
+    "sample_block",
+    "start_boosters",
+    "summarize_block",
+]
+
+#: Rows per block are at most this many bytes of binned features (uint8) ...
+_BLOCK_BYTES = 1 << 25
+#: ... and at least, and at most, this many rows.
+_MIN_BLOCK_ROWS = 1 << 12
+_MAX_BLOCK_ROWS = 1 << 20
+
+
+def on_one_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` with the compiled kernels on one thread: a worker runs one
+    task per thread, and the serial kernels skip numba's thread launches (and the slower
+    parallel compile)."""
+    with numba_threads(1):
+        return func(*args, **kwargs)
+
+
+def block_sizes(n_rows: int, n_features: int, block_size: int | None = None) -> tuple[int, ...]:
+    """The rows of each block: ``block_size`` (default: 32 MiB of binned features, between
+    4096 and 1,048,576 rows) each, the last one shorter. They depend on the shape of the data
+    only, so the fit's sums are the same for any partitioning and any number of workers."""
+    if block_size is None:
+        block_size = min(_MAX_BLOCK_ROWS, max(_MIN_BLOCK_ROWS, _BLOCK_BYTES // max(n_features, 1)))
+    full, rest = divmod(n_rows, block_size)
+    return (block_size,) * full + ((rest,) if rest else ())
+
+
+@dataclass(frozen=True, eq=False)
+class BlockSummary:
+    """What the client checks before any fitting: sizes, labels and the bad values of a block."""
+
+    n_rows: int
+    n_active: int
+    labels: np.ndarray
+    active_labels: np.ndarray
+    infinite_features: int
+    missing_labels: int
+    bad_weights: int
+
+
+def summarize_block(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> BlockSummary:
+    """Sizes, distinct labels and counts of bad values (infinite features, missing labels,
+    negative or non-finite weights) of one block."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y).ravel()
+    sample_weight = np.asarray(sample_weight, dtype=np.float64).ravel()
+    missing = _missing_labels(y)
+    return BlockSummary(
+        n_rows=int(X.shape[0]),
+        n_active=int(np.count_nonzero(sample_weight > 0)),
+        labels=np.unique(y[~missing]),
+        active_labels=np.unique(y[~missing & (sample_weight > 0)]),
+        infinite_features=int(np.count_nonzero(np.isinf(X).any(axis=0))),
+        missing_labels=int(np.count_nonzero(missing)),
+        bad_weights=int(np.count_nonzero(~(np.isfinite(sample_weight) & (sample_weight >= 0)))),
+    )
+
+
+def _missing_labels(y: np.ndarray) -> np.ndarray:
+    if y.dtype.kind == "f":
+        return np.isnan(y)
+    if y.dtype.kind == "O":
+        return np.array([v is None or (isinstance(v, float) and v != v) for v in y], dtype=bool)
+    return np.zeros(y.shape, dtype=bool)
+
+
+def sample_block(X: np.ndarray, sample_weight: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """The active rows of the block at ``ranks`` (their ranks among its active rows)."""
+    rows = np.flatnonzero(np.asarray(sample_weight) > 0)[ranks]
+    return np.asarray(X, dtype=np.float64)[rows]
+
+
+def absent_in_block(
+    X: np.ndarray, sample_weight: np.ndarray, features: np.ndarray, table: np.ndarray
+) -> np.ndarray:
+    """:func:`viboost.binning.absent_values` on the active rows of one block."""
+    return absent_values(X, np.asarray(sample_weight) > 0, features, table)
+
+
+def distinct_in_block(X: np.ndarray, sample_weight: np.ndarray, feature: int) -> np.ndarray:
+    """Sorted distinct non-missing values of one feature over the active rows of a block."""
+    column = np.asarray(X, dtype=np.float64)[np.asarray(sample_weight) > 0, feature]
+    return np.unique(column[~np.isnan(column)])
+
+
+@dataclass(frozen=True, eq=False)
+class TrainingBlock:
+    """One block of training rows as the rounds read it: the bins of its features (row-major
+    ``uint8``), labels in {-1, +1} and sample weights."""
+
+    binned: np.ndarray
+    y: np.ndarray
+    sample_weight: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+
+def build_block(
+    X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, binner: FeatureBinner, positive: object
+) -> TrainingBlock:
+    """Bin a block of raw rows; ``positive`` is the label that becomes +1."""
+    y = np.asarray(y).ravel()
+    return TrainingBlock(
+        binned=binner.transform(np.asarray(X, dtype=np.float64)),
+        y=np.where(y == positive, 1.0, -1.0),
+        sample_weight=np.ascontiguousarray(sample_weight, dtype=np.float64).ravel(),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class StumpUpdate:
+    """A round's stump (with its split position in the bins) and its shrunk weight alpha."""
+
+    stump: DecisionStump
+    position: int
+    alpha: float
+
+
+@dataclass(frozen=True, eq=False)
+class BoosterRows:
+    """One booster's state on one block: the margins ``H`` of every row (with the cache of
+    :class:`~viboost.reweighting.RowMargins`), whose sample weights are the booster's
+    multiplicities (zero for rows it does not fit), and the last stump-search weights."""
+
+    margins: RowMargins
+    weights: ScaledWeights | None = None
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.margins.sample_weight > 0
+
+
+def start_boosters(
+    block: TrainingBlock, multiplicities: np.ndarray | None, n_boosters: int = 1
+) -> tuple[BoosterRows, ...]:
+    """Boosters at ``H = 0``; ``multiplicities[k]`` are booster ``k``'s row weights (None: the
+    sample weights, for every booster)."""
+    if multiplicities is None:
+        multiplicities = np.broadcast_to(block.sample_weight, (n_boosters, block.n_rows))
+    return tuple(
+        BoosterRows(RowMargins(block.y, np.array(m, dtype=np.float64), np.zeros(block.n_rows)))
+        for m in multiplicities
+    )
+
+
+def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...]) -> np.ndarray:
+    """Per booster, :func:`~viboost.stumps.occupied_bins` of its active rows in the block."""
+    n_features = block.binned.shape[1]
+    out = np.zeros((len(boosters), n_features, 256), dtype=bool)
+    for k, booster in enumerate(boosters):
+        if block.n_rows:
+            out[k] = occupied_bins(block.binned, booster.active)
+    return out
+
+
+def _outputs(block: TrainingBlock, stump: DecisionStump, position: int) -> np.ndarray:
+    column = np.ascontiguousarray(block.binned[:, stump.feature])
+    return binned_stump_outputs(column, position, stump)
+
+
+def _with_update(
+    margins: RowMargins, block: TrainingBlock, update: StumpUpdate | None
+) -> np.ndarray:
+    """The margins ``H + alpha h`` (a new array), as the next reweighting will add them."""
+    if update is None:
+        return margins.margin
+    return margins.margin + update.alpha * _outputs(block, update.stump, update.position)
+
+
+def reweight(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    updates: tuple[StumpUpdate | None, ...],
+    cleans: tuple[CleanLogOdds, ...],
+    tau: float,
+    logistic: bool,
+) -> tuple[BoosterRows, ...]:
+    """New boosters: ``H += alpha h`` for each update (None: none yet), and the stump-search
+    weights under q(w) ``cleans[k]`` (:meth:`RowMargins.add_stump`)."""
+    out = []
+    for booster, update, clean in zip(boosters, updates, cleans, strict=True):
+        margins = booster.margins.copy()
+        if update is None:
+            weights = margins.scaled_weights(clean, tau, logistic)
+        else:
+            h = _outputs(block, update.stump, update.position)
+            weights = margins.add_stump(update.alpha, h, clean, tau, logistic)
+        out.append(BoosterRows(margins, weights))
+    return tuple(out)
+
+
+def histograms(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...]
+) -> list[tuple[np.ndarray, float, float, tuple[float, float]]]:
+    """Per booster: the histogram of its (scaled) weights over the block's bins, the log of
+    the scale, the total of the scaled weights and the range of the knots ``-y H`` over its
+    active rows."""
+    out = []
+    for booster in boosters:
+        margins, weights = booster.margins, booster.weights
+        active = booster.active
+        hist = binned_histogram(block.binned, weights.values, block.y, active)
+        knots = margins.knot_range
+        if knots is None:
+            knots = knot_range(block.y, margins.margin, margins.sample_weight)
+        out.append((hist, weights.log_scale, weights.total, knots))
+    return out
+
+
+def round_rows(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    splits: tuple[tuple[DecisionStump, int], ...],
+    grids: tuple[KnotGrid | None, ...],
+) -> list[np.ndarray | tuple[np.ndarray, ...]]:
+    """Per booster, what its round's inference needs of the block for the stump ``splits[k]``
+    (with its split position): the knot moments of :func:`~viboost.compression.knot_moments`
+    on ``grid``, or (grid None) the active rows ``(y, h, H, s)`` themselves."""
+    out = []
+    for booster, (stump, position), grid in zip(boosters, splits, grids, strict=True):
+        margins = booster.margins
+        h = _outputs(block, stump, position)
+        if grid is not None:
+            out.append(knot_moments(block.y, h, margins.margin, margins.sample_weight, grid))
+        else:
+            act = booster.active
+            out.append((block.y[act], h[act], margins.margin[act], margins.sample_weight[act]))
+    return out
+
+
+def finish_boosters(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    updates: tuple[StumpUpdate | None, ...],
+) -> tuple[BoosterRows, ...]:
+    """New boosters with the last stumps added (``H += alpha h``), without weights."""
+    out = []
+    for booster, update in zip(boosters, updates, strict=True):
+        margins = booster.margins.copy()
+        margins.margin = _with_update(margins, block, update)
+        out.append(BoosterRows(margins))
+    return tuple(out)
+
+
+def margins(boosters: tuple[BoosterRows, ...], k: int = 0) -> np.ndarray:
+    """Booster ``k``'s margins ``H`` of the block's rows."""
+    return boosters[k].margins.margin
+
+
+def out_of_fold(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    validation: np.ndarray,
+    updates: tuple[StumpUpdate | None, ...],
+) -> np.ndarray:
+    """Out-of-fold margins of the block's rows after the pending ``updates``: row ``i`` gets
+    booster ``k``'s margin for the last ``k`` with ``validation[k, i]`` (as the in-memory fit
+    writes them, fold by fold), and 0 if it is in no validation fold."""
+    out = np.zeros(block.n_rows)
+    for k, (booster, update) in enumerate(zip(boosters, updates, strict=True)):
+        rows = validation[k]
+        out[rows] = _with_update(booster.margins, block, update)[rows]
+    return out
+
+
+def in_sample_noise(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...], clean: CleanLogOdds
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For an in-sample fit: phi_n under q(w) ``clean`` at the final margins, the probability
+    that each label is wrong, ``(1 - phi_n) sigmoid(-y_n H_n)`` (a ranking), and the
+    :func:`~viboost.calibration.flip_rate_sums` of the block."""
+    margin = boosters[0].margins.margin
+    phi = clean.proba(block.y, margin)
+    mislabel = (1.0 - phi) * expit(-block.y * margin)
+    return phi, mislabel, flip_rate_sums(mislabel, block.y, block.sample_weight)
+
+
+def noise_weight_by_class(block: TrainingBlock, noise_proba: float) -> np.ndarray:
+    """``[sum_{y=-1} s (1 - phi), sum_{y=+1} s (1 - phi)]`` at a constant phi (S.4.2 without
+    the prior): the block's part of the initial omega."""
+    noise = np.full(block.n_rows, noise_proba)
+    return update_omega(block.y, block.sample_weight, noise, 0.0)
+
+
+def labels_and_weights(block: TrainingBlock) -> tuple[np.ndarray, np.ndarray]:
+    """The block's labels in {-1, +1} and its sample weights."""
+    return block.y, block.sample_weight

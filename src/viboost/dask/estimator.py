@@ -1,0 +1,682 @@
+"""VIBoost on a Dask cluster: :class:`DaskVIBoostClassifier`.
+
+The estimator takes dask arrays or dask dataframes and fits, on the workers of a
+``distributed.Client``, the same model as :class:`viboost.VIBoostClassifier` on the same data
+(both presets). ``fit``:
+
+1. **checks** the input before any work is scheduled (non-numeric dataframe columns), then in
+   one pass over the blocks (:mod:`viboost.dask.blocks`): sizes, labels, infinite values,
+   missing labels and bad sample weights;
+2. **bins** the features once: edges from a uniform sample of at most 200,000 weighted rows
+   drawn exactly as the in-memory binner draws it (the sketch; plus, for features with few
+   distinct values, a pass that checks the sample saw them all), then every block is binned
+   on its worker and kept there (``uint8``), with its labels and weights;
+3. **boosts**: the rounds of :class:`~viboost.dask.engine.LockstepBoosters`, which move only
+   histograms, knot moments and scalars to the client; with the robust preset, one booster per
+   fold in lockstep, the out-of-fold margins gathered every 10 rounds to calibrate the noise
+   model and choose the number of rounds (:mod:`viboost.cross_fit`), then the final booster.
+
+Predictions are lazy: ``decision_function``, ``predict`` and ``predict_proba`` map the fitted
+stumps over the blocks of a dask collection.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from scipy.special import expit, log_expit
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
+
+from viboost._validation import check_binary_classes, check_pair, reject_non_numeric_columns
+from viboost.binning import FeatureBinner, subsample_ranks
+from viboost.calibration import flip_rates_from_sums
+from viboost.cross_fit import (
+    CHECK_EVERY,
+    RoundCountSearch,
+    cross_fit_folds,
+    score_out_of_fold,
+)
+from viboost.dask import blocks
+from viboost.dask.engine import BlockTasks, BoosterPlan, LockstepBoosters
+from viboost.estimator import VIBoostClassifier
+from viboost.presets import resolve_preset
+from viboost.stumps import predict_ensemble
+from viboost.variational import ModelPriors, VariationalState
+from viboost.variational.state import CleanLogOdds
+
+__all__ = ["DaskVIBoostClassifier"]
+
+_NOT_DISTRIBUTED = ("cv_decision_function_", "clean_proba_", "mislabel_proba_")
+
+
+class DaskVIBoostClassifier(VIBoostClassifier):
+    """VIBoost fitted on a Dask cluster, for data that does not fit one machine.
+
+    The model, its parameters and its fitted attributes are those of
+    :class:`viboost.VIBoostClassifier` (see there); on the same data it fits the same stumps,
+    with alphas, SNR and noise grade equal up to the rounding of sums taken in another order
+    (well within 1e-9 relative). ``X`` is a dask array or a dask dataframe (numpy and pandas
+    input is wrapped), ``y`` and ``sample_weight`` dask arrays or series with the same rows.
+
+    The rows are cut into blocks of ``block_size`` rows that depend only on the shape of the
+    data. Each round every block returns a histogram of its stump-search weights and the knot
+    moments of its rows (:mod:`viboost.dask.engine`), and the client adds them up in block
+    order. The result is therefore bit for bit the same for any number of workers and any
+    partitioning of the input.
+
+    Additional parameters
+    ---------------------
+    client : distributed.Client or None, default=None
+        The cluster to fit on; None uses the current client (``distributed.get_client()``).
+    block_size : int or None, default=None
+        Rows per block; None: 32 MiB of binned features, between 4,096 and 1,048,576 rows.
+    timeout : float, default=600
+        Seconds to wait for one distributed step (one pass over the blocks) before the fit
+        stops with an error; a fit never waits without bound on a lost cluster.
+
+    Notes
+    -----
+    - ``max_bins=None`` (the exhaustive search) and ``warm_start=True`` are not supported;
+      ``n_jobs`` is ignored (each block runs on one worker thread).
+    - The robust preset gathers the out-of-fold margins of every row (with labels and
+      weights: 24 bytes a row) to the client every 10 rounds to calibrate the noise model;
+      the features never leave the workers. ``clean_proba_``, ``mislabel_proba_`` and
+      ``cv_decision_function_`` are dask arrays chunked as the training rows.
+    - If a worker is lost mid-fit, dask recomputes its blocks from the input and the fit
+      goes on with the same result; if workers keep dying, or nothing arrives within
+      ``timeout``, ``fit`` raises a RuntimeError.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from distributed import Client
+    >>> from viboost.dask import DaskVIBoostClassifier
+    >>> client = Client(processes=False, n_workers=1, dashboard_address=None)
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(2000, 3))
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    >>> clf = DaskVIBoostClassifier(20, preset="paper", client=client).fit(dX, dy)
+    >>> float((clf.predict(dX).compute() == y).mean()) > 0.95
+    True
+    >>> client.close()
+    """
+
+    _parameter_constraints: dict = {
+        **VIBoostClassifier._parameter_constraints,
+        "max_bins": [Interval(Integral, 2, 255, closed="both")],
+        "client": "no_validation",
+        "block_size": [Interval(Integral, 1, None, closed="left"), None],
+        "timeout": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        n_estimators: int | None = None,
+        *,
+        preset: str = "robust",
+        learning_rate: float | None = None,
+        weight_prior: float = 1.0,
+        noise_grade_prior: float = 1.0,
+        clean_prior: tuple[float, float] = (1.0, 1.0),
+        tau: float = 1.0,
+        init_clean_proba: float = 1.0,
+        init_eta: tuple[float, float] = (1.0, 1.0),
+        noise_model: bool = True,
+        alpha: str | None = None,
+        noise_fit: str | None = None,
+        cv: int = 5,
+        n_iter_no_change: int | None = 100,
+        tol: float = 1e-8,
+        max_vi_iter: int = 100,
+        fixed_vi_iter: int | None = None,
+        update_alpha_once: bool = False,
+        warm_start: bool = False,
+        max_bins: int = 255,
+        n_jobs: int | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        verbose: int = 0,
+        client: Any = None,
+        block_size: int | None = None,
+        timeout: float = 600.0,
+    ) -> None:
+        super().__init__(
+            n_estimators,
+            preset=preset,
+            learning_rate=learning_rate,
+            weight_prior=weight_prior,
+            noise_grade_prior=noise_grade_prior,
+            clean_prior=clean_prior,
+            tau=tau,
+            init_clean_proba=init_clean_proba,
+            init_eta=init_eta,
+            noise_model=noise_model,
+            alpha=alpha,
+            noise_fit=noise_fit,
+            cv=cv,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            max_vi_iter=max_vi_iter,
+            fixed_vi_iter=fixed_vi_iter,
+            update_alpha_once=update_alpha_once,
+            warm_start=warm_start,
+            max_bins=max_bins,
+            n_jobs=n_jobs,
+            random_state=random_state,
+            verbose=verbose,
+        )
+        self.client = client
+        self.block_size = block_size
+        self.timeout = timeout
+
+    def __getstate__(self) -> dict:
+        """Pickle without the client, with the per-row attributes computed."""
+        state = super().__getstate__()
+        state["client"] = None
+        for name in _NOT_DISTRIBUTED:
+            if name in state and _is_dask_collection(state[name]):
+                state[name] = np.asarray(state[name].compute())
+        return state
+
+    def _get_client(self) -> Any:
+        if self.client is not None:
+            return self.client
+        from distributed import get_client
+
+        try:
+            return get_client()
+        except ValueError as error:
+            raise ValueError(
+                "DaskVIBoostClassifier needs a distributed.Client: pass client=, or create one "
+                "first (distributed.Client(...) or Client('tcp://scheduler:8786'))."
+            ) from error
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, sample_weight=None) -> DaskVIBoostClassifier:
+        """Fit on the cluster (see the class docstring); the arguments of
+        :meth:`viboost.VIBoostClassifier.fit`, as dask collections."""
+        self._validate_params()
+        if self.warm_start:
+            raise ValueError("DaskVIBoostClassifier does not support warm_start=True.")
+        clean_prior = check_pair("clean_prior", self.clean_prior)
+        init_eta = check_pair("init_eta", self.init_eta)
+        X, feature_names = _as_matrix(X)
+        y = _as_vector(y, "y", X)
+        sample_weight = (
+            _ones_like_rows(X)
+            if sample_weight is None
+            else _as_vector(sample_weight, "sample_weight", X)
+        )
+        client = self._get_client()
+        tasks = BlockTasks(client, self.timeout)
+        n_rows, n_features = X.shape
+        if n_features == 0:
+            raise ValueError("X has 0 features; DaskVIBoostClassifier needs at least one.")
+        self._train_chunks = X.chunks[0]
+        self._n_rows = n_rows
+        sizes = blocks.block_sizes(n_rows, n_features, self.block_size)
+        raw = (
+            X.rechunk((sizes, n_features)).to_delayed().ravel().tolist(),
+            y.rechunk((sizes,)).to_delayed().ravel().tolist(),
+            sample_weight.rechunk((sizes,)).to_delayed().ravel().tolist(),
+        )
+        summaries = tasks.gather(tasks.compute(blocks.summarize_block, *raw))
+        classes = self._check_summaries(summaries)
+
+        binner = self._fit_binner(tasks, raw, summaries)
+        training = tasks.compute(blocks.build_block, *raw, binner=binner, positive=classes[-1])
+
+        self.n_features_in_ = n_features
+        if feature_names is not None:
+            self.feature_names_in_ = feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.classes_ = classes
+        self._priors = ModelPriors(
+            weight=float(self.weight_prior),
+            noise_grade=float(self.noise_grade_prior),
+            clean=clean_prior,
+        )
+        self._plan = resolve_preset(
+            self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
+        )
+        n_active = sum(summary.n_active for summary in summaries)
+        # The training blocks are released when this call returns (nothing else holds them).
+        folds = None
+        if self._plan.noise_fit == "cross-fit":
+            pairs = tasks.run(blocks.labels_and_weights, training)
+            y_signed = np.concatenate([pair[0] for pair in pairs])
+            weights = np.concatenate([pair[1] for pair in pairs])
+            folds = cross_fit_folds(self.cv, y_signed, weights > 0, self.random_state)
+            if folds is None:  # too few rows in a class (warned)
+                self._plan = replace(self._plan, noise_fit="in-sample")
+        if folds is None:
+            self._fit_in_sample(tasks, training, binner, sizes, n_active, init_eta)
+        else:
+            self._fit_cross_fitted_blocks(
+                tasks, training, binner, sizes, y_signed, weights, folds, init_eta
+            )
+        return self
+
+    def _check_summaries(self, summaries: list[blocks.BlockSummary]) -> np.ndarray:
+        """The classes, after the checks of the in-memory ``fit`` on the summaries."""
+        if any(s.infinite_features for s in summaries):
+            raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+        if any(s.missing_labels for s in summaries):
+            raise ValueError("Input y contains NaN (or None): every row needs a label.")
+        if any(s.bad_weights for s in summaries):
+            raise ValueError(
+                "sample_weight must be finite and nonnegative; it has negative, NaN or "
+                "infinite values."
+            )
+        n_rows = sum(s.n_rows for s in summaries)
+        if n_rows == 0:
+            raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+        classes = np.unique(np.concatenate([s.labels for s in summaries]))
+        check_classification_targets(classes)
+        check_binary_classes(classes, type(self).__name__)
+        active = np.unique(np.concatenate([s.active_labels for s in summaries]))
+        if active.size < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs both classes to carry positive sample weight; "
+                f"only class {active[0]!r} does."
+            )
+        return classes
+
+    def _fit_binner(
+        self, tasks: BlockTasks, raw: tuple[list, list, list], summaries: list
+    ) -> FeatureBinner:
+        """The bin edges, from the same sample of weighted rows as the in-memory binner."""
+        binner = FeatureBinner(max_bins=self.max_bins, random_state=self.random_state)
+        counts = np.array([s.n_active for s in summaries])
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        ranks = subsample_ranks(int(starts[-1]), binner.subsample, binner.random_state)
+        if ranks is None:
+            local = [np.arange(c) for c in counts]
+        else:
+            cuts = np.searchsorted(ranks, starts)
+            local = [ranks[cuts[b] : cuts[b + 1]] - starts[b] for b in range(counts.size)]
+        X_parts, _, s_parts = raw
+        sample = np.concatenate(
+            tasks.gather(tasks.compute(blocks.sample_block, X_parts, s_parts, local))
+        )
+
+        def find_absent(features: np.ndarray, table: np.ndarray) -> np.ndarray:
+            flags = tasks.gather(
+                tasks.compute(
+                    blocks.absent_in_block, X_parts, s_parts, features=features, table=table
+                )
+            )
+            return np.any(flags, axis=0)
+
+        def distinct_values(feature: int) -> np.ndarray:
+            parts = tasks.gather(
+                tasks.compute(blocks.distinct_in_block, X_parts, s_parts, feature=feature)
+            )
+            return np.unique(np.concatenate(parts))
+
+        return binner.fit_sample(sample, ranks is not None, find_absent, distinct_values)
+
+    def _initial_state(self, tasks: BlockTasks, training: list, init_eta) -> VariationalState:
+        """The state before the first round (:func:`~viboost.variational.initial_state`), its
+        omega summed over the blocks."""
+        phi0 = self._initial_clean_proba
+        parts = tasks.run(blocks.noise_weight_by_class, training, noise_proba=1.0 - phi0)
+        omega = self._priors.noise_grade + np.sum(parts, axis=0)
+        return VariationalState(
+            eta=np.array(init_eta), omega=omega, clean=CleanLogOdds.constant(phi0)
+        )
+
+    def _run_final(
+        self,
+        tasks: BlockTasks,
+        training: list,
+        binner: FeatureBinner,
+        n_active: int,
+        init_eta,
+        multiplicities: list[np.ndarray] | None,
+    ) -> LockstepBoosters:
+        """The rounds of the booster whose stumps are the model, recorded as in memory."""
+        state = self._initial_state(tasks, training, init_eta)
+        self._start_records(self._n_rows, state)
+        plan = BoosterPlan(
+            state=state,
+            settings=self._round_settings(),
+            learning_rate=self._plan.learning_rate,
+            n_active=n_active,
+        )
+        booster = LockstepBoosters(tasks, training, binner, self._priors, [plan], multiplicities)
+        with tqdm(
+            total=self._plan.n_estimators,
+            desc="VIBoost (dask)",
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            for _ in range(self._plan.n_estimators):
+                ((stump, alpha, result),) = booster.step()
+                self._state = plan.state
+                self._record_round(stump, alpha, result)
+                progress.update()
+        booster.finish()
+        return booster
+
+    def _fit_in_sample(
+        self,
+        tasks: BlockTasks,
+        training: list,
+        binner: FeatureBinner,
+        sizes: tuple[int, ...],
+        n_active: int,
+        init_eta,
+    ) -> None:
+        """Rounds of Algorithm 1 on all rows; the noise statistics of the in-sample q(w)."""
+        booster = self._run_final(tasks, training, binner, n_active, init_eta, None)
+        parts = tasks.submit(
+            blocks.in_sample_noise, training, booster.states, clean=self._state.clean
+        )
+        sums = np.sum([s for *_, s in tasks.gather(parts)], axis=0)
+        client = tasks.client
+        phi = [client.submit(_item, part, 0, pure=False) for part in parts]
+        mislabel = [client.submit(_item, part, 1, pure=False) for part in parts]
+        self.clean_proba_ = self._rows_array(phi, sizes)
+        self.cv_rounds_ = np.empty(0, dtype=int)
+        self.cv_log_likelihood_ = np.empty(0)
+        self.noise_calibration_ = None
+        n_rows = int(sum(sizes))
+        self.cv_decision_function_ = self._rows_array(None, sizes, fill=np.nan)
+        if self.noise_model:
+            self.mislabel_proba_ = self._rows_array(mislabel, sizes)
+            rates = flip_rates_from_sums(sums)
+        else:
+            self.mislabel_proba_ = self._rows_array(None, sizes, fill=0.0)
+            rates = np.full(3, np.nan)
+        self._n_train = n_rows
+        self.noise_rate_ = float(rates[0])
+        self.noise_rate_interval_ = np.full(2, np.nan)
+        self.flip_rates_ = rates[1:]
+        self.flip_rates_interval_ = np.full((2, 2), np.nan)
+
+    def _fit_cross_fitted_blocks(
+        self,
+        tasks: BlockTasks,
+        training: list,
+        binner: FeatureBinner,
+        sizes: tuple[int, ...],
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        folds: list[tuple[np.ndarray, np.ndarray]],
+        init_eta,
+    ) -> None:
+        """The robust fit of :meth:`viboost.VIBoostClassifier._fit_cross_fitted` on blocks."""
+        plan = self._plan
+        n_rows, n_folds = y.size, len(folds)
+        in_train = np.zeros((n_folds, n_rows), dtype=bool)
+        validation = np.zeros((n_folds, n_rows), dtype=bool)
+        for k, (train, val) in enumerate(folds):
+            in_train[k, train] = True
+            validation[k, val] = True
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        pieces = [slice(bounds[b], bounds[b + 1]) for b in range(len(sizes))]
+        fold_weights = np.where(in_train, sample_weight, 0.0)
+        # Each fold's booster: the core model, no ELBO, as the in-memory fit's fold boosters.
+        settings = replace(self._round_settings(), noise_model=False, fixed_vi_iter=1)
+        state = VariationalState(
+            eta=np.array(init_eta),
+            omega=np.full(2, self._priors.noise_grade),
+            clean=CleanLogOdds.constant(1.0),
+        )
+        plans = [
+            BoosterPlan(state, settings, plan.learning_rate, int(np.count_nonzero(w > 0)))
+            for w in fold_weights
+        ]
+        client = tasks.client
+        boosters = LockstepBoosters(
+            tasks,
+            training,
+            binner,
+            self._priors,
+            plans,
+            [client.scatter(fold_weights[:, p]) for p in pieces],
+        )
+        val_parts = [client.scatter(validation[:, p]) for p in pieces]
+
+        active = np.flatnonzero(validation.any(axis=0))
+        y_act, s_act = y[active], sample_weight[active]
+        stopping = RoundCountSearch(self.n_iter_no_change, s_act.sum())
+        done = 0
+        with tqdm(
+            total=plan.n_estimators,
+            desc="VIBoost cross-fit (dask)",
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            while done < plan.n_estimators:
+                step = min(CHECK_EVERY, plan.n_estimators - done)
+                for _ in range(step):
+                    boosters.step()
+                done += step
+                progress.update(step)
+                out_of_fold = boosters.out_of_fold(val_parts)
+                score, calibration = score_out_of_fold(
+                    y_act, out_of_fold[active], s_act, self._priors, self.noise_model
+                )
+                if stopping.update(done, score, (calibration, out_of_fold)):
+                    break
+        boosters = val_parts = None  # the fold boosters' margins are released
+        n_rounds, _, (calibration, out_of_fold) = stopping.best
+        self.cv_rounds_ = stopping.rounds
+        self.cv_log_likelihood_ = stopping.scores
+
+        # The final booster on every row, each counted s_n phi_n times.
+        if calibration is None:
+            clean = np.ones(n_rows)
+        else:
+            clean = calibration.clean_proba(y, out_of_fold)
+        multiplicity = sample_weight * clean
+        self._plan = replace(plan, n_estimators=n_rounds)
+        final = self._run_final(
+            tasks,
+            training,
+            binner,
+            int(np.count_nonzero(multiplicity > 0)),
+            init_eta,
+            [client.scatter(multiplicity[None, p]) for p in pieces],
+        )
+        self._plan = plan
+        unscored = np.ones(n_rows, dtype=bool)
+        unscored[active] = False
+        if unscored.any():  # rows in no validation fold get the final ensemble's margin
+            final_margin = np.concatenate(tasks.run(blocks.margins, final.states))
+            out_of_fold[unscored] = final_margin[unscored]
+            if calibration is not None:
+                clean = calibration.clean_proba(y, out_of_fold)
+        self.noise_calibration_ = calibration
+        self.cv_decision_function_ = out_of_fold
+        self.clean_proba_ = clean
+        self._n_train = n_rows
+        self._set_calibrated_noise_statistics(y, sample_weight, out_of_fold)
+        for name in _NOT_DISTRIBUTED:
+            setattr(self, name, self._rows_array(getattr(self, name), sizes))
+
+    def _rows_array(self, values: Any, sizes: tuple[int, ...], fill: float = 0.0) -> Any:
+        """A per-row attribute as a dask array chunked as the training rows: from the blocks'
+        futures, a numpy array on the client, or (None) the constant ``fill``."""
+        import dask.array as da
+
+        if values is None:
+            whole = da.full(int(sum(sizes)), fill, chunks=(sizes,))
+        elif isinstance(values, np.ndarray):
+            whole = da.from_array(values, chunks=(sizes,))
+        else:
+            whole = da.concatenate(
+                [
+                    da.from_delayed(part, shape=(size,), dtype=np.float64)
+                    for part, size in zip(values, sizes, strict=True)
+                ]
+            )
+        return whole.rechunk((self._train_chunks,))
+
+    # ------------------------------------------------------------------ prediction
+    def decision_function(self, X) -> Any:
+        """``H(x)``; a lazy dask array for dask input (numpy for in-memory input)."""
+        check_is_fitted(self)
+        if not _is_dask_collection(X):
+            return super().decision_function(X)
+        X, feature_names = _as_matrix(X, lengths=False)
+        self._check_predict_features(X, feature_names)
+        stumps, alphas = list(self.estimators_), np.asarray(self.alphas_)
+        return X.map_blocks(
+            _block_margin, stumps, alphas, drop_axis=1, dtype=np.float64, meta=np.empty(0)
+        )
+
+    def predict(self, X) -> Any:
+        """Predicted classes; a lazy dask array for dask input."""
+        margin = self.decision_function(X)
+        if not _is_dask_collection(margin):
+            return self._classes_from_margin(margin)
+        classes = self.classes_
+        return margin.map_blocks(
+            lambda m: classes[(m > 0).astype(int)], dtype=classes.dtype, meta=classes[:0]
+        )
+
+    def predict_proba(self, X) -> Any:
+        """``[sigmoid(-H), sigmoid(H)]`` (see :meth:`viboost.VIBoostClassifier.predict_proba`);
+        a lazy dask array for dask input."""
+        margin = self.decision_function(X)
+        if not _is_dask_collection(margin):
+            return self._proba_from_margin(margin)
+        return margin.map_blocks(
+            lambda m: np.column_stack([expit(-m), expit(m)]),
+            new_axis=1,
+            chunks=(margin.chunks[0], (2,)),
+            dtype=np.float64,
+        )
+
+    def predict_log_proba(self, X) -> Any:
+        """Logarithm of :meth:`predict_proba`; a lazy dask array for dask input."""
+        margin = self.decision_function(X)
+        if not _is_dask_collection(margin):
+            return np.column_stack([log_expit(-margin), log_expit(margin)])
+        return margin.map_blocks(
+            lambda m: np.column_stack([log_expit(-m), log_expit(m)]),
+            new_axis=1,
+            chunks=(margin.chunks[0], (2,)),
+            dtype=np.float64,
+        )
+
+    def _check_predict_features(self, X: Any, feature_names: np.ndarray | None) -> None:
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        fitted = getattr(self, "feature_names_in_", None)
+        if fitted is not None and feature_names is not None:
+            if not np.array_equal(fitted, feature_names):
+                raise ValueError(
+                    "The feature names should match those that were passed during fit: got "
+                    f"{list(feature_names)}, fitted with {list(fitted)}."
+                )
+
+    def to_local(self) -> VIBoostClassifier:
+        """An in-memory :class:`viboost.VIBoostClassifier` with this fitted model (the
+        per-row attributes computed to numpy)."""
+        check_is_fitted(self)
+        params = {
+            name: value
+            for name, value in self.get_params(deep=False).items()
+            if name not in ("client", "block_size", "timeout")
+        }
+        model = VIBoostClassifier(**params)
+        state = self.__getstate__()
+        for name in ("client", "block_size", "timeout", "_train_chunks", "_n_rows"):
+            state.pop(name, None)
+        model.__dict__.update(state)
+        model.__dict__.pop("_viboost_version", None)
+        return model
+
+
+def _item(pair: tuple, index: int) -> Any:
+    return pair[index]
+
+
+def _block_margin(X: np.ndarray, stumps: list, alphas: np.ndarray) -> np.ndarray:
+    return predict_ensemble(np.asarray(X, dtype=np.float64), stumps, alphas)
+
+
+def _is_dask_collection(obj: Any) -> bool:
+    from dask.base import is_dask_collection
+
+    return is_dask_collection(obj)
+
+
+def _as_matrix(X: Any, lengths: bool = True) -> tuple[Any, np.ndarray | None]:
+    """X as a 2-D float64 dask array (known row chunks if ``lengths``) and its column names
+    (None unless a dataframe with string names). Non-numeric dataframe columns are refused
+    before any work is scheduled."""
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    names = None
+    if isinstance(X, pd.DataFrame):
+        X = dd.from_pandas(X, npartitions=1)
+    if isinstance(X, dd.DataFrame):
+        reject_non_numeric_columns(X, "DaskVIBoostClassifier")
+        columns = np.asarray(X.columns, dtype=object)
+        if columns.size and all(isinstance(c, str) for c in columns):
+            names = columns
+        # optimize() first: dask may merge partitions of a narrow selection, and the lengths
+        # must be counted on the partitions that to_dask_array will cut.
+        X = X.optimize().to_dask_array(lengths=True if lengths else None)
+    elif isinstance(X, dd.Series):
+        raise ValueError("X must be 2-D (a dask array or dataframe), got a dask Series.")
+    elif not isinstance(X, da.Array):
+        X = da.from_array(np.asarray(X))
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got a dask array of shape {X.shape}.")
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"X must be numeric, got dtype {X.dtype}.")
+    return X.astype(np.float64), names
+
+
+def _as_vector(v: Any, name: str, X: Any) -> Any:
+    """A 1-D dask array with the row chunks of ``X``."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    if isinstance(v, dd.DataFrame):
+        if len(v.columns) != 1:
+            raise ValueError(f"{name} must be 1-D; got a dataframe of {len(v.columns)} columns.")
+        v = v[v.columns[0]]
+    if isinstance(v, dd.Series):
+        v = v.optimize().to_dask_array(lengths=True)
+    elif not isinstance(v, da.Array):
+        v = da.from_array(np.asarray(v))
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v[:, 0]
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {v.shape}.")
+    if v.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"{name} has {v.shape[0]} rows but X has {X.shape[0]}: they must hold the same rows."
+        )
+    return v.rechunk((X.chunks[0],))
+
+
+def _ones_like_rows(X: Any) -> Any:
+    import dask.array as da
+
+    return da.ones(X.shape[0], chunks=(X.chunks[0],), dtype=np.float64)

@@ -1,0 +1,276 @@
+"""viboost.dask.DaskVIBoostClassifier: the same model as the in-memory fit for any workers and
+partitions, lazy predictions, and the faults a user meets (empty partitions, NaN, non-numeric
+columns, a worker restarted mid-fit, a cluster with no workers)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+da = pytest.importorskip("dask.array")
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+from viboost import VIBoostClassifier  # noqa: E402
+from viboost.dask import DaskVIBoostClassifier  # noqa: E402
+
+RTOL = 1e-9
+
+
+def _data(n: int = 6000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Features with missing values and an integer column; labels with 15% flips."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[:, 3] = rng.integers(0, 6, n)
+    X[rng.random((n, 5)) < 0.03] = np.nan
+    score = np.nan_to_num(X[:, 0]) + 0.7 * np.nan_to_num(X[:, 1]) - 0.3 * np.nan_to_num(X[:, 3])
+    y = (score > 0).astype(int)
+    flip = rng.random(n) < 0.15
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
+def _step_data(n: int = 6000) -> tuple[np.ndarray, np.ndarray]:
+    """The features of :func:`_data`; labels from one threshold, 15% flipped (cross-fitting
+    stops after a few checks)."""
+    X, _ = _data(n)
+    rng = np.random.default_rng(1)
+    y = (np.nan_to_num(X[:, 0]) > 0.2).astype(int)
+    flip = rng.random(n) < 0.15
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _data()
+
+
+def _assert_same_model(got, want, client=None) -> None:
+    assert got.estimators_ == want.estimators_
+    np.testing.assert_allclose(got.alphas_, want.alphas_, rtol=RTOL)
+    for name in ("snr_", "noise_grade_", "noise_rate_"):
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=RTOL)
+    for name in ("clean_proba_", "mislabel_proba_"):
+        rows = getattr(got, name).compute(scheduler=client or got.client)
+        np.testing.assert_allclose(rows, getattr(want, name), rtol=RTOL, atol=1e-300)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"n_estimators": 20, "preset": "paper"},
+        # The robust default with early stopping (it stops well before 300 rounds).
+        {"n_estimators": 300, "preset": "robust", "cv": 3, "n_iter_no_change": 10},
+    ],
+    ids=["paper", "robust"],
+)
+def test_same_model_as_in_memory_for_any_workers_and_partitions(
+    data, two_workers, one_worker, params
+):
+    X, y = data if params["preset"] == "paper" else _step_data()
+    want = VIBoostClassifier(random_state=0, **params).fit(X, y)
+    fits = []
+    for client, n_partitions in ((two_workers, 4), (one_worker, 7)):
+        rows = -(-len(y) // n_partitions)
+        dX = da.from_array(X, chunks=(rows, X.shape[1]))
+        dy = da.from_array(y, chunks=rows)
+        assert dX.npartitions == n_partitions
+        got = DaskVIBoostClassifier(
+            random_state=0, client=client, block_size=1000, **params
+        ).fit(dX, dy)
+        _assert_same_model(got, want)
+        # clean_proba_ is a dask array aligned with the training partitions.
+        assert got.clean_proba_.chunks == dy.chunks
+        fits.append(got)
+    # The blocks, hence every sum, do not depend on the workers or the partitions: bit for bit.
+    np.testing.assert_array_equal(fits[0].alphas_, fits[1].alphas_)
+    assert fits[0].snr_ == fits[1].snr_
+    if params["preset"] == "robust":
+        assert want.cv_rounds_[-1] < params["n_estimators"]  # it stopped early
+        np.testing.assert_array_equal(fits[0].cv_rounds_, want.cv_rounds_)
+        np.testing.assert_array_equal(fits[0].cv_log_likelihood_, fits[1].cv_log_likelihood_)
+        np.testing.assert_allclose(
+            fits[0].noise_rate_interval_, want.noise_rate_interval_, rtol=RTOL
+        )
+
+
+def test_predictions_are_lazy_and_match(data, two_workers):
+    X, y = data
+    model = DaskVIBoostClassifier(20, preset="paper", client=two_workers, random_state=0)
+    model.fit(da.from_array(X, chunks=2000), da.from_array(y, chunks=2000))
+    local = model.to_local()
+    assert type(local) is VIBoostClassifier
+    dX = da.from_array(X, chunks=1500)
+    for method in ("decision_function", "predict", "predict_proba", "predict_log_proba"):
+        lazy = getattr(model, method)(dX)
+        assert isinstance(lazy, da.Array), method
+        np.testing.assert_allclose(lazy.compute(), getattr(local, method)(X), rtol=1e-12)
+    # In-memory input gets in-memory output.
+    np.testing.assert_array_equal(model.predict(X), local.predict(X))
+    # Pickled without the client, per-row attributes computed.
+    again = pickle.loads(pickle.dumps(model))
+    assert again.client is None
+    np.testing.assert_allclose(again.clean_proba_, local.clean_proba_)
+    np.testing.assert_array_equal(again.predict(X), local.predict(X))
+
+
+def test_dataframe_input_with_an_empty_partition(two_workers):
+    X, y = _data(3000, seed=1)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
+    ddf = dd.from_pandas(frame, npartitions=3)
+    empty = dd.from_pandas(frame.iloc[:0], npartitions=1)
+    ddf = dd.concat([ddf.partitions[0], empty, ddf.partitions[1:]])
+    series = pd.Series(y, name="label")
+    labels = dd.from_pandas(series, npartitions=3)
+    no_labels = dd.from_pandas(series.iloc[:0], npartitions=1)
+    labels = dd.concat([labels.partitions[0], no_labels, labels.partitions[1:]])
+    assert ddf.npartitions == labels.npartitions == 4
+    got = DaskVIBoostClassifier(15, preset="paper", client=two_workers, random_state=0).fit(
+        ddf, labels
+    )
+    want = VIBoostClassifier(15, preset="paper", random_state=0).fit(frame, y)
+    _assert_same_model(got, want)
+    np.testing.assert_array_equal(got.feature_names_in_, want.feature_names_in_)
+    pred = got.predict(ddf)
+    np.testing.assert_array_equal(pred.compute(), want.predict(frame))
+    with pytest.raises(ValueError, match="feature names should match"):
+        got.predict(ddf.rename(columns={"f0": "other"}))
+
+
+class _NoClient:
+    """A client that fails if anything is scheduled."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"work was scheduled (client.{name}) before the input was checked")
+
+
+def test_non_numeric_columns_are_refused_before_any_work():
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "colour": ["red", "blue", "red", "red"]})
+    ddf = dd.from_pandas(frame, npartitions=2)
+    y = dd.from_pandas(pd.Series([0, 1, 0, 1]), npartitions=2)
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['colour'\]"):
+        DaskVIBoostClassifier(client=_NoClient()).fit(ddf, y)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("inf_X", "X contains infinity"),
+        ("nan_y", "y contains NaN"),
+        ("negative_weight", "sample_weight must be finite and nonnegative"),
+        ("one_class", "needs 2 classes"),
+        ("three_classes", "Only binary classification"),
+    ],
+)
+def test_bad_values_get_clear_errors(two_workers, change, message):
+    X, y = _data(400, seed=2)
+    y = y.astype(float)
+    weight = np.ones(len(y))
+    if change == "inf_X":
+        X[7, 2] = np.inf
+    elif change == "nan_y":
+        y[5] = np.nan
+    elif change == "negative_weight":
+        weight[3] = -1.0
+    elif change == "one_class":
+        y[:] = 1.0
+    else:
+        y[:3] = 2.0
+    with pytest.raises(ValueError, match=message):
+        DaskVIBoostClassifier(5, preset="paper", client=two_workers).fit(
+            da.from_array(X, chunks=100), da.from_array(y, chunks=100), da.from_array(weight)
+        )
+
+
+def test_unsupported_settings_are_refused(two_workers):
+    X, y = _data(200)
+    dX, dy = da.from_array(X), da.from_array(y)
+    with pytest.raises(ValueError, match="warm_start"):
+        DaskVIBoostClassifier(5, preset="paper", warm_start=True, client=two_workers).fit(dX, dy)
+    with pytest.raises(ValueError, match="max_bins"):
+        DaskVIBoostClassifier(5, max_bins=None, client=two_workers).fit(dX, dy)
+
+
+def test_a_cluster_without_workers_times_out_with_a_clear_error():
+    with (
+        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        X, y = _data(200)
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="did not finish within timeout=1 s"):
+            DaskVIBoostClassifier(5, preset="paper", client=client, timeout=1.0).fit(
+                da.from_array(X), da.from_array(y)
+            )
+        assert time.monotonic() - start < 30
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
+    X, y = _data(3000, seed=4)
+    want = VIBoostClassifier(40, preset="paper", random_state=0).fit(X, y)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        model = DaskVIBoostClassifier(
+            40, preset="paper", client=client, random_state=0, block_size=500, timeout=120
+        )
+        outcome: dict = {}
+
+        def fit() -> None:
+            try:
+                outcome["model"] = model.fit(
+                    da.from_array(X, chunks=750), da.from_array(y, chunks=750)
+                )
+            except Exception as error:  # noqa: BLE001 - reported below
+                outcome["error"] = error
+
+        thread = threading.Thread(target=fit, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 120
+        while len(getattr(model, "estimators_", [])) < 5 and time.monotonic() < deadline:
+            if not thread.is_alive():
+                break
+            time.sleep(0.05)
+        assert thread.is_alive(), "the fit ended before a worker could be restarted"
+        worker = sorted(client.scheduler_info()["workers"])[0]
+        client.restart_workers([worker], timeout=60)
+        thread.join(timeout=150)
+        assert not thread.is_alive(), "the fit hangs after a worker restart"
+    if "error" in outcome:
+        assert isinstance(outcome["error"], RuntimeError), outcome["error"]
+        assert "worker" in str(outcome["error"])
+    else:  # resumed: the lost blocks were recomputed, and the model is the same
+        assert outcome["model"].estimators_ == want.estimators_
+        np.testing.assert_allclose(outcome["model"].alphas_, want.alphas_, rtol=RTOL)
