@@ -168,3 +168,37 @@ def test_memory_layout_does_not_matter():
     bins = f_binner.transform(np.asfortranarray(X))
     assert bins.flags.c_contiguous
     np.testing.assert_array_equal(bins, c_binner.transform(X))
+
+
+def test_fit_sample_with_callbacks_gives_the_edges_of_fit():
+    """The binner of a distributed fit: a sample and two callbacks give fit's edges, also when
+    the subsample misses values of a few-valued feature."""
+    from viboost.binning import absent_values, subsample_ranks
+
+    rng = np.random.default_rng(0)
+    n = 5000
+    X = np.column_stack(
+        [
+            rng.normal(size=n),
+            rng.integers(0, 7, n).astype(float),
+            np.where(np.arange(n) == 4321, 99.0, rng.integers(0, 3, n)),  # one rare value
+        ]
+    )
+    active = rng.random(n) < 0.9
+    binner = FeatureBinner(max_bins=20, subsample=500, random_state=3)
+    want = FeatureBinner(max_bins=20, subsample=500, random_state=3).fit(X, active)
+    rows = np.flatnonzero(active)
+    ranks = subsample_ranks(rows.size, 500, 3)
+    assert ranks is not None and np.all(np.diff(ranks) > 0)
+    got = binner.fit_sample(
+        X[rows[ranks]],
+        True,
+        lambda features, table: absent_values(X, active, features, table),
+        lambda j: np.unique(X[active, j]),
+    )
+    for a, b in zip(got.thresholds_, want.thresholds_, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got.exact_, want.exact_)
+    assert 99.0 in got.bin_values_[2]  # the rare value was found by the full pass
+    assert np.isnan(got.bin_values_[0]).all()  # quantile bins have no values
+    assert subsample_ranks(400, 500, 3) is None

@@ -9,7 +9,14 @@ import pytest
 from oracles import random_round_rows
 from scipy.special import log_expit
 
-from viboost.compression import compress_round
+from viboost.compression import (
+    KnotGrid,
+    combine_knot_moments,
+    compress_round,
+    knot_moments,
+    knot_range,
+    pseudo_rows,
+)
 from viboost.variational import log_normalizer_c, weight_posterior
 
 
@@ -94,3 +101,30 @@ def test_pseudo_rows_with_the_knot_range_given_are_those_without():
     found = compress_round(y, h, margin, weight)
     for a, b in zip(given, found, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_knot_moments_of_parts_combine_to_the_moments_of_the_whole():
+    rng = np.random.default_rng(3)
+    n = 20_000
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    h = np.where(rng.random(n) < 0.7, y, -y)
+    margin = rng.normal(0.0, 3.0, n) * np.where(rng.random(n) < 0.01, 30.0, 1.0)
+    weight = rng.random(n) * (rng.random(n) < 0.9)
+    low, high = knot_range(y, margin, weight)
+    active = weight > 0
+    np.testing.assert_equal((low, high), ((-y * margin)[active].min(), (-y * margin)[active].max()))
+    grid = KnotGrid.covering(low, high)
+    whole = knot_moments(y, h, margin, weight, grid)
+    cuts = [0, 3000, 3000, 11_000, n]  # an empty part included
+    parts = [
+        knot_moments(y[a:b], h[a:b], margin[a:b], weight[a:b], grid)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    ]
+    combined = combine_knot_moments(parts)
+    np.testing.assert_allclose(combined[..., :4], whole[..., :4], rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(combined[..., 4:], whole[..., 4:])
+    # The pseudo-rows of the combination are compress_round's.
+    got = pseudo_rows(combined, grid)
+    want = compress_round(y, h, margin, weight)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9)

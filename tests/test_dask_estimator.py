@@ -103,9 +103,9 @@ def test_same_model_as_in_memory_for_any_workers_and_partitions(
         dX = da.from_array(X, chunks=(rows, X.shape[1]))
         dy = da.from_array(y, chunks=rows)
         assert dX.npartitions == n_partitions
-        got = DaskVIBoostClassifier(
-            random_state=0, client=client, block_size=1000, **params
-        ).fit(dX, dy)
+        got = DaskVIBoostClassifier(random_state=0, client=client, block_size=1000, **params).fit(
+            dX, dy
+        )
         _assert_same_model(got, want)
         # clean_proba_ is a dask array aligned with the training partitions.
         assert got.clean_proba_.chunks == dy.chunks

@@ -88,3 +88,31 @@ def test_row_margins_weights_are_stump_weights_at_the_current_margins():
             rows.weights(odds, tau, logistic),
             stump_weights(y, margin, weight, odds, tau, logistic),
         )
+
+
+@pytest.mark.parametrize("logistic", [False, True])
+def test_scaled_weights_of_parts_add_up_to_the_normalised_weights(logistic):
+    """Blocks of rows give their weights up to their own scale; brought to a common scale and
+    normalised together, they are stump_weights of all the rows."""
+    y, _, margin, weight = random_round_rows(3000, 40.0, seed=5)  # past exp's range in places
+    odds = CleanLogOdds.from_point_estimates(0.8, 0.3)
+    want = stump_weights(y, margin, weight, odds, 1.0, logistic)
+    parts = [
+        RowMargins(y[a:b], weight[a:b], margin[a:b]).scaled_weights(odds, 1.0, logistic)
+        for a, b in ((0, 1000), (1000, 1000), (1000, 3000))
+    ]
+    top = max(p.log_scale for p in parts if p.total > 0)
+    values = np.concatenate([p.values * np.exp(p.log_scale - top) for p in parts])
+    np.testing.assert_allclose(values / values.sum(), want, rtol=1e-12, atol=1e-300)
+    assert parts[1].total == 0.0 and parts[1].values.size == 0
+
+
+def test_row_margins_copy_is_independent():
+    y, h, margin, weight = random_round_rows(100, 2.0, seed=6)
+    odds = CleanLogOdds.from_point_estimates(0.9, 0.0)
+    rows = RowMargins(y, weight, margin)
+    rows.add_stump(0.3, h, odds, 1.0, False)
+    copy = rows.copy()
+    copy.add_stump(0.5, h, odds, 1.0, False)
+    np.testing.assert_array_equal(rows.margin, margin + 0.3 * h)
+    np.testing.assert_allclose(copy.margin, margin + 0.3 * h + 0.5 * h)

@@ -11,6 +11,9 @@ from viboost.stumps import (
     BinnedStumpSearch,
     DecisionStump,
     ExactStumpSearch,
+    best_binned_stump,
+    binned_histogram,
+    occupied_bins,
     predict_ensemble,
     predict_stumps,
 )
@@ -227,3 +230,44 @@ def test_predict_ensemble_edge_cases():
         predict_ensemble(X, [DecisionStump(2, 0.0, 1, False)], [1.0])
     with pytest.raises(ValueError, match="2-D"):
         predict_ensemble(X[0], [DecisionStump(0, 0.0, 1, False)], [1.0])
+
+
+def test_restricted_search_splits_a_gap_where_the_exact_search_would():
+    """Bins the search's rows leave empty tie; the split goes to the exact search's midpoint
+    between its rows' values around the gap, not to the gap's lowest edge."""
+    X = np.arange(10.0)[:, None]  # 10 exact bins, values 0..9
+    y = np.where(X[:, 0] > 4.5, 1.0, -1.0)
+    active = np.isin(X[:, 0], [0, 1, 2, 7, 8, 9])  # rows 3-6 are someone else's
+    weights = np.where(active, 1.0 / active.sum(), 0.0)
+    restricted = BinnedStumpSearch(X).restricted(active)
+    stump, error = restricted.best(weights, y)
+    exact, _ = ExactStumpSearch(X, active=active).best(weights, y)
+    assert error == 0.0
+    assert exact.threshold == 4.5
+    assert stump.threshold == 4.5  # the shared edge between the values 4 and 5
+    np.testing.assert_array_equal(stump.predict(X), exact.predict(X))
+    # The unrestricted search over the same bins is unchanged: every bin is occupied.
+    full, _ = BinnedStumpSearch(X).best(np.full(10, 0.1), y)
+    assert full.threshold == 4.5
+
+
+def test_restricted_search_shares_the_bins():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    search = BinnedStumpSearch(X)
+    sub = search.restricted(np.arange(50) < 30)
+    assert sub.binned_ is search.binned_ and sub.binner_ is search.binner_
+    with pytest.raises(ValueError, match="active must have shape"):
+        search.restricted(np.ones(3, dtype=bool))
+
+
+def test_best_binned_stump_normalises_a_histogram_and_rejects_nan():
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    y = np.array([-1.0, -1.0, 1.0, 1.0])
+    search = BinnedStumpSearch(X)
+    hist = binned_histogram(search.binned_, np.full(4, 5.0), y, np.ones(4, dtype=bool))
+    occupied = occupied_bins(search.binned_, np.ones(4, dtype=bool))
+    stump, error, position = best_binned_stump(hist, search.binner_, occupied)
+    assert (stump.threshold, error, position) == (1.5, 0.0, 2)
+    hist[0, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        best_binned_stump(hist, search.binner_, occupied)

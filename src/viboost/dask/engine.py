@@ -76,7 +76,9 @@ class BlockTasks:
         from distributed.scheduler import KilledWorker
 
         try:
-            wait(futures, timeout=self.timeout)
+            # distributed.wait() waits through the current client: make it this fit's.
+            with self.client.as_current():
+                wait(futures, timeout=self.timeout)
         except TimeoutError as error:
             raise RuntimeError(
                 f"DaskVIBoostClassifier: a distributed step did not finish within "
