@@ -274,3 +274,13 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
     else:  # resumed: the lost blocks were recomputed, and the model is the same
         assert outcome["model"].estimators_ == want.estimators_
         np.testing.assert_allclose(outcome["model"].alphas_, want.alphas_, rtol=RTOL)
+
+
+def test_clone_keeps_the_client_and_the_parameters(two_workers):
+    from sklearn.base import clone
+
+    model = DaskVIBoostClassifier(7, preset="paper", client=two_workers, block_size=123)
+    copy = clone(model)
+    assert copy.client is two_workers
+    assert copy.get_params()["block_size"] == 123 and copy.n_estimators == 7
+    assert copy is not model

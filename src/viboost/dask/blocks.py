@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: Rows per block are at most this many bytes of binned features (uint8) ...
-_BLOCK_BYTES = 1 << 25
+_BLOCK_BYTES = 1 << 23
 #: ... and at least, and at most, this many rows.
 _MIN_BLOCK_ROWS = 1 << 12
 _MAX_BLOCK_ROWS = 1 << 20
@@ -75,7 +75,7 @@ def on_one_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def block_sizes(n_rows: int, n_features: int, block_size: int | None = None) -> tuple[int, ...]:
-    """The rows of each block: ``block_size`` (default: 32 MiB of binned features, between
+    """The rows of each block: ``block_size`` (default: 8 MiB of binned features, between
     4096 and 1,048,576 rows) each, the last one shorter. They depend on the shape of the data
     only, so the fit's sums are the same for any partitioning and any number of workers."""
     if block_size is None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit, log_expit
+from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -76,7 +77,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     client : distributed.Client or None, default=None
         The cluster to fit on; None uses the current client (``distributed.get_client()``).
     block_size : int or None, default=None
-        Rows per block; None: 32 MiB of binned features, between 4,096 and 1,048,576 rows.
+        Rows per block; None: 8 MiB of binned features, between 4,096 and 1,048,576 rows.
     timeout : float, default=600
         Seconds to wait for one distributed step (one pass over the blocks) before the fit
         stops with an error; a fit never waits without bound on a lost cluster.
@@ -176,6 +177,13 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.client = client
         self.block_size = block_size
         self.timeout = timeout
+
+    def __sklearn_clone__(self) -> DaskVIBoostClassifier:
+        """An unfitted copy with the same parameters and the same client (a client cannot be
+        deep-copied), so that ``clone`` and the model-selection tools work."""
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        return type(self)(**{k: clone(v, safe=False) for k, v in params.items()}, client=client)
 
     def __getstate__(self) -> dict:
         """Pickle without the client, with the per-row attributes computed."""
