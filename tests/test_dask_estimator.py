@@ -95,7 +95,7 @@ def _assert_same_model(got, want, client=None) -> None:
 def test_same_model_as_in_memory_for_any_workers_and_partitions(
     data, two_workers, one_worker, params
 ):
-    X, y = data if params["preset"] == "paper" else _step_data()
+    X, y = data if params["preset"] == "paper" else _step_data(4500)
     want = VIBoostClassifier(random_state=0, **params).fit(X, y)
     fits = []
     for client, n_partitions in ((two_workers, 4), (one_worker, 7)):
@@ -235,8 +235,8 @@ def test_a_cluster_without_workers_times_out_with_a_clear_error():
 
 @pytest.mark.timeout(240)
 def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
-    X, y = _data(3000, seed=4)
-    want = VIBoostClassifier(40, preset="paper", random_state=0).fit(X, y)
+    X, y = _data(2000, seed=4)
+    want = VIBoostClassifier(25, preset="paper", random_state=0).fit(X, y)
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -244,14 +244,14 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         model = DaskVIBoostClassifier(
-            40, preset="paper", client=client, random_state=0, block_size=500, timeout=120
+            25, preset="paper", client=client, random_state=0, block_size=500, timeout=120
         )
         outcome: dict = {}
 
         def fit() -> None:
             try:
                 outcome["model"] = model.fit(
-                    da.from_array(X, chunks=750), da.from_array(y, chunks=750)
+                    da.from_array(X, chunks=700), da.from_array(y, chunks=700)
                 )
             except Exception as error:  # noqa: BLE001 - reported below
                 outcome["error"] = error

@@ -165,17 +165,18 @@ def flip_rate_sums(wrong: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) 
     """The six weighted sums behind :func:`flip_rates_from_sums`: the total weight, the
     expected wrong labels, those among -1 labels and among +1 labels, and the expected weights
     of true +1 and true -1 rows. Sums over disjoint sets of rows add up."""
-    neg_label = y < 0
-    # P(true class = +1 | y, x): 1 - P(wrong) for a +1 label, P(wrong) for a -1 label.
-    true_pos = np.where(neg_label, wrong, 1.0 - wrong)
+    label = (y >= 0).astype(np.intp)  # 0: a -1 label, 1: a +1 label
+    wrong_neg, wrong_pos = np.bincount(label, weights=sample_weight * wrong, minlength=2)
+    weight_neg, weight_pos = np.bincount(label, weights=sample_weight, minlength=2)
+    # A true +1 row is a +1 label that is right or a -1 label that is wrong (and vice versa).
     return np.array(
         [
-            sample_weight.sum(),
-            np.dot(sample_weight, wrong),
-            np.dot(sample_weight[neg_label], wrong[neg_label]),
-            np.dot(sample_weight[~neg_label], wrong[~neg_label]),
-            np.dot(sample_weight, true_pos),
-            np.dot(sample_weight, 1.0 - true_pos),
+            weight_neg + weight_pos,
+            wrong_neg + wrong_pos,
+            wrong_neg,
+            wrong_pos,
+            (weight_pos - wrong_pos) + wrong_neg,
+            (weight_neg - wrong_neg) + wrong_pos,
         ]
     )
 
@@ -321,8 +322,9 @@ def calibrate_noise(
         bounds=_BOUNDS,
         options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
     )
-    params = _newton_polish(result.x, y, margin, share, total, priors)
-    covariance = _laplace_covariance(params, y, margin, share, total, priors)
+    hessian = _hessian(result.x, y, margin, share, total, priors)
+    params = _newton_polish(result.x, hessian, y, margin, share, total, priors)
+    covariance = _laplace_covariance(hessian, total)
     return NoiseCalibration(
         theta=float(expit(params[0])),
         noise_grade=float(params[1]),
@@ -357,6 +359,7 @@ def _hessian(
 
 def _newton_polish(
     params: np.ndarray,
+    hessian: np.ndarray,
     y: np.ndarray,
     margin: np.ndarray,
     weight: np.ndarray,
@@ -364,49 +367,39 @@ def _newton_polish(
     priors: ModelPriors,
     max_steps: int = 4,
 ) -> np.ndarray:
-    """Newton steps from L-BFGS's answer to the optimum itself (gradient at rounding level).
+    """Newton steps (with the Hessian at L-BFGS's answer) to the optimum itself.
 
     L-BFGS stops once the objective barely changes, which on a flat ridge leaves the
     parameters up to ~1e-8 from the optimum, by an amount that the rounding of the sums can
-    change; after these steps the answer moves with the data only, so fits that sum the same
-    rows in another order (a distributed fit) get the same calibration to ~1e-12. Skipped at a
-    bound of the search box or where the Hessian is not positive definite; a step is kept only
-    if it shrinks the gradient."""
+    change; after these steps the gradient is at rounding level and the answer moves with the
+    data only, so fits that sum the same rows in another order (a distributed fit) get the same
+    calibration to ~1e-12. Skipped at a bound of the search box or where the Hessian is not
+    positive definite; a step is kept only if it shrinks the gradient."""
     bounds = np.array(_BOUNDS)
+    if np.any(np.abs(params - bounds[:, 0]) < 1e-6) or np.any(np.abs(params - bounds[:, 1]) < 1e-6):
+        return params
+    try:
+        factor = np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+        return params
+    grad = _objective(params, y, margin, weight, total, priors)[1]
     for _ in range(max_steps):
-        if np.any(np.abs(params - bounds[:, 0]) < 1e-6) or np.any(
-            np.abs(params - bounds[:, 1]) < 1e-6
-        ):
-            break
-        grad = _objective(params, y, margin, weight, total, priors)[1]
         size = np.max(np.abs(grad))
         if size < 1e-15:
-            break
-        hessian = _hessian(params, y, margin, weight, total, priors)
-        try:
-            factor = np.linalg.cholesky(hessian)
-        except np.linalg.LinAlgError:
             break
         step = np.linalg.solve(factor.T, np.linalg.solve(factor, grad))
         candidate = np.clip(params - step, bounds[:, 0], bounds[:, 1])
         new_grad = _objective(candidate, y, margin, weight, total, priors)[1]
         if not np.max(np.abs(new_grad)) < size:
             break
-        params = candidate
+        params, grad = candidate, new_grad
     return params
 
 
-def _laplace_covariance(
-    params: np.ndarray,
-    y: np.ndarray,
-    margin: np.ndarray,
-    weight: np.ndarray,
-    total: float,
-    priors: ModelPriors,
-) -> np.ndarray:
-    """Inverse Hessian of minus the log posterior, by central differences of the gradient;
-    eigenvalues are floored so the result is a valid covariance even on a flat ridge."""
-    hessian = _hessian(params, y, margin, weight, total, priors)
+def _laplace_covariance(hessian: np.ndarray, total: float) -> np.ndarray:
+    """Inverse of the Hessian of minus the log posterior (:func:`_hessian`, of the objective
+    divided by the total weight); eigenvalues are floored so the result is a valid covariance
+    even on a flat ridge."""
     values, vectors = np.linalg.eigh(hessian)
     values = np.maximum(values, 1e-6) * total  # the objective was divided by the total weight
     return (vectors / values) @ vectors.T

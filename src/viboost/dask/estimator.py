@@ -216,14 +216,17 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             raise ValueError("DaskVIBoostClassifier does not support warm_start=True.")
         clean_prior = check_pair("clean_prior", self.clean_prior)
         init_eta = check_pair("init_eta", self.init_eta)
-        X, feature_names = _as_matrix(X)
-        y = _as_vector(y, "y", X)
-        sample_weight = (
-            _ones_like_rows(X)
-            if sample_weight is None
-            else _as_vector(sample_weight, "sample_weight", X)
-        )
+        # Non-numeric columns are refused before anything is scheduled.
+        reject_non_numeric_columns(X, type(self).__name__)
         client = self._get_client()
+        with client.as_current():  # partition lengths are counted on this fit's cluster
+            X, feature_names = _as_matrix(X)
+            y = _as_vector(y, "y", X)
+            sample_weight = (
+                _ones_like_rows(X)
+                if sample_weight is None
+                else _as_vector(sample_weight, "sample_weight", X)
+            )
         tasks = BlockTasks(client, self.timeout)
         n_rows, n_features = X.shape
         if n_features == 0:
