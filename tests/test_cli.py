@@ -17,7 +17,12 @@ import pandas as pd
 import pytest
 
 from viboost import VIBoostClassifier
-from viboost._io import atomic_dump_model, atomic_write_text, read_csv_checked
+from viboost._io import (
+    atomic_dump_model,
+    atomic_write_text,
+    read_csv_checked,
+    read_table_checked,
+)
 from viboost.cli import main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -260,12 +265,12 @@ def test_noise_ranks_flipped_row_first(easy_csv, tmp_path, capsys):
         "issue",
     ]
     assert len(ranking) == 120
-    assert sorted(ranking["row"]) == list(range(120))
+    assert sorted(ranking["row"]) == list(range(1, 121))  # 1-based data rows
     assert ranking["mislabel_proba"].is_monotonic_decreasing
     np.testing.assert_allclose(ranking["label_quality"], 1.0 - ranking["mislabel_proba"])
     assert ranking["issue"].dtype == bool
     np.testing.assert_array_equal(ranking["issue"], ranking["mislabel_proba"] > 0.5)
-    assert FLIPPED_ROW in ranking["row"].head(3).tolist()
+    assert FLIPPED_ROW + 1 in ranking["row"].head(3).tolist()
 
     # The numbers are those of viboost.noise on the same (seeded) fit.
     from viboost.noise import estimate_flip_rate, label_quality_scores
@@ -281,7 +286,7 @@ def test_noise_ranks_flipped_row_first(easy_csv, tmp_path, capsys):
 
     table = _table_rows(out)
     assert len(table) == 5
-    assert str(FLIPPED_ROW) in [row[1] for row in table[:3]]
+    assert str(FLIPPED_ROW + 1) in [row[1] for row in table[:3]]
 
 
 def test_noise_paper_preset_is_not_calibrated(easy_csv, capsys):
@@ -543,3 +548,216 @@ def test_installed_command_exits_within_bound(easy_csv, tmp_path):
     bad = _run_command([*fit[:3], "--target", "nope", "-o", str(model)], env, 240)
     assert bad.returncode == 2
     assert bad.stderr.startswith("viboost: error: ") and "Traceback" not in bad.stderr
+
+
+# ---------------------------------------------- issue 14: file formats, columns, options, labels
+def _viboost(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the installed ``viboost`` console script (bounded by 120 s)."""
+    beside = Path(sys.executable).with_name("viboost")
+    command = str(beside) if beside.exists() else shutil.which("viboost")
+    assert command is not None, "the viboost command is not installed"
+    env = {**os.environ, "VIBOOST_QUIET_COMPILE": "1", **(env or {})}
+    return _run_command([command, *map(str, args)], env, 120)
+
+
+def _assert_cli_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("viboost: error: "), result.stderr
+    assert "Traceback" not in result.stderr and "np." not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr)
+
+
+@pytest.fixture
+def mail_frame() -> pd.DataFrame:
+    """60 rows: an id column, two features and a binary label (spam = f0 > 0)."""
+    rng = np.random.default_rng(1)
+    n = 60
+    f0 = rng.uniform(-1, 1, n)
+    return pd.DataFrame(
+        {
+            "email": [f"m{i:03d}" for i in range(n)],
+            "f0": f0,
+            "f1": rng.normal(size=n),
+            "label": np.where(f0 > 0, "spam", "ham"),
+        }
+    )
+
+
+def test_sniff_delimiter_and_sep_option(tmp_path, mail_frame):
+    from viboost._io import sniff_delimiter
+
+    assert sniff_delimiter("make;address;spam\n0,5;1;0\n1;2,25;1\n") == ";"
+    assert sniff_delimiter("a\tb,c\tlabel\n1\t2\t0\n") == "\t"
+    assert sniff_delimiter("a|b\n1|2\n") == "|" and sniff_delimiter("f0,label\n1,0\n") == ","
+    assert sniff_delimiter("f0,label\n1,0\n2,1,7,8\n") == ","  # malformed: still a comma
+    semi = tmp_path / "semi.csv"
+    mail_frame.to_csv(semi, sep=";", index=False)
+    data = read_table_checked(semi, "label", id_col="email")
+    assert data.sep == ";" and list(data.X.columns) == ["f0", "f1"]
+    # An explicit --sep wins over sniffing: the issue's old message, on purpose.
+    result = _viboost("fit", semi, "--target", "label", "-o", tmp_path / "m.joblib", "--sep", ",")
+    _assert_cli_error(result, "has no column 'label'", "'email;f0;f1;label'")
+
+
+def test_installed_fit_tab_file_with_options(tmp_path, mail_frame):
+    # A tab-separated file, sniffed; the id and index columns are not features; every
+    # hyperparameter option reaches the estimator.
+    data = tmp_path / "train.tsv"
+    mail_frame.assign(key=np.arange(100, 160)).to_csv(data, sep="\t", index=False)
+    model_path = tmp_path / "model.joblib"
+    result = _viboost(
+        "fit", data, "--target", "label", "-o", model_path, "--id", "email",
+        "--index-col", "key", "--preset", "paper", "--n-estimators", "5",
+        "--learning-rate", "0.5", "--cv", "3", "--max-bins", "16", "--n-iter-no-change", "none",
+        "--alpha", "exact", "--noise-fit", "in-sample", "--no-noise-model", "--random-state", "3",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    flat = _flat(result.stdout)
+    assert "60 rows x 2 features" in flat
+    assert "not used as features: 'key' (row index), 'email' (--id)" in flat
+    model = joblib.load(model_path)
+    assert list(model.feature_names_in_) == ["f0", "f1"]
+    params = model.get_params()
+    expected = {
+        "preset": "paper", "n_estimators": 5, "learning_rate": 0.5, "cv": 3, "max_bins": 16,
+        "n_iter_no_change": None, "alpha": "exact", "noise_fit": "in-sample",
+        "noise_model": False, "random_state": 3,
+    }  # fmt: skip
+    assert {key: params[key] for key in expected} == expected
+    assert len(model.estimators_) == 5
+
+
+def test_installed_noise_semicolon_index_id_positive(tmp_path, mail_frame):
+    # The issue's case: a semicolon file, written by pandas with its index (an empty header),
+    # three classes fitted one-vs-rest with --positive; rows are numbered from 1, ids pass
+    # through to the table and the output file.
+    frame = mail_frame.copy()
+    frame.loc[frame["f1"] > 1.0, "label"] = "ads"
+    assert frame["label"].nunique() == 3
+    data = tmp_path / "mail.csv"
+    frame.to_csv(data, sep=";")  # index=True: a leading column with an empty header
+    out = tmp_path / "ranking.csv"
+    result = _viboost(
+        "noise", data, "--target", "label", "--id", "email", "--positive", "spam", "--top", "4",
+        "--preset", "paper", "--n-estimators", "5", "-o", out,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "viboost: note: " in result.stderr and "used as the row index" in result.stderr
+    assert "rows are numbered from 1" in _flat(result.stdout)
+    table = _table_rows(result.stdout)
+    assert len(table) == 4
+    header = next(line.split() for line in result.stdout.splitlines() if "rank" in line.split())
+    assert header[:4] == ["rank", "row", "email", "label"]
+    ranking = pd.read_csv(out)
+    assert list(ranking.columns[:4]) == ["rank", "row", "email", "label"]
+    assert sorted(ranking["row"]) == list(range(1, 61))
+    # Row n is the n-th data row after the header, and its id is that row's.
+    np.testing.assert_array_equal(ranking["email"], frame["email"].to_numpy()[ranking["row"] - 1])
+    assert set(ranking["label"]) == {"spam", "(other)"}
+    for row in table:
+        assert row[2] == frame["email"].iloc[int(row[1]) - 1]
+
+
+def test_installed_predict_parquet_with_id(tmp_path, mail_frame):
+    pytest.importorskip("pyarrow")
+    train = tmp_path / "train.csv"
+    mail_frame.to_csv(train, index=False)
+    model_path = tmp_path / "model.joblib"
+    args = ["--target", "label", "--id", "email", "--preset", "paper", "--n-estimators", "5"]
+    assert main(["fit", str(train), "-o", str(model_path), *args]) == 0
+    parquet = tmp_path / "test.data"  # no suffix: found by its magic bytes PAR1
+    mail_frame.iloc[::-1].to_parquet(parquet, index=False)
+    out = tmp_path / "pred.csv"
+    result = _viboost("predict", model_path, parquet, "--id", "email", "-o", out)
+    assert result.returncode == 0, result.stderr
+    predicted = pd.read_csv(out)
+    assert list(predicted.columns) == ["email", "prediction", "proba_ham", "proba_spam"]
+    assert predicted["email"].tolist() == mail_frame["email"].iloc[::-1].tolist()
+    model = joblib.load(model_path)
+    expected = model.predict_proba(mail_frame.iloc[::-1][["f0", "f1"]])
+    np.testing.assert_allclose(predicted[["proba_ham", "proba_spam"]], expected)
+
+
+def test_installed_parquet_without_pyarrow(tmp_path, mail_frame):
+    # A pyarrow that cannot be imported, shadowing the real one: a clear error naming the extra.
+    fake = tmp_path / "fake"
+    (fake / "pyarrow").mkdir(parents=True)
+    (fake / "pyarrow" / "__init__.py").write_text("raise ImportError('no pyarrow here')\n")
+    data = tmp_path / "train.parquet"
+    data.write_bytes(b"PAR1" + b"\x00" * 32 + b"PAR1")
+    pythonpath = os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])
+    result = _viboost(
+        "fit", data, "--target", "label", "-o", tmp_path / "m.joblib",
+        env={"PYTHONPATH": pythonpath},
+    )  # fmt: skip
+    _assert_cli_error(result, "is a Parquet file", 'pip install "viboost[parquet]"')
+
+
+def test_installed_label_errors_are_plain(tmp_path):
+    one = tmp_path / "one.csv"
+    one.write_text("f0,label\n0.5,1\n1.5,1\n2.5,1\n")
+    result = _viboost("fit", one, "--target", "label", "-o", tmp_path / "m.joblib")
+    _assert_cli_error(result, "has only one class (1, in all 3 rows)", "fits two classes")
+    three = tmp_path / "three.csv"
+    three.write_text("f0\tlabel\n0.5\t1\n1.5\t2\n2.5\t3\n3.5\t2\n")
+    result = _viboost("noise", three, "--target", "label")
+    _assert_cli_error(result, "has 3 classes (1, 2, 3)", "fits two", "--positive LABEL")
+    assert "OneVsRest" not in result.stderr
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_more_than_two_classes_and_positive(tmp_path, capsys):
+    three = tmp_path / "three.csv"
+    three.write_text("f0,label\n" + "".join(f"{i / 10},{i % 3}\n" for i in range(30)))
+    model_path = tmp_path / "m.joblib"
+    args = ["fit", str(three), "--target", "label", "-o", str(model_path)]
+    code = main(args)
+    err = _assert_error(capsys, code, "has 3 classes (0, 1, 2)", "--positive LABEL")
+    assert "OneVsRest" not in err and "np." not in err
+    assert main([*args, "--positive", "2", "--preset", "paper", "--n-estimators", "3"]) == 0
+    assert "classes (other) and 2; 2 is the positive class" in _flat(capsys.readouterr().out)
+    assert list(joblib.load(model_path).classes_) == ["(other)", "2"]
+    code = main([*args, "--positive", "7"])
+    _assert_error(capsys, code, "--positive 7: no row has that label", "its labels are 0, 1, 2")
+
+
+def test_input_option_errors(tmp_path, mail_frame, capsys):
+    data = tmp_path / "mail.csv"
+    mail_frame.to_csv(data, index=False)
+    fit = ["fit", str(data), "--target", "label", "-o", str(tmp_path / "m.joblib")]
+    _assert_error(capsys, main([*fit, "--id", "nope"]), "no column 'nope' (--id)", "'email'")
+    _assert_error(capsys, main([*fit, "--index-col", "label"]), "is the target column")
+    _assert_error(capsys, main([*fit, "--id", "f0", "--index-col", "f0"]), "the same column")
+    # Without --id the text column is a feature, and the message says how to set it aside.
+    _assert_error(capsys, main(fit), "non-numeric", "'email'", "--id")
+    for bad in (["--sep", ";;"], ["--max-bins", "300"], ["--cv", "1"], ["--learning-rate", "0"]):
+        assert main([*fit, *bad]) == 2
+    assert "expected" in capsys.readouterr().err
+    written = tmp_path / "indexed.csv"
+    mail_frame.to_csv(written)  # a leading 'Unnamed: 0' column
+    X, _ = read_csv_checked(written, "label", features=["Unnamed: 0", "f0"])
+    assert list(X.columns) == ["Unnamed: 0", "f0"]  # an older model's feature stays one
+    data = read_table_checked(written, "label", id_col="email")
+    assert data.index_col == "Unnamed: 0" and list(data.X.columns) == ["f0", "f1"]
+    assert data.notes and "row index" in data.notes[0]
+
+
+def test_installed_command_writes_plots(easy_csv, tmp_path):
+    """`viboost noise --plots DIR` and `viboost inspect MODEL --plots DIR` write PNG files."""
+    model = tmp_path / "model.joblib"
+    assert _fit(easy_csv, model, "--preset", "paper", "--n-estimators", "8") == 0
+    for args, directory in (
+        (["inspect", str(model)], tmp_path / "inspect_plots"),
+        (
+            ["noise", str(easy_csv), "--target", "label", "--preset", "paper",
+             "--n-estimators", "8"],
+            tmp_path / "noise_plots",
+        ),
+    ):  # fmt: skip
+        done = _viboost(*args, "--plots", directory)
+        assert done.returncode == 0, done.stderr
+        pngs = sorted(p.name for p in directory.glob("*.png"))
+        assert {"elbo.png", "mislabel_proba.png", "suspects.png"} <= set(pngs), pngs
+        assert all((directory / name).read_bytes()[:4] == b"\x89PNG" for name in pngs)
+        assert f"plots to {directory}" in done.stdout

@@ -232,8 +232,20 @@ def test_prediction_is_the_posterior_mean():
     assert gibbs.score(outputs, labels) > 0.8
 
 
+def _arviz_major() -> int:
+    from importlib import metadata
+
+    try:
+        return int(metadata.version("arviz").split(".", 1)[0])
+    except metadata.PackageNotFoundError:
+        return -1
+
+
 # ArviZ 0.23's trace plot calls a matplotlib API deprecated in 3.11 (not ours to fix).
 @pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
+@pytest.mark.skipif(
+    _arviz_major() >= 1, reason="ArviZ 0.2x API; tests/test_gibbs_arviz.py tests ArviZ 1.x"
+)
 def test_arviz_summary_and_trace_plot():
     import arviz
     import matplotlib
@@ -369,7 +381,9 @@ def test_one_classifier_many_rows_against_3d_quadrature():
     import arviz
 
     summary = arviz.summary(
-        gibbs.to_inference_data(include_rows=False), var_names=["c", "xi", "theta"]
+        gibbs.to_inference_data(include_rows=False),
+        var_names=["c", "xi", "theta"],
+        round_to="none",  # ArviZ 1.x rounds to 2 decimals by default, mcse_mean included
     )
 
     c = np.linspace(0.0, 16.0, 321)

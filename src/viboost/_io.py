@@ -5,20 +5,28 @@
   with :func:`os.replace`. A reader sees either the old file or the complete new one: a failure
   half way (a full disk, an exception while pickling, an interrupt) leaves an existing file as it
   was, and the temporary file is removed.
-- :func:`read_csv_checked` reads a CSV of numeric features (and optionally a target column) and
-  turns every way it can go wrong into a :class:`ValueError` with a message fit for a user
-  (non-numeric feature columns are found and described by
-  :func:`viboost._validation.describe_non_numeric_columns`).
+- :func:`read_table_checked` reads a table of numeric features (and optionally a target column, a
+  row-index column and an id column) from a delimited text file (comma, semicolon, tab or pipe,
+  sniffed by :func:`sniff_delimiter` unless given) or a Parquet file (by its suffix or its
+  ``PAR1`` magic bytes; needs pyarrow), and turns every way it can go wrong into a
+  :class:`ValueError` with a message fit for a user (non-numeric feature columns are found and
+  described by :func:`viboost._validation.describe_non_numeric_columns`).
+  :func:`read_csv_checked` is its older two-value form.
 """
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import csv
+import gzip
+import io
+import lzma
 import os
 import secrets
 import stat
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +34,26 @@ import pandas as pd
 
 from viboost._validation import describe_non_numeric_columns
 
-__all__ = ["atomic_dump_model", "atomic_write_bytes", "atomic_write_text", "read_csv_checked"]
+__all__ = [
+    "TableData",
+    "atomic_dump_model",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "read_csv_checked",
+    "read_table_checked",
+    "sniff_delimiter",
+]
+
+#: Suffixes read as Parquet (a file starting with the magic bytes ``PAR1`` is too).
+PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
+#: Delimiters :func:`sniff_delimiter` chooses from, in order of preference on a tie.
+SNIFFED_DELIMITERS = (",", ";", "\t", "|")
+#: How pandas names a column whose header cell is empty: the first one is the index that
+#: ``DataFrame.to_csv()`` writes by default.
+UNNAMED_INDEX = "Unnamed: 0"
+PARQUET_HINT = 'pip install "viboost[parquet]" (or pip install pyarrow)'
+_SAMPLE_BYTES = 65536
+_SAMPLE_LINES = 50
 
 
 def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
@@ -203,25 +230,312 @@ def _looks_binary(path: Path) -> bool:
         return b"\x00" in handle.read(8192)
 
 
-def read_csv_checked(
+def _is_parquet(path: Path) -> bool:
+    """A Parquet file: by its suffix, or by the magic bytes ``PAR1`` it starts with."""
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return True
+    with open(path, "rb") as handle:
+        return handle.read(4) == b"PAR1"
+
+
+def sniff_delimiter(sample: str) -> str:
+    """The delimiter of a delimited text sample: ``","``, ``";"``, ``"\\t"`` or ``"|"``.
+
+    Each candidate splits the (non-blank) lines with :mod:`csv`'s quoting rules. The header must
+    split into at least two fields; among the candidates that split every line into as many
+    fields as the header, the one giving the most fields wins (ties in the order above); if
+    none is consistent (a malformed file), the one splitting the header into the most fields;
+    if no candidate splits the header, a comma. Unlike :class:`csv.Sniffer`, this never guesses
+    a letter or a digit as the delimiter, and decimal commas in a semicolon file do not fool it.
+
+    Parameters
+    ----------
+    sample : str
+        The first lines of the file (a last line cut short is ignored if the sample is long).
+
+    Returns
+    -------
+    str
+        One character.
+
+    Examples
+    --------
+    >>> sniff_delimiter("make;address;spam\\n0,5;1;0\\n")
+    ';'
+    >>> [sniff_delimiter(text) for text in ("a\\tb\\n1\\t2\\n", "a,b\\n1,2\\n", "a\\n1\\n")]
+    ['\\t', ',', ',']
+    """
+    lines = [line for line in sample.splitlines() if line.strip()]
+    if len(sample) >= _SAMPLE_BYTES and len(lines) > 1:
+        lines = lines[:-1]  # probably cut short
+    lines = lines[:_SAMPLE_LINES]
+    if not lines:
+        return ","
+    consistent: list[tuple[int, int, str]] = []
+    header_only: list[tuple[int, int, str]] = []
+    for rank, delimiter in enumerate(SNIFFED_DELIMITERS):
+        try:
+            rows = [row for row in csv.reader(io.StringIO("\n".join(lines)), delimiter=delimiter)]
+        except csv.Error:
+            continue
+        rows = [row for row in rows if row]
+        if not rows or len(rows[0]) < 2:
+            continue
+        width = len(rows[0])
+        header_only.append((width, -rank, delimiter))
+        if all(len(row) == width for row in rows[1:]):
+            consistent.append((width, -rank, delimiter))
+    if consistent:
+        return max(consistent)[2]
+    if header_only:
+        return max(header_only)[2]
+    return ","
+
+
+def _text_sample(path: Path) -> str | None:
+    """The first 64 KiB of ``path`` as text (decompressed by suffix), or None if not readable."""
+    openers: dict[str, Callable[..., IO[bytes]]] = {
+        ".gz": gzip.open,
+        ".bz2": bz2.open,
+        ".xz": lzma.open,
+    }
+    suffix = path.suffix.lower()
+    if suffix in {".zip", ".zst", ".tar"}:
+        return None
+    try:
+        with openers.get(suffix, open)(path, "rb") as handle:
+            data = handle.read(_SAMPLE_BYTES)
+    except (OSError, EOFError, lzma.LZMAError):
+        return None
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        import pyarrow
+    except ImportError:
+        raise ValueError(
+            f"{path} is a Parquet file, and reading Parquet needs pyarrow: {PARQUET_HINT}"
+        ) from None
+    try:
+        return pd.read_parquet(path, engine="pyarrow")
+    except (OSError, ValueError, pyarrow.ArrowException) as exc:
+        message = " ".join(str(exc).split())[:300]
+        raise ValueError(f"could not read {path} as a Parquet file: {message}") from None
+
+
+@dataclass(frozen=True)
+class TableData:
+    """What :func:`read_table_checked` read.
+
+    Attributes
+    ----------
+    X : DataFrame of shape (n_rows, n_features)
+        The feature columns, all numeric (or boolean).
+    y : Series of shape (n_rows,) or None
+        The target column, or None when no target was asked for.
+    ids : Series of shape (n_rows,) or None
+        The id column (never a feature), or None when no id column was asked for.
+    index_col : str or None
+        The column used as the row index (given, or a leading unnamed pandas index).
+    sep : str or None
+        The delimiter of a text file (given or sniffed); None for Parquet.
+    notes : list of str
+        Things the user should hear about, such as a detected pandas index column.
+    """
+
+    X: pd.DataFrame
+    y: pd.Series | None
+    ids: pd.Series | None = None
+    index_col: str | None = None
+    sep: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _listing(columns: Sequence[str]) -> str:
+    shown = ", ".join(repr(col) for col in columns[:50])
+    return shown + (f" and {len(columns) - 50} more" if len(columns) > 50 else "")
+
+
+def read_table_checked(
     path: str | os.PathLike[str],
     target: str | None = None,
     *,
     features: Sequence[str] | None = None,
-) -> tuple[pd.DataFrame, pd.Series | None]:
-    """Read a CSV of numeric features, with a clear ``ValueError`` for every kind of bad input.
+    sep: str | None = None,
+    index_col: str | None = None,
+    id_col: str | None = None,
+) -> TableData:
+    """Read a table of numeric features, with a clear ``ValueError`` for every kind of bad input.
 
     Parameters
     ----------
     path : str or os.PathLike
-        CSV file with a header row; compressed files (``.gz``, ``.zip``, ...) are read by suffix.
-        Empty cells become NaN, which VIBoost treats as missing values.
+        A delimited text file with a header row (compressed files, ``.gz``, ``.zip``, ..., are
+        read by suffix) or a Parquet file (suffix ``.parquet`` or ``.pq``, or starting with the
+        bytes ``PAR1``; needs pyarrow). Empty cells become NaN, which VIBoost treats as missing.
     target : str or None, default=None
         Name of the label column, returned separately. Its values may be of any type but must not
         be missing.
     features : sequence of str or None, default=None
         Feature columns to select by name, in this order; other columns are ignored and need not
-        be numeric. None takes every column other than ``target``.
+        be numeric. None takes every column other than ``target``, ``index_col`` and ``id_col``.
+    sep : str or None, default=None
+        The delimiter of a text file; None sniffs it (:func:`sniff_delimiter`). Ignored for
+        Parquet.
+    index_col : str or None, default=None
+        A column to use as the row index, never a feature. None: a leading column with an empty
+        header (``Unnamed: 0``, the index ``DataFrame.to_csv()`` writes) is used as the index,
+        with a note, unless ``features``, ``target`` or ``id_col`` names it. The index pandas
+        stores in a Parquet file is always the index.
+    id_col : str or None, default=None
+        A column (or a named index level of a Parquet file) returned as ``ids``, never a feature.
+
+    Returns
+    -------
+    TableData
+        The features ``X``, the target ``y``, the ``ids`` and notes for the user.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or unreadable, is neither delimited text nor Parquet (binary or
+        unparseable), is Parquet but pyarrow is missing, has no rows, lacks the ``target``,
+        ``index_col`` or ``id_col`` column (the message lists the columns), has missing target
+        values, lacks some of ``features`` (named), or has non-numeric feature columns (named,
+        with an offending value).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "data.csv"
+    ...     _ = path.write_text("id;x1;label\\na;0.5;yes\\nb;1.5;no\\n")
+    ...     data = read_table_checked(path, target="label", id_col="id")
+    >>> data.sep, list(data.X.columns), data.ids.tolist(), data.y.tolist()
+    (';', ['x1'], ['a', 'b'], ['yes', 'no'])
+    """
+    path = Path(path)
+    notes: list[str] = []
+    with _as_value_error(path):
+        if not path.exists():
+            raise FileNotFoundError(path)
+        if path.is_dir():
+            raise IsADirectoryError(path)
+        if _is_parquet(path):
+            frame = _read_parquet(path)
+            sep = None
+            stored_index = not isinstance(frame.index, pd.RangeIndex)
+        else:
+            if _looks_binary(path):
+                raise ValueError(
+                    f"{path} is not a CSV file: it holds binary data (Parquet files are read "
+                    "by their suffix .parquet or .pq)"
+                )
+            if sep is None:
+                sample = _text_sample(path)
+                sep = "," if sample is None else sniff_delimiter(sample)
+            frame = pd.read_csv(path, sep=sep, encoding="utf-8")
+            stored_index = False
+    if frame.columns.size == 0:
+        raise ValueError(f"{path} has no columns")
+    if len(frame) == 0:
+        raise ValueError(f"{path} has a header but no data rows")
+    frame.columns = [str(col) for col in frame.columns]
+    index_names = [str(name) for name in frame.index.names if name is not None]
+    columns = list(frame.columns)
+    listing = _listing(columns)
+
+    def absent(column: str, option: str) -> ValueError:
+        return ValueError(f"{path} has no column {column!r} ({option}); its columns are: {listing}")
+
+    for column, option in ((index_col, "--index-col"), (id_col, "--id")):
+        if column is not None and column == target:
+            raise ValueError(f"{option} {column!r} is the target column; give another column")
+    if index_col is not None and index_col == id_col:
+        raise ValueError(f"--index-col and --id name the same column {index_col!r}")
+    if (
+        index_col is None
+        and not stored_index
+        and columns[0] == UNNAMED_INDEX
+        and UNNAMED_INDEX not in {target, id_col, *(features or ())}
+    ):
+        index_col = UNNAMED_INDEX
+        notes.append(
+            f"the first column of {path} has no header (the index pandas' to_csv() writes); "
+            "it is used as the row index, not as a feature (--index-col COL picks another)"
+        )
+    if index_col is not None:
+        if index_col in columns:
+            frame = frame.set_index(index_col)
+            columns.remove(index_col)
+        elif index_col not in index_names:
+            raise absent(index_col, "--index-col")
+    ids = None
+    if id_col is not None:
+        if id_col in columns:
+            ids = frame[id_col]
+        elif id_col in index_names:
+            ids = pd.Series(frame.index.get_level_values(id_col), index=frame.index, name=id_col)
+        else:
+            raise absent(id_col, "--id")
+    y = None
+    if target is not None:
+        if target not in columns:
+            raise ValueError(f"{path} has no column {target!r}; its columns are: {listing}")
+        y = frame[target]
+        missing = y.isna().to_numpy()
+        if missing.any():
+            raise ValueError(
+                f"target column {target!r} of {path} has {int(missing.sum())} missing value(s) "
+                f"(first in data row {int(missing.argmax()) + 1}); drop or fill those rows"
+            )
+    if features is None:
+        selected = [col for col in columns if col not in {target, id_col}]
+    else:
+        selected = [str(col) for col in features]
+        lacking = [col for col in selected if col not in columns]
+        if lacking:
+            raise ValueError(
+                f"{path} lacks {len(lacking)} feature column(s) the model needs: "
+                + ", ".join(repr(col) for col in lacking[:20])
+                + (f" and {len(lacking) - 20} more" if len(lacking) > 20 else "")
+            )
+    if not selected:
+        others = ", ".join(repr(c) for c in (target, id_col, index_col) if c is not None)
+        raise ValueError(f"{path} has no feature columns besides {others}")
+    X = frame[selected]
+    # Rows by position (1-based data rows), whatever the index is.
+    bad = describe_non_numeric_columns(X.reset_index(drop=True))
+    if bad:
+        raise ValueError(
+            f"{path} has non-numeric feature column(s): {', '.join(bad)}; encode them as "
+            "numbers, drop them, or name an id column with --id"
+        )
+    return TableData(X=X, y=y, ids=ids, index_col=index_col, sep=sep, notes=notes)
+
+
+def read_csv_checked(
+    path: str | os.PathLike[str],
+    target: str | None = None,
+    *,
+    features: Sequence[str] | None = None,
+    sep: str | None = None,
+) -> tuple[pd.DataFrame, pd.Series | None]:
+    """Read a table of numeric features: :func:`read_table_checked`, returning ``(X, y)``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A delimited text file with a header row (delimiter sniffed unless ``sep`` is given;
+        compressed files are read by suffix) or a Parquet file.
+    target : str or None, default=None
+        Name of the label column, returned separately; its values must not be missing.
+    features : sequence of str or None, default=None
+        Feature columns to select by name, in this order; None takes every column other than
+        ``target``.
+    sep : str or None, default=None
+        The delimiter; None sniffs it.
 
     Returns
     -------
@@ -233,10 +547,7 @@ def read_csv_checked(
     Raises
     ------
     ValueError
-        If the file is missing or unreadable, is not a CSV (binary or unparseable), has no rows,
-        has no such ``target`` column (the message lists the columns), has missing target
-        values, lacks some of ``features`` (named), or has non-numeric feature columns (named,
-        with an offending value).
+        As :func:`read_table_checked`.
 
     Examples
     --------
@@ -254,51 +565,5 @@ def read_csv_checked(
     >>> message  # doctest: +ELLIPSIS
     "...data.csv has no column 'class'; its columns are: 'x1', 'x2', 'label'"
     """
-    path = Path(path)
-    with _as_value_error(path):
-        if not path.exists():
-            raise FileNotFoundError(path)
-        if path.is_dir():
-            raise IsADirectoryError(path)
-        if _looks_binary(path):
-            raise ValueError(f"{path} is not a CSV file: it holds binary data")
-        frame = pd.read_csv(path, encoding="utf-8")
-    if frame.columns.size == 0:
-        raise ValueError(f"{path} has no columns")
-    if len(frame) == 0:
-        raise ValueError(f"{path} has a header but no data rows")
-    frame.columns = [str(col) for col in frame.columns]
-    columns = list(frame.columns)
-    listing = ", ".join(repr(col) for col in columns)
-    y = None
-    if target is not None:
-        if target not in columns:
-            raise ValueError(f"{path} has no column {target!r}; its columns are: {listing}")
-        y = frame[target]
-        missing = int(y.isna().sum())
-        if missing:
-            raise ValueError(
-                f"target column {target!r} of {path} has {missing} missing value(s) (first in "
-                f"data row {int(y.index[y.isna()][0]) + 1}); drop or fill those rows"
-            )
-    if features is None:
-        selected = [col for col in columns if col != target]
-    else:
-        selected = [str(col) for col in features]
-        absent = [col for col in selected if col not in columns]
-        if absent:
-            raise ValueError(
-                f"{path} lacks {len(absent)} feature column(s) the model needs: "
-                + ", ".join(repr(col) for col in absent[:20])
-                + (f" and {len(absent) - 20} more" if len(absent) > 20 else "")
-            )
-    if not selected:
-        raise ValueError(f"{path} has no feature columns besides the target {target!r}")
-    X = frame[selected]
-    bad = describe_non_numeric_columns(X)
-    if bad:
-        raise ValueError(
-            f"{path} has non-numeric feature column(s): {', '.join(bad)}; encode them as "
-            "numbers or drop them"
-        )
-    return X, y
+    data = read_table_checked(path, target, features=features, sep=sep)
+    return data.X, data.y

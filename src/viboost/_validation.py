@@ -243,9 +243,8 @@ def reject_non_numeric_columns(X: object, who: str = "VIBoostClassifier") -> Non
 def check_binary_classes(classes: np.ndarray, who: str = "VIBoostClassifier") -> None:
     """Raise a ValueError unless ``classes`` (the distinct labels) has exactly two entries."""
     if classes.size == 1:
-        raise ValueError(
-            f"{who} needs 2 classes in y, but y contains only one class: {classes[0]!r}."
-        )
+        only = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
+        raise ValueError(f"{who} needs 2 classes in y, but y contains only one class: {only!r}.")
     if classes.size > 2:
         raise ValueError(
             f"Only binary classification is supported. {who} got {classes.size} classes in "

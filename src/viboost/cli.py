@@ -1,7 +1,12 @@
 """The ``viboost`` command line: fit, predict, inspect, noise, demo and reproduce.
 
 Run ``viboost --help`` (or ``python -m viboost --help``) for the usage. Every subcommand reads
-CSV files with a header row and numeric feature columns; models are saved with joblib. ``fit``
+delimited text files with a header row (comma, semicolon, tab or pipe: sniffed, or given with
+``--sep``) or Parquet files (``.parquet``/``.pq``, needs pyarrow: ``pip install
+"viboost[parquet]"``), with numeric feature columns; ``--index-col`` and ``--id`` name columns that
+are not features (a leading column with an empty header, the index pandas' ``to_csv()`` writes,
+is used as the row index). Rows are numbered 1, 2, ... from the first data row after the header,
+in error messages and in ``noise`` output alike. Models are saved with joblib. ``fit``
 and ``noise`` use the noise-robust preset by default (``preset="robust"``: the number of rounds
 and the noise model are chosen by cross-fitting on folds seeded by ``--random-state``, 0 unless
 given, so the same file gives the same model); ``--preset paper`` runs the paper's Algorithm 1
@@ -50,28 +55,93 @@ class CommandError(Exception):
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def _positive_int(text: str) -> int:
+def _integer(text: str, expected: str = "an integer") -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _integer(text, "a positive integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
 def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    value = _integer(text)
     if value == 0:
         raise argparse.ArgumentTypeError("0 threads: use a positive count, or -1 for all cores")
     return value
 
 
-def _add_fit_options(parser: argparse.ArgumentParser) -> None:
-    """--preset, --n-estimators and --random-state, shared by fit and noise."""
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (value > 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _folds(text: str) -> int:
+    value = _integer(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"cross-fitting needs at least 2 folds, got {text!r}")
+    return value
+
+
+def _max_bins(text: str) -> int | None:
+    if text.lower() == "none":
+        return None
+    value = _integer(text, "an integer from 2 to 255 or 'none'")
+    if not 2 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"expected an integer from 2 to 255, got {text!r}")
+    return value
+
+
+def _patience(text: str) -> int | None:
+    return None if text.lower() == "none" else _positive_int(text)
+
+
+_SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "\\t": "\t", "pipe": "|", "space": " "}
+
+
+def _separator(text: str) -> str | None:
+    if text.lower() == "auto":
+        return None
+    value = _SEPARATORS.get(text.lower(), text)
+    if len(value) != 1 or value in '"\r\n':
+        raise argparse.ArgumentTypeError(
+            f"expected one character, tab, comma, semicolon, pipe, space or auto, got {text!r}"
+        )
+    return value
+
+
+def _add_input_options(parser: argparse.ArgumentParser, id_help: str) -> None:
+    """--sep, --index-col and --id, shared by fit, predict and noise."""
+    parser.add_argument(
+        "--sep",
+        type=_separator,
+        default=None,
+        metavar="SEP",
+        help="delimiter of a text file: one character, or tab, comma, semicolon, pipe, space "
+        "(default: auto, sniffed from the first lines among , ; tab |); ignored for Parquet",
+    )
+    parser.add_argument(
+        "--index-col",
+        default=None,
+        metavar="COL",
+        help="column to use as the row index, never a feature (default: a leading column with "
+        "an empty header, the index pandas' to_csv() writes, is used as the index)",
+    )
+    parser.add_argument("--id", dest="id_col", default=None, metavar="COL", help=id_help)
+
+
+def _add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None:
+    """The estimator's hyperparameters, shared by fit and noise."""
     parser.add_argument(
         "--preset",
         choices=["robust", "paper"],
@@ -94,6 +164,67 @@ def _add_fit_options(parser: argparse.ArgumentParser) -> None:
         metavar="SEED",
         help="seed of the cross-fitting folds (and of the quantile-bin subsample above 200,000 "
         "rows); default: 0, so the same file gives the same model",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=None,
+        metavar="LR",
+        help="shrinkage of each round's weight (default: from the preset; robust: 0.1, paper: 1)",
+    )
+    parser.add_argument(
+        "--cv",
+        type=_folds,
+        default=5,
+        metavar="K",
+        help="stratified folds of the cross-fitting that chooses the rounds and calibrates the "
+        "noise model under the robust preset (default: 5)",
+    )
+    parser.add_argument(
+        "--n-iter-no-change",
+        type=_patience,
+        default=100,
+        metavar="N",
+        help="with cross-fitting, stop once the out-of-fold log-likelihood has not risen for N "
+        "rounds (default: 100; none: try all --n-estimators rounds)",
+    )
+    parser.add_argument(
+        "--max-bins",
+        type=_max_bins,
+        default=255,
+        metavar="B",
+        help="bins per feature for the stump search, 2 to 255 (default: 255; none: exhaustive "
+        "search over all distinct values, slower)",
+    )
+    parser.add_argument(
+        "--alpha",
+        choices=["approx", "exact"],
+        default=None,
+        help="approximate (paper) or exact mode of the weight posterior (default: from the "
+        "preset; robust: exact, paper: approx)",
+    )
+    parser.add_argument(
+        "--noise-fit",
+        choices=["cross-fit", "in-sample"],
+        default=None,
+        help="how the noise model is fitted: from out-of-fold margins, or Algorithm 1's inner "
+        "loop in every round (default: from the preset; robust: cross-fit, paper: in-sample)",
+    )
+    if noise_switch:
+        parser.add_argument(
+            "--noise-model",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="model label noise (default); --no-noise-model fits the core model without "
+            "it (smoothed AdaBoost); with the robust preset its number of rounds is still "
+            "chosen by cross-fitting",
+        )
+    parser.add_argument(
+        "--positive",
+        default=None,
+        metavar="LABEL",
+        help="fit LABEL against all other labels of the target (one-vs-rest), which become "
+        "'(other)'; needed when the target has more than two classes",
     )
 
 
@@ -291,21 +422,122 @@ def _sparkline(values: np.ndarray) -> str:
 
 
 # --------------------------------------------------------------------------------------- commands
-def _cmd_fit(args: argparse.Namespace) -> int:
-    from viboost._io import atomic_dump_model, read_csv_checked
+def _read_data(args: argparse.Namespace, target: str | None = None, features=None):
+    """Read DATA with the --sep, --index-col and --id options; print the reader's notes."""
+    from viboost._io import read_table_checked
+
+    data = read_table_checked(
+        args.data,
+        target,
+        features=features,
+        sep=args.sep,
+        index_col=args.index_col,
+        id_col=args.id_col,
+    )
+    for note in data.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    return data
+
+
+def _labels(values, limit: int = 10) -> str:
+    """Distinct labels as plain text (``str``, never a numpy repr), sorted where possible."""
+    try:
+        ordered = sorted(values)
+    except TypeError:
+        ordered = sorted(values, key=str)
+    text = ", ".join(str(v) for v in ordered[:limit])
+    return text + (f" and {len(ordered) - limit} more" if len(ordered) > limit else "")
+
+
+def _matches(values: np.ndarray, label: str) -> np.ndarray:
+    """Which ``values`` equal the command-line ``label`` (as text, or as a number)."""
+    match = np.array([str(v) == label for v in values], dtype=bool)
+    if not match.any() and np.issubdtype(values.dtype, np.number):
+        try:
+            match = values == float(label)
+        except ValueError:
+            pass
+    return np.asarray(match, dtype=bool)
+
+
+OTHER = "(other)"
+
+
+def _binary_target(y, args: argparse.Namespace):
+    """The labels to fit: checked for two classes here, so errors are CLI messages with plain
+    numbers; with --positive, LABEL against all others (one-vs-rest)."""
+    import pandas as pd
+
+    values = y.to_numpy()
+    where = f"target column {args.target!r} of {args.data}"
+    if args.positive is not None:
+        label = args.positive
+        match = _matches(values, label)
+        if not match.any():
+            raise CommandError(
+                f"--positive {label}: no row has that label in the {where}; its labels are "
+                f"{_labels(pd.unique(y))}"
+            )
+        if match.all():
+            raise CommandError(
+                f"--positive {label}: every row has that label in the {where}; there is no "
+                "other class to fit against"
+            )
+        if not OTHER < label:
+            raise CommandError(f"--positive {label}: the label must not sort before {OTHER!r}")
+        return pd.Series(np.where(match, label, OTHER), index=y.index, name=y.name)
+    classes = pd.unique(y)
+    if classes.size == 1:
+        raise CommandError(
+            f"the {where} has only one class ({_labels(classes)}, in all {len(y):,} rows); "
+            "viboost fits two classes"
+        )
+    if classes.size > 2:
+        raise CommandError(
+            f"the {where} has {classes.size} classes ({_labels(classes)}); viboost fits two: "
+            "give --positive LABEL to fit one label against all the others (one-vs-rest), or "
+            "filter or merge the classes first"
+        )
+    return y
+
+
+def _estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoostClassifier:
     from viboost.estimator import VIBoostClassifier
 
-    output = _check_destination(args.output, args.data)
-    X, y = read_csv_checked(args.data, args.target)
-    model = VIBoostClassifier(
+    return VIBoostClassifier(
         n_estimators=args.n_estimators,
         preset=args.preset,
-        noise_model=not args.no_noise_model,
+        learning_rate=args.learning_rate,
+        noise_model=noise_model,
         alpha=args.alpha,
+        noise_fit=args.noise_fit,
+        cv=args.cv,
+        n_iter_no_change=args.n_iter_no_change,
+        max_bins=args.max_bins,
         random_state=args.random_state,
         n_jobs=args.jobs,
         verbose=1,
     )
+
+
+def _not_features(data) -> str:
+    """``"; not features: 'id' (--id)"`` for the columns the reader set aside, else ``""``."""
+    parts = []
+    if data.index_col is not None:
+        parts.append(f"{data.index_col!r} (row index)")
+    if data.ids is not None:
+        parts.append(f"{data.ids.name!r} (--id)")
+    return f"; not used as features: {', '.join(parts)}" if parts else ""
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from viboost._io import atomic_dump_model
+
+    output = _check_destination(args.output, args.data)
+    data = _read_data(args, target=args.target)
+    X = data.X
+    y = _binary_target(data.y, args)
+    model = _estimator(args, noise_model=args.noise_model)
     start = time.perf_counter()
     model.fit(X, y)
     elapsed = time.perf_counter() - start
@@ -315,9 +547,9 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     summary = (
         f"Fitted VIBoost (preset {args.preset!r}) on {X.shape[0]} rows x {X.shape[1]} "
         f"features of {args.data} (target {args.target!r}, classes {classes}; "
-        f"{model.classes_[1]} is the positive class) with {_rounds_phrase(model)} in "
-        f"{elapsed:.2f} s. Training accuracy against the given labels: {accuracy:.2%}. "
-        f"{_noise_sentence(model)} Model saved to {output}."
+        f"{model.classes_[1]} is the positive class){_not_features(data)} with "
+        f"{_rounds_phrase(model)} in {elapsed:.2f} s. Training accuracy against the given "
+        f"labels: {accuracy:.2%}. {_noise_sentence(model)} Model saved to {output}."
     )
     print(textwrap.fill(summary, width=88, break_on_hyphens=False))
     return 0
@@ -326,12 +558,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from viboost._io import atomic_write_text, read_csv_checked
+    from viboost._io import atomic_write_text
 
     model = _load_model(args.model)
     output = _check_destination(args.output, args.data, args.model) if args.output else None
     names = getattr(model, "feature_names_in_", None)
-    X, _ = read_csv_checked(args.data, features=None if names is None else list(names))
+    data = _read_data(args, features=None if names is None else list(names))
+    X = data.X
     if names is None:
         if X.shape[1] != model.n_features_in_:
             raise CommandError(
@@ -345,6 +578,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     table = pd.DataFrame({"prediction": model.predict(X)})
     for i, label in enumerate(model.classes_):
         table[f"proba_{label}"] = proba[:, i]
+    if data.ids is not None:
+        table.insert(0, _id_header(data.ids.name, table.columns), data.ids.to_numpy())
     text = table.to_csv(index=False, lineterminator="\n")
     if output is None:
         sys.stdout.write(text)
@@ -509,6 +744,39 @@ def _cross_fit_lines(model: VIBoostClassifier) -> list[str]:
     ]
 
 
+def _add_data_and_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", metavar="DATA", help=_DATA_ARG)
+    parser.add_argument(
+        "--target",
+        required=True,
+        metavar="COL",
+        help="label column (2 classes, or use --positive)",
+    )
+
+
+def _add_plots_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write the model's plots as PNG files into DIR (created if needed): the "
+        "ELBO per round, the noise statistics over the rounds (or the cross-fitted round "
+        "choice), the histogram of P(label wrong) and the top suspects (viboost.plotting)",
+    )
+
+
+def _write_plots(model, directory: str | None, top: int, labels=None) -> list[str]:
+    """Write the model's plots into ``directory`` (if given); the lines that say where."""
+    if directory is None:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    from viboost.plotting import write_plots
+
+    paths = write_plots(model, directory, top=top, labels=labels)
+    return ["", f"Wrote {len(paths)} plots to {directory}: " + ", ".join(p.name for p in paths)]
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     model = _load_model(args.model)
     n_rounds = len(model.estimators_)
@@ -551,6 +819,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     cross = _cross_fit_lines(model)
     if cross:
         lines += ["", *cross]
+    lines += _write_plots(model, args.plots, top=20)
     print("\n".join(lines))
     return 0
 
@@ -582,19 +851,14 @@ def _flip_rate_lines(estimate, n_rows: int, n_issues: int, reason: str) -> list[
 def _cmd_noise(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from viboost._io import atomic_write_text, read_csv_checked
-    from viboost.estimator import VIBoostClassifier
+    from viboost._io import atomic_write_text
     from viboost.noise import estimate_flip_rate, label_quality_scores
 
     output = _check_destination(args.output, args.data) if args.output else None
-    X, y = read_csv_checked(args.data, args.target)
-    model = VIBoostClassifier(
-        n_estimators=args.n_estimators,
-        preset=args.preset,
-        random_state=args.random_state,
-        n_jobs=args.jobs,
-        verbose=1,
-    )
+    data = _read_data(args, target=args.target)
+    X = data.X
+    y = _binary_target(data.y, args)
+    model = _estimator(args)
     model.fit(X, y)
     quality = label_quality_scores(X, y, estimator=model)
     estimate = estimate_flip_rate(X, y, estimator=model)
@@ -605,14 +869,19 @@ def _cmd_noise(args: argparse.Namespace) -> int:
     ranking = pd.DataFrame(
         {
             "rank": np.arange(1, order.size + 1),
-            "row": order,
+            "row": order + 1,  # 1-based data rows, as in error messages
             "label": labels[order],
             "mislabel_proba": wrong[order],
             "label_quality": quality[order],
             "issue": issues[order],
         }
     )
+    id_header = None
+    if data.ids is not None:
+        id_header = _id_header(data.ids.name, ranking.columns)
+        ranking.insert(2, id_header, data.ids.to_numpy()[order])
     top = min(args.top, order.size)
+    plot_labels = None if data.ids is None else [str(v) for v in data.ids.to_numpy()]
     intro = (
         f"VIBoost (preset {args.preset!r}) on {args.data}: {X.shape[0]:,} rows, "
         f"{_rounds_phrase(model)}."
@@ -628,20 +897,36 @@ def _cmd_noise(args: argparse.Namespace) -> int:
         "",
         textwrap.fill(
             f"Top {top} training rows by the probability that their label is wrong "
-            "(P(label wrong) = 1 - label quality); rows are numbered from 0 after the header:",
+            "(P(label wrong) = 1 - label quality); rows are numbered from 1, the first data "
+            "row after the header:",
             width=88,
         ),
     ]
-    rows = [
-        [str(r.rank), str(r.row), str(r.label), f"{r.mislabel_proba:.4f}"]
-        for r in ranking.head(top).itertuples(index=False)
+    head = ranking.head(top)
+    ids = [] if id_header is None else [[str(v) for v in head[id_header]]]
+    columns = [
+        [str(v) for v in head["rank"]],
+        [str(v) for v in head["row"]],
+        *ids,
+        [str(v) for v in head["label"]],
+        [f"{v:.4f}" for v in head["mislabel_proba"]],
     ]
-    lines += _table(["rank", "row", "label", "P(label wrong)"], rows, right={0, 1, 3})
+    header = ["rank", "row", *([] if id_header is None else [id_header]), "label"]
+    header.append("P(label wrong)")
+    rows = [list(row) for row in zip(*columns, strict=True)]
+    lines += _table(header, rows, right={0, 1, len(header) - 1})
     if output is not None:
         atomic_write_text(output, ranking.to_csv(index=False, lineterminator="\n"))
         lines += ["", f"Wrote the ranking of all {len(ranking)} rows to {output}."]
+    lines += _write_plots(model, args.plots, top=top, labels=plot_labels)
     print("\n".join(lines))
     return 0
+
+
+def _id_header(name: object, taken) -> str:
+    """The header of the passed-through id column: its own name, unless an output column has it."""
+    name = str(name)
+    return name if name not in set(taken) else f"id_{name}"
 
 
 def _demo_split(seed: int) -> list[np.ndarray]:
@@ -804,6 +1089,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------------- parser
+_DATA_ARG = "a delimited text file with a header row (CSV, semicolon, tab) or a Parquet file"
+_DATA_HELP = (
+    "DATA is a text file with a header row, its delimiter (comma, semicolon, tab or pipe) "
+    "sniffed unless --sep is given, or a Parquet file (.parquet, .pq; needs pyarrow: pip "
+    'install "viboost[parquet]").'
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``viboost`` argument parser, with one subparser per command.
 
@@ -816,8 +1109,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description=textwrap.fill(
             "VIBoost: Bayesian boosting with a model of label noise (Lorbert, Blei, Schapire, "
-            "Ramadge). Fit decision-stump ensembles from CSV files, predict, inspect models, "
-            "estimate the share of wrong labels and rank training rows by how likely their "
+            "Ramadge). Fit decision-stump ensembles from CSV or Parquet files, predict, inspect "
+            "models, estimate the share of wrong labels and rank training rows by how likely their "
             "label is wrong. fit and noise use the noise-robust preset by default (rounds and "
             "noise model chosen by cross-fitting, seeded by --random-state); --preset paper "
             "runs the paper's Algorithm 1 as printed.",
@@ -842,51 +1135,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = sub.add_parser(
         "fit",
-        help="fit a model on a CSV file and save it",
-        description="Fit VIBoostClassifier on every column of DATA except the target; save the "
+        help="fit a model on a CSV or Parquet file and save it",
+        description="Fit VIBoostClassifier on every column of DATA except the target (and the "
+        "--index-col and --id columns); save the "
         "model with joblib (atomically) and print a summary. The default preset 'robust' "
         "chooses the number of rounds and calibrates the noise model by 5-fold cross-fitting "
         "(folds seeded by --random-state), then refits on all rows weighted by the "
         "probability that each label is of the signal type; it reports the estimated share of "
         "wrong labels with a 90% interval. --preset paper fits the paper's Algorithm 1 as "
         "printed (100 rounds, approximate mode, noise model fitted in-sample: its noise "
-        "statistics rank rows but are not calibrated).",
+        "statistics rank rows but are not calibrated). " + _DATA_HELP,
     )
-    fit.add_argument("data", metavar="DATA.csv", help="training data with a header row")
-    fit.add_argument("--target", required=True, metavar="COL", help="label column (2 classes)")
+    _add_data_and_target(fit)
     fit.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write")
-    _add_fit_options(fit)
-    fit.add_argument(
-        "--no-noise-model",
-        action="store_true",
-        help="fit the core model without label noise (smoothed AdaBoost); with the robust "
-        "preset its number of rounds is still chosen by cross-fitting",
-    )
-    fit.add_argument(
-        "--alpha",
-        choices=["approx", "exact"],
-        default=None,
-        help="approximate (paper) or exact mode of the weight posterior (default: from the "
-        "preset; robust: exact, paper: approx)",
-    )
+    _add_input_options(fit, id_help="an id column, never a feature (fit only sets it aside)")
+    _add_fit_options(fit, noise_switch=True)
     _add_jobs_option(fit)
     fit.set_defaults(handler=_cmd_fit)
 
     predict = sub.add_parser(
         "predict",
-        help="predict classes and probabilities for a CSV file",
+        help="predict classes and probabilities for a CSV or Parquet file",
         description="Write a CSV with the columns 'prediction' and 'proba_<class>' for each "
-        "class. The model's feature columns are selected by name; other columns (such as the "
-        "target) are ignored.",
+        "class, one row per row of DATA in its order, led by the --id column if given. The "
+        "model's feature columns are selected by name; other columns (such as the target) are "
+        "ignored. " + _DATA_HELP,
     )
     predict.add_argument("model", metavar="MODEL", help="model file written by 'viboost fit'")
-    predict.add_argument("data", metavar="DATA.csv", help="rows to predict, with a header row")
+    predict.add_argument("data", metavar="DATA", help="rows to predict: " + _DATA_ARG)
     predict.add_argument(
         "-o",
         "--output",
         metavar="OUT.csv",
         help="write the CSV here (atomically) instead of to stdout",
     )
+    _add_input_options(predict, id_help="an id column copied to the output, as its first column")
     _add_jobs_option(predict)
     predict.set_defaults(handler=_cmd_predict)
 
@@ -907,6 +1190,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="number of stumps to list (default: 10)",
     )
+    _add_plots_option(inspect)
     inspect.set_defaults(handler=_cmd_inspect)
 
     noise = sub.add_parser(
@@ -916,22 +1200,28 @@ def build_parser() -> argparse.ArgumentParser:
         "rate of each class (with 90% intervals under the default robust preset) and list the "
         "training rows ranked by the posterior probability that their label is wrong "
         "(P(label wrong) = 1 - label quality, viboost.noise.label_quality_scores); rows with "
-        "P(label wrong) > 0.5 are flagged as issues. With --preset paper the probabilities "
-        "come from Algorithm 1's in-sample fit: they rank rows but are not calibrated.",
+        "P(label wrong) > 0.5 are flagged as issues. Rows are numbered 1, 2, ... from the "
+        "first data row after the header (as in error messages), whatever --index-col says; "
+        "--id adds an id column to the table and the output. With --preset paper the "
+        "probabilities come from Algorithm 1's in-sample fit: they rank rows but are not "
+        "calibrated. " + _DATA_HELP,
     )
-    noise.add_argument("data", metavar="DATA.csv", help="training data with a header row")
-    noise.add_argument("--target", required=True, metavar="COL", help="label column (2 classes)")
+    _add_data_and_target(noise)
     noise.add_argument(
         "--top", type=_positive_int, default=20, metavar="K", help="rows to print (default: 20)"
     )
-    _add_fit_options(noise)
+    _add_input_options(
+        noise, id_help="an id column, never a feature, shown in the table and the output"
+    )
+    _add_fit_options(noise, noise_switch=False)
     noise.add_argument(
         "-o",
         "--output",
         metavar="OUT.csv",
-        help="also write the ranking of all rows to this CSV (columns rank, row, label, "
-        "mislabel_proba, label_quality, issue)",
+        help="also write the ranking of all rows to this CSV (columns rank, row (1-based data "
+        "row), the --id column if given, label, mislabel_proba, label_quality, issue)",
     )
+    _add_plots_option(noise)
     _add_jobs_option(noise)
     noise.set_defaults(handler=_cmd_noise)
 

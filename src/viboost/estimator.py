@@ -896,6 +896,34 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         for margin in self.staged_decision_function(X):
             yield self._proba_from_margin(margin)
 
+    def predict_contributions(self, X, background=None, background_weight=None) -> np.ndarray:
+        """Exact SHAP values of :meth:`decision_function`: one column per feature, then the bias.
+
+        The layout of LightGBM's ``predict(X, pred_contrib=True)`` and XGBoost's
+        ``predict(X, pred_contribs=True)``. Each stump uses one feature, so its Shapley value is
+        exact: ``phi_j(x) = sum over stumps t on j of alpha_t (h_t(x) - E_background[h_t])``,
+        and the last column is ``E_background[H]``. See :mod:`viboost.explain`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows to explain.
+        background : array-like of shape (n_background, n_features)
+            Required: the rows over which each stump's expectation is taken, e.g. the training
+            ``X`` (TreeSHAP's values for the training covers) or a sample of it. The model does
+            not store the training data, so there is no default; ``None`` raises ValueError.
+        background_weight : array-like of shape (n_background,), default=None
+            Weights of the background rows, e.g. the training ``sample_weight``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_features + 1)
+            Each row sums to ``decision_function(X)`` up to float rounding.
+        """
+        from viboost.explain import predict_contributions
+
+        return predict_contributions(self, X, background, background_weight)
+
     @property
     def feature_importances_(self) -> np.ndarray:
         """Share of the total |alpha_t| of the stumps on each feature (constant stumps excluded)."""

@@ -14,8 +14,10 @@ Structure of this module
 - The draws are exposed as arrays (``weight_draws_``, ``noise_grade_draws_``,
   ``clean_rate_draws_``, ``clean_proba_draws_``), summarised (``weights_``, ``snr_``,
   ``noise_grade_``, ``clean_proba_``, comparable with VIBoost's variational estimates), and
-  converted to an ``arviz.InferenceData`` by :meth:`GibbsSampler.to_inference_data` for
-  ``arviz.summary``, ``arviz.plot_trace``, R-hat and effective sample sizes.
+  converted by :meth:`GibbsSampler.to_inference_data` to what the installed ArviZ takes: an
+  ``xarray.DataTree`` under ArviZ 1.x, an ``arviz.InferenceData`` under ArviZ 0.2x (same groups,
+  variables and coordinates), for ``arviz.summary``, the trace plots, R-hat and effective
+  sample sizes.
 - Prediction averages over the draws: ``predict_proba`` is the posterior mean of
   ``sigmoid(F(x))``, the probability of a *true* label (section 2), and ``decision_function``
   the posterior mean of ``F(x) = sum_m c_m f_m(x)``.
@@ -58,6 +60,14 @@ def import_arviz():
         warnings.filterwarnings("ignore", message="\\s*ArviZ is undergoing", category=FutureWarning)
         import arviz
     return arviz
+
+
+def arviz_uses_datatree(arviz) -> bool:
+    """Whether the ArviZ module ``arviz`` is 1.x or later: its data are ``xarray.DataTree``
+    objects and its ``from_dict`` takes one dict of groups (that of ``arviz_base``), where ArviZ
+    0.2x has ``InferenceData`` and a keyword per group."""
+    major = str(getattr(arviz, "__version__", "0")).split(".", 1)[0]
+    return major.isdigit() and int(major) >= 1
 
 
 def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
@@ -410,14 +420,17 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ ArviZ
     def to_inference_data(self, include_rows: bool = True):
-        """The draws as an ``arviz.InferenceData``.
+        """The draws in ArviZ's format: an ``xarray.DataTree`` (ArviZ 1.x) or an
+        ``arviz.InferenceData`` (ArviZ 0.2x), whichever the installed ArviZ uses.
 
         The ``posterior`` group holds ``c`` (dims ``chain, draw, classifier``), ``xi`` (the noise
         grade), ``theta`` (the probability that a label is true), ``snr``
         (``theta / (1 - theta)``) and, when row draws were stored and ``include_rows``,
         ``clean_proba`` (dims ``chain, draw, row``: ``P(w_n = 1 | c, xi, theta, y)``, whose mean
         over draws is ``clean_proba_``). ``sample_stats`` holds ``density_evaluations`` (per
-        sweep, of the weights' log densities) and ``observed_data`` the labels in {-1, +1}.
+        sweep, of the weights' log densities) and ``observed_data`` the labels ``y`` in {-1, +1}
+        (dim ``row``). The groups, variables and coordinates are the same under both ArviZ
+        versions; the priors are attributes of each group (and, for a DataTree, of its root).
 
         Parameters
         ----------
@@ -426,8 +439,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        arviz.InferenceData
-            Accepted by ``arviz.summary``, ``arviz.plot_trace``, ``arviz.ess``, ``arviz.rhat``.
+        xarray.DataTree or arviz.InferenceData
+            Accepted by ``arviz.summary``, ``arviz.ess``, ``arviz.rhat`` and the trace plots
+            (``arviz.plot_trace_dist`` in ArviZ 1.x, ``arviz.plot_trace`` in 0.2x).
 
         Examples
         --------
@@ -453,25 +467,29 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             "theta": self.clean_rate_draws_,
             "snr": snr,
         }
+        if include_rows and self.clean_proba_draws_ is not None:
+            posterior["clean_proba"] = self.clean_proba_draws_
+        groups = {
+            "posterior": posterior,
+            "sample_stats": {"density_evaluations": self._density_evaluations},
+            "observed_data": {"y": self._y_signed},
+        }
         dims = {"c": ["classifier"], "clean_proba": ["row"], "y": ["row"]}
         n_rows = self._y_signed.shape[0]
         coords = {"classifier": np.arange(self.weight_draws_.shape[2]), "row": np.arange(n_rows)}
-        if include_rows and self.clean_proba_draws_ is not None:
-            posterior["clean_proba"] = self.clean_proba_draws_
-        return arviz.from_dict(
-            posterior=posterior,
-            sample_stats={"density_evaluations": self._density_evaluations},
-            observed_data={"y": self._y_signed},
-            coords=coords,
-            dims=dims,
-            attrs={
-                "inference_library": "viboost",
-                "model": "Lorbert et al. noise model, section 4; Gibbs sampler, Algorithm 2",
-                "weight_prior": float(self.weight_prior),
-                "noise_grade_prior": float(self.noise_grade_prior),
-                "clean_prior": list(check_pair("clean_prior", self.clean_prior)),
-            },
-        )
+        attrs = {
+            "inference_library": "viboost",
+            "model": "Lorbert et al. noise model, section 4; Gibbs sampler, Algorithm 2",
+            "weight_prior": float(self.weight_prior),
+            "noise_grade_prior": float(self.noise_grade_prior),
+            "clean_prior": list(check_pair("clean_prior", self.clean_prior)),
+        }
+        if arviz_uses_datatree(arviz):
+            # ArviZ 1.x (arviz_base.from_dict): one dict of groups, attributes per group; the
+            # "data" groups get no chain/draw dims.
+            group_attrs = {"/": dict(attrs)} | {group: dict(attrs) for group in groups}
+            return arviz.from_dict(groups, coords=coords, dims=dims, attrs=group_attrs)
+        return arviz.from_dict(**groups, coords=coords, dims=dims, attrs=attrs)
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X) -> np.ndarray:

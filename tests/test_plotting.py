@@ -1,0 +1,221 @@
+"""Tests of viboost.plotting: each plot's artists, the cases with nothing to plot, write_plots."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from viboost import GibbsSampler, VIBoostClassifier  # noqa: E402
+from viboost.plotting import (  # noqa: E402
+    plot_clean_proba,
+    plot_elbo,
+    plot_gibbs_posterior,
+    plot_noise_paths,
+    plot_suspects,
+    write_plots,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = (X[:, 0] > 0).astype(int)
+    flipped = rng.random(150) < 0.1
+    y[flipped] = 1 - y[flipped]
+    return X, y, flipped
+
+
+@pytest.fixture(scope="module")
+def paper(data):
+    X, y, _ = data
+    return VIBoostClassifier(20, preset="paper").fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def robust(data):
+    X, y, _ = data
+    return VIBoostClassifier(n_estimators=60, random_state=0).fit(X, y)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_plot_elbo_paper_marks_falls(paper):
+    ax = plot_elbo(paper)
+    assert isinstance(ax, Axes)
+    line, falls = ax.get_lines()
+    assert line.get_xdata().tolist() == list(range(1, 21))
+    np.testing.assert_allclose(line.get_ydata(), [trace[-1] for trace in paper.elbo_])
+    n_fell = sum(bool(np.any(np.diff(trace) < 0)) for trace in paper.elbo_)
+    assert len(falls.get_xdata()) == n_fell
+    assert f"{n_fell} of 20 rounds" in ax.get_legend().get_texts()[1].get_text()
+    assert "ELBO" in ax.get_title()
+
+
+def test_plot_elbo_robust_is_core_evidence(robust):
+    ax = plot_elbo(robust)
+    assert len(ax.get_lines()) == 1
+    assert len(ax.get_lines()[0].get_xdata()) == len(robust.estimators_)
+    assert "cross-fitted" in ax.get_title() and "log evidence" in ax.get_title()
+
+
+def test_plot_elbo_uses_given_axes(paper):
+    _, ax = plt.subplots()
+    assert plot_elbo(paper, ax=ax) is ax
+
+
+def test_plot_elbo_without_trace_raises(data):
+    X, y, _ = data
+    model = VIBoostClassifier(5, preset="paper", fixed_vi_iter=2).fit(X, y)
+    with pytest.raises(ValueError, match="fixed_vi_iter=2"):
+        plot_elbo(model)
+
+
+def test_plot_noise_paths_paper(paper):
+    axes = plot_noise_paths(paper)
+    assert axes.shape == (2,)
+    snr_ax, grade_ax = axes
+    np.testing.assert_allclose(snr_ax.get_lines()[0].get_ydata(), paper.snr_path_)
+    np.testing.assert_allclose(grade_ax.get_lines()[0].get_ydata(), paper.noise_grade_path_)
+    assert snr_ax.get_ylabel().startswith("SNR")
+    assert grade_ax.get_xlabel() == "round"
+
+
+def test_plot_noise_paths_single_axes_twins(paper):
+    _, ax = plt.subplots()
+    axes = plot_noise_paths(paper, ax=ax)
+    assert axes[0] is ax and axes[1] is not ax
+    assert axes[1].get_ylabel() == "noise grade xi"
+
+
+def test_plot_noise_paths_cross_fitted(robust):
+    assert np.isnan(robust.snr_path_).all()
+    (ax,) = plot_noise_paths(robust)
+    curve, chosen = ax.get_lines()[0], ax.get_lines()[-1]
+    np.testing.assert_array_equal(curve.get_xdata(), robust.cv_rounds_)
+    assert chosen.get_xdata()[0] == len(robust.estimators_)
+    title = ax.get_title()
+    assert f"{len(robust.estimators_)} rounds chosen" in title and "SNR" in title
+
+
+def test_plot_noise_paths_without_noise_model_raises(data):
+    X, y, _ = data
+    model = VIBoostClassifier(5, preset="paper", noise_model=False).fit(X, y)
+    with pytest.raises(ValueError, match="noise_model=False"):
+        plot_noise_paths(model)
+
+
+@pytest.mark.parametrize("name", ["paper", "robust"])
+def test_plot_clean_proba(name, request):
+    model = request.getfixturevalue(name)
+    ax = plot_clean_proba(model, bins=10)
+    assert len(ax.patches) == 10
+    assert sum(p.get_height() for p in ax.patches) == model.mislabel_proba_.size
+    assert ax.get_yscale() == "log"
+
+
+def test_plot_clean_proba_flipped_split(robust, data):
+    flipped = data[2]
+    ax = plot_clean_proba(robust, flipped=flipped, bins=10, log=False)
+    assert len(ax.patches) == 20
+    heights = [p.get_height() for p in ax.patches]
+    assert sum(heights[:10]) == flipped.sum() and sum(heights[10:]) == (~flipped).sum()
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts[:2] == [f"known flips (n={flipped.sum()})", f"other rows (n={(~flipped).sum()})"]
+    assert ax.get_yscale() == "linear"
+
+
+def test_plot_clean_proba_bad_mask(robust):
+    with pytest.raises(ValueError, match="boolean mask"):
+        plot_clean_proba(robust, flipped=np.ones(3, dtype=bool))
+
+
+def test_plot_suspects(robust):
+    ax = plot_suspects(robust, top=7)
+    assert len(ax.patches) == 7
+    order = np.argsort(-robust.mislabel_proba_, kind="stable")[:7]
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert names == [f"row {i + 1}" for i in order]
+    widths = [p.get_width() for p in ax.patches]
+    np.testing.assert_allclose(widths, robust.mislabel_proba_[order])
+    assert ax.patches[0].get_y() > ax.patches[-1].get_y()  # the most likely at the top
+    assert any(line.get_xdata()[0] == 0.5 for line in ax.get_lines())
+
+
+def test_plot_suspects_labels(robust):
+    ids = [f"id{i}" for i in range(robust.mislabel_proba_.size)]
+    ax = plot_suspects(robust, top=3, labels=ids)
+    order = np.argsort(-robust.mislabel_proba_, kind="stable")[:3]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [ids[i] for i in order]
+    with pytest.raises(ValueError, match="one entry per training row"):
+        plot_suspects(robust, labels=ids[:5])
+    with pytest.raises(ValueError, match="positive int"):
+        plot_suspects(robust, top=0)
+
+
+@pytest.mark.parametrize("name", ["paper", "robust"])
+def test_plot_gibbs_posterior(name, request, data):
+    model = request.getfixturevalue(name)
+    X, y, _ = data
+    gibbs = GibbsSampler(
+        100, n_burnin=50, n_chains=2, classifier=model, store_row_draws=False, random_state=0
+    ).fit(X, y)
+    axes = plot_gibbs_posterior(gibbs, model, bins=15)
+    assert axes.shape == (2,)
+    theta_ax, xi_ax = axes
+    assert len(theta_ax.patches) == 15 and len(xi_ax.patches) == 15
+    vi_theta = theta_ax.get_lines()[-1].get_xdata()[0]
+    if model.noise_calibration_ is not None:
+        assert vi_theta == pytest.approx(model.noise_calibration_.theta)
+    else:
+        assert vi_theta == pytest.approx(model.eta_[0] / model.eta_.sum())
+    assert xi_ax.get_lines()[-1].get_xdata()[0] == pytest.approx(model.noise_grade_)
+    assert theta_ax.get_lines()[0].get_xdata()[0] == pytest.approx(gibbs.clean_rate_draws_.mean())
+    # The same draws as a mapping give the same plot.
+    draws = {"theta": gibbs.clean_rate_draws_, "xi": gibbs.noise_grade_draws_}
+    again = plot_gibbs_posterior(draws, model, bins=15)
+    assert [p.get_height() for p in again[1].patches] == [p.get_height() for p in xi_ax.patches]
+
+
+def test_plot_gibbs_posterior_bad_input(paper):
+    with pytest.raises(TypeError, match="GibbsSampler"):
+        plot_gibbs_posterior([1, 2, 3], paper)
+    with pytest.raises(ValueError, match="'theta' and 'xi'"):
+        plot_gibbs_posterior({"theta": [0.5]}, paper)
+
+
+def test_write_plots(paper, robust, data, tmp_path):
+    flipped = data[2]
+    for model, where in [(paper, tmp_path / "paper"), (robust, tmp_path / "a" / "robust")]:
+        paths = write_plots(model, where, flipped=flipped, top=5)
+        assert [p.name for p in paths] == [
+            "elbo.png",
+            "noise_paths.png",
+            "mislabel_proba.png",
+            "suspects.png",
+        ]
+        for path in paths:
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert sorted(p.name for p in where.iterdir()) == sorted(p.name for p in paths)
+    assert plt.get_fignums() == []
+
+
+def test_write_plots_skips_what_does_not_apply(data, tmp_path):
+    X, y, _ = data
+    model = VIBoostClassifier(5, preset="paper", fixed_vi_iter=2, noise_model=False).fit(X, y)
+    assert write_plots(model, tmp_path) == []
+    assert list(tmp_path.iterdir()) == []
+    model = VIBoostClassifier(5, preset="paper", fixed_vi_iter=2).fit(X, y)
+    names = [p.name for p in write_plots(model, tmp_path)]
+    assert names == ["noise_paths.png", "mislabel_proba.png", "suspects.png"]
+    assert plt.get_fignums() == []
