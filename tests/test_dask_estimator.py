@@ -284,3 +284,18 @@ def test_clone_keeps_the_client_and_the_parameters(two_workers):
     assert copy.client is two_workers
     assert copy.get_params()["block_size"] == 123 and copy.n_estimators == 7
     assert copy is not model
+
+
+def test_sample_weights_with_zeros_give_the_in_memory_model(two_workers):
+    """Rows of zero weight are in no fold; they get the final ensemble's margin, as in memory."""
+    X, y = _step_data(3000)
+    weight = np.random.default_rng(3).integers(0, 4, len(y)).astype(float)
+    params = {"n_estimators": 40, "cv": 3, "n_iter_no_change": None, "random_state": 2}
+    want = VIBoostClassifier(**params).fit(X, y, sample_weight=weight)
+    got = DaskVIBoostClassifier(client=two_workers, block_size=700, **params).fit(
+        da.from_array(X, chunks=(450, 2)), da.from_array(y, chunks=450), sample_weight=weight
+    )
+    _assert_same_model(got, want)
+    np.testing.assert_allclose(
+        got.cv_decision_function_.compute(), want.cv_decision_function_, rtol=RTOL
+    )
