@@ -517,10 +517,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 init_eta,
                 search=search.restricted(in_train),
             )
-            runs.append((rounds, X[val], val, np.zeros(val.size)))
+            runs.append((rounds, val))
 
         # The scored rows in row order (a fixed order for the calibration's sums).
-        active = np.unique(np.concatenate([val for _, _, val, _ in runs]))
+        active = np.unique(np.concatenate([val for _, val in runs]))
         y_act, s_act = y_signed[active], sample_weight[active]
         out_of_fold = np.zeros(X.shape[0])
         stopping = RoundCountSearch(self.n_iter_no_change, s_act.sum())
@@ -535,14 +535,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ) as progress:
             while done < plan.n_estimators:
                 step = min(CHECK_EVERY, plan.n_estimators - done)
-                for rounds, X_val, _, val_margin in runs:
+                for rounds, val in runs:
                     for _ in range(step):
-                        stump, alpha = next(rounds)
-                        val_margin += alpha * stump.predict(X_val)
+                        # A fold's booster carries its validation rows at zero weight: their
+                        # margins are the out-of-fold H.
+                        _, _, margin = next(rounds)
+                    out_of_fold[val] = margin[val]
                 done += step
                 progress.update(step)
-                for _, _, val, val_margin in runs:
-                    out_of_fold[val] = val_margin
                 score, calibration = score_out_of_fold(
                     y_act, out_of_fold[active], s_act, self._priors, self.noise_model
                 )
@@ -634,6 +634,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         else:
             self.mislabel_proba_ = np.zeros(y.shape[0])
             rates = np.full(3, np.nan)
+        self._store_flip_rates(rates, intervals)
+
+    def _store_flip_rates(self, rates: np.ndarray, intervals: np.ndarray | None) -> None:
+        """``noise_rate_``, ``flip_rates_`` and their intervals (NaN where there are none) from
+        ``[share of wrong labels, flip rate of each true class]``."""
         if intervals is None:
             intervals = np.full((3, 2), np.nan)
         self.noise_rate_ = float(rates[0])
@@ -669,10 +674,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         clean_prior: tuple[float, float],
         init_eta: tuple[float, float],
         search: StumpSearch | None = None,
-    ) -> Iterator[tuple[DecisionStump, float]]:
+    ) -> Iterator[tuple[DecisionStump, float, np.ndarray]]:
         """The outer loop of Algorithm 1 on validated input (from scratch or warm-started):
         per round, search the stump, run the round's inference, reweight, record; yields the
-        stump and its (shrunk) weight after each round, up to the plan's ``n_estimators``.
+        stump, its (shrunk) weight and the margins ``H`` of all rows of ``X`` (zero-weight rows
+        included; the array is updated in place) after each round, up to the plan's
+        ``n_estimators``.
         ``search`` is the stump search over ``X`` (built here if None)."""
         n_estimators = self._plan.n_estimators
         step = self._plan.learning_rate
@@ -732,7 +739,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 )
                 self._record_round(stump, alpha, result)
                 progress.update()
-                yield stump, alpha
+                yield stump, alpha, margins.margin
         # phi_n for every training row, from the final q(w) and the final ensemble.
         self.clean_proba_ = self._state.clean.proba(y_signed, margins.margin)
         return margins.margin

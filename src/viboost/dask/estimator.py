@@ -412,10 +412,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             self.mislabel_proba_ = self._rows_array(None, sizes, fill=0.0)
             rates = np.full(3, np.nan)
         self._n_train = n_rows
-        self.noise_rate_ = float(rates[0])
-        self.noise_rate_interval_ = np.full(2, np.nan)
-        self.flip_rates_ = rates[1:]
-        self.flip_rates_interval_ = np.full((2, 2), np.nan)
+        self._store_flip_rates(rates, None)
 
     def _fit_cross_fitted_blocks(
         self,
