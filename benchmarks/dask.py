@@ -65,13 +65,10 @@ import argparse
 import contextlib
 import datetime
 import gc
-import importlib.metadata
 import math
 import os
-import platform
 import shlex
 import sys
-import tempfile
 import time
 import traceback
 import warnings
@@ -79,15 +76,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# This file is benchmarks/dask.py. Run as a script, its directory is sys.path[0], so
-# ``import dask`` below (and inside distributed, lightgbm and xgboost) would import this very
-# file instead of the dask package. Drop that directory from sys.path before importing any of
-# them. Worker processes start with this sys.path too (multiprocessing's spawn copies it).
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run as a script, this directory is sys.path[0], and benchmarks/dask.py would then shadow the
+# dask package for ``import dask`` (here and inside distributed, lightgbm, xgboost). Move the
+# directory to the end of sys.path: the package wins, and dask_report (beside this file) is
+# still found. Worker processes start with this sys.path too (multiprocessing's spawn copies it).
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
+from dask_report import close_quietly, machine_lines, progress, versions_line  # noqa: E402
 from distributed import Client, LocalCluster, wait  # noqa: E402
+
+from viboost._io import atomic_write_text  # noqa: E402
 
 MODELS = {
     "viboost-dask": "DaskVIBoostClassifier",
@@ -237,39 +238,6 @@ def run_model(
 
 
 # ---------------------------------------------------------------------------------- report
-def machine_lines() -> list[str]:
-    """Platform, CPU model, core counts and RAM of this machine."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    ram = "unknown"
-    with contextlib.suppress(OSError):
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    ram = f"{int(line.split()[1]) * 1024 / 2**30:.1f} GiB"
-                    break
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return [
-        f"- Machine: {platform.platform()}; Python {platform.python_version()}",
-        f"- CPU: {cpu}; {os.cpu_count()} logical cores ({usable} usable by this process)",
-        f"- RAM: {ram}",
-    ]
-
-
-def versions_line() -> str:
-    """Versions of the libraries involved, from their installed metadata."""
-    parts = []
-    for dist in VERSIONED:
-        try:
-            parts.append(f"{dist} {importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            parts.append(f"{dist} (not installed)")
-    return "- Libraries: " + ", ".join(parts)
 
 
 def load_average() -> float:
@@ -295,7 +263,7 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "",
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
         *machine_lines(),
-        versions_line(),
+        versions_line(VERSIONED),
         f"- Command: `python {shlex.join(sys.argv)}`",
         f"- Cluster: distributed.LocalCluster, {args.workers} worker processes x 1 thread, "
         f"memory_limit {args.memory_limit} each, on this machine; the in-memory reference runs "
@@ -354,25 +322,6 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     return "\n".join(lines)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates the file 0600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 # ---------------------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
@@ -399,19 +348,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--flip-rate must be in [0, 0.5)")
     args.models = [key for key in MODELS if key in args.models]  # DaskVIBoost first
     return args
-
-
-def close_quietly(name: str, close: Callable[..., Any], timeout: float) -> None:
-    """Call ``close(timeout=timeout)``; report (not raise) a failure or a timeout."""
-    try:
-        close(timeout=timeout)
-    except Exception as exc:  # shutting down: say it and go on
-        print(f"warning: closing the {name} failed: {exc!r}", file=sys.stderr)
-
-
-def progress(message: str) -> None:
-    """One progress line on stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report = build_report(results, args)
         print(report)
-        write_atomic(args.out, report)
+        atomic_write_text(args.out, report)
         progress(f"wrote {args.out}; shutting the cluster down ...")
     return 0
 

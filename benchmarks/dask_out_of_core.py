@@ -57,36 +57,36 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.metadata
 import json
 import math
 import os
-import platform
 import resource
 import shlex
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# The directory of this script also holds benchmarks/dask.py. Run as a script, that directory is
-# sys.path[0], so ``import dask`` below (and inside distributed) would import that file instead
-# of the dask package. Drop the directory from sys.path before importing either. Worker
-# processes start with this sys.path too (multiprocessing's spawn copies it).
-sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+# Run as a script, this directory is sys.path[0], and benchmarks/dask.py would then shadow the
+# dask package for ``import dask`` (here and inside distributed, lightgbm, xgboost). Move the
+# directory to the end of sys.path: the package wins, and dask_report (beside this file) is
+# still found. Worker processes start with this sys.path too (multiprocessing's spawn copies it).
+_HERE = Path(__file__).resolve().parent
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import dask.dataframe as dd  # noqa: E402
 import numpy as np  # noqa: E402
 from dask.utils import parse_bytes  # noqa: E402
+from dask_report import close_quietly, machine_lines, progress, versions_line  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
+
+from viboost._io import atomic_write_text  # noqa: E402
 
 WEIGHTS = (1.0, -1.0, 0.5, 0.5, -0.5)
 NOISE_SCALE = 0.5
@@ -255,39 +255,6 @@ def client_peak_rss() -> int:
 
 
 # ---------------------------------------------------------------------------------- report
-def machine_lines() -> list[str]:
-    """Platform, CPU model, core counts and RAM of this machine."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    ram = "unknown"
-    with contextlib.suppress(OSError):
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    ram = f"{int(line.split()[1]) * 1024 / 2**30:.1f} GiB"
-                    break
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return [
-        f"- Machine: {platform.platform()}; Python {platform.python_version()}",
-        f"- CPU: {cpu}; {os.cpu_count()} logical cores ({usable} usable by this process)",
-        f"- RAM: {ram}",
-    ]
-
-
-def versions_line() -> str:
-    """Versions of the libraries involved, from their installed metadata."""
-    parts = []
-    for dist in VERSIONED:
-        try:
-            parts.append(f"{dist} {importlib.metadata.version(dist)}")
-        except importlib.metadata.PackageNotFoundError:
-            parts.append(f"{dist} (not installed)")
-    return "- Libraries: " + ", ".join(parts)
 
 
 def gb(n: float | None) -> str:
@@ -354,7 +321,7 @@ def build_report(r: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}",
         *machine_lines(),
-        versions_line(),
+        versions_line(VERSIONED),
         f"- Command: `python {shlex.join(sys.argv)}`",
         f"- Dataset: `{r['path']}`",
         "",
@@ -368,25 +335,6 @@ def build_report(r: dict[str, Any], args: argparse.Namespace) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates the file 0600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 # ---------------------------------------------------------------------------------- main
@@ -415,19 +363,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         parser.error(f"--memory-limit: {exc}")
     return args
-
-
-def close_quietly(name: str, close: Callable[..., Any], timeout: float) -> None:
-    """Call ``close(timeout=timeout)``; report (not raise) a failure or a timeout."""
-    try:
-        close(timeout=timeout)
-    except Exception as exc:  # shutting down: say it and go on
-        print(f"warning: closing the {name} failed: {exc!r}", file=sys.stderr)
-
-
-def progress(message: str) -> None:
-    """One progress line on stderr."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report = build_report(r, args)
         print(report)
-        write_atomic(args.out, report)
+        atomic_write_text(args.out, report)
         progress(f"wrote {args.out}; shutting the cluster down ...")
     return 0 if "fit_s" in r else 1
 
