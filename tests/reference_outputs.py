@@ -147,6 +147,61 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
     return {f"thresholds_{j}": np.asarray(t) for j, t in enumerate(binner.thresholds_)}
 
 
+#: Robust-preset configurations (cross-fitted noise fit, early stopping, refit on s_n phi_n),
+#: saved in ``tests/data/reference_outputs_robust.npz`` from main at 1e96ddc, before the
+#: booster became one object (issue 20).
+ROBUST_CONFIGS: dict[str, tuple[str, dict, dict]] = {
+    "robust_defaults": ("small", {"n_estimators": 300, "random_state": 0}, {}),
+    "robust_weighted": (
+        "small",
+        {"n_estimators": 300, "random_state": 1},
+        {"sample_weight": "mixed"},
+    ),
+    "robust_pseudo_rows": ("large", {"n_estimators": 60, "random_state": 2}, {}),
+    "robust_core_model": (
+        "small",
+        {"n_estimators": 200, "noise_model": False, "random_state": 3},
+        {},
+    ),
+}
+
+
+def robust_outputs(name: str) -> dict[str, np.ndarray]:
+    """The fitted model and noise statistics of one robust-preset configuration."""
+    data, params, options = ROBUST_CONFIGS[name]
+    X, y = make_data(data)
+    fit_kw = {}
+    if options.get("sample_weight"):
+        fit_kw["sample_weight"] = _sample_weight(options["sample_weight"], X.shape[0])
+    clf = VIBoostClassifier(**params).fit(X, y, **fit_kw)
+    X_new = make_data(data)[0][::3] * 1.1
+    return {
+        "n_rounds": np.array(len(clf.alphas_)),
+        "alphas": clf.alphas_,
+        "train_decision": clf.decision_function(X),
+        "decision": clf.decision_function(X_new),
+        "cv_rounds": clf.cv_rounds_,
+        "cv_log_likelihood": clf.cv_log_likelihood_,
+        "cv_decision": clf.cv_decision_function_,
+        "clean_proba": clf.clean_proba_,
+        "mislabel_proba": clf.mislabel_proba_,
+        "noise_rate": np.array(clf.noise_rate_),
+        "noise_rate_interval": clf.noise_rate_interval_,
+        "flip_rates": clf.flip_rates_,
+        "flip_rates_interval": clf.flip_rates_interval_,
+        "eta": clf.eta_,
+        "omega": clf.omega_,
+    }
+
+
+def all_robust_outputs() -> dict[str, np.ndarray]:
+    """``{config/attribute: array}`` for every robust-preset configuration."""
+    out = {}
+    for name in ROBUST_CONFIGS:
+        out.update({f"{name}/{k}": v for k, v in robust_outputs(name).items()})
+    return out
+
+
 def all_outputs() -> dict[str, np.ndarray]:
     """``{config/attribute: array}`` for every configuration."""
     out = {}
@@ -160,4 +215,8 @@ def all_outputs() -> dict[str, np.ndarray]:
 
 
 if __name__ == "__main__":
-    np.savez_compressed(sys.argv[1], **all_outputs())
+    # python tests/reference_outputs.py OUT.npz [--robust]
+    if "--robust" in sys.argv[2:]:
+        np.savez_compressed(sys.argv[1], **all_robust_outputs())
+    else:
+        np.savez_compressed(sys.argv[1], **all_outputs())

@@ -1,5 +1,8 @@
 """Bit-identity of every fitted attribute and Gibbs draw with the outputs saved from main.
 
+The robust preset has its own saved outputs (``tests/data/reference_outputs_robust.npz``,
+from main at 1e96ddc): the cross-fitted round count, margins and noise statistics.
+
 The saved outputs (``tests/data/reference_outputs.npz``) were computed before the variational
 round moved into :mod:`viboost.variational`; see ``tests/reference_outputs.py`` for the
 configurations (defaults, ``alpha="exact"``, ``noise_model=False``, ``fixed_vi_iter=1``,
@@ -60,3 +63,25 @@ def test_saved_outputs_cover_every_configuration(saved):
     assert saved["defaults/n_vi_iter"].max() > 1
     assert np.all(saved["fixed_vi_iter_1/n_vi_iter"] == 1)
     assert np.isnan(saved["core_model/snr"])
+
+
+SAVED_ROBUST = Path(__file__).parent / "data" / "reference_outputs_robust.npz"
+
+
+@pytest.fixture(scope="module")
+def saved_robust() -> dict[str, np.ndarray]:
+    with np.load(SAVED_ROBUST) as data:
+        return {key: data[key] for key in data.files}
+
+
+@pytest.mark.parametrize("name", list(ref.ROBUST_CONFIGS))
+def test_robust_fit_is_bit_identical(saved_robust, name):
+    _assert_identical(saved_robust, name, ref.robust_outputs(name))
+
+
+def test_saved_robust_outputs_cover_every_configuration(saved_robust):
+    assert {key.split("/")[0] for key in saved_robust} == set(ref.ROBUST_CONFIGS)
+    # Early stopping chose fewer rounds than the cap in one, the cap was reached in another.
+    assert saved_robust["robust_defaults/n_rounds"] < 300
+    assert saved_robust["robust_pseudo_rows/n_rounds"] == 60
+    assert saved_robust["robust_pseudo_rows/clean_proba"].size > 4096
