@@ -1,4 +1,5 @@
-"""Bit-identity of every fitted attribute and Gibbs draw with the outputs saved from main.
+"""Identity of every fitted attribute and Gibbs draw with the outputs saved from main: bitwise on
+the CPU that saved them, and within float rounding (:data:`RTOL`) on others.
 
 The robust preset has its own saved outputs (``tests/data/reference_outputs_robust.npz``,
 from main at 1e96ddc): the cross-fitted round count, margins and noise statistics.
@@ -27,17 +28,29 @@ def saved() -> dict[str, np.ndarray]:
         return {key: data[key] for key in data.files}
 
 
+#: Floats may differ from the saved bytes by float rounding: numpy's float64 exp and log take
+#: another code path on CPUs with AVX-512 (measured here: at most 5e-13 relative on an AMD EPYC
+#: with AVX-512, on the outputs saved on a CPU without it). Everything discrete (stumps, round
+#: counts, iteration counts, shapes) must match exactly, so a changed choice of stump fails.
+RTOL = 1e-9
+
+
 def _assert_identical(saved: dict, name: str, outputs: dict) -> None:
     for key, value in outputs.items():
         expected = saved[f"{name}/{key}"]
         actual = np.asarray(value)
         assert actual.shape == expected.shape, f"{name}/{key}: shape"
         assert actual.dtype == expected.dtype, f"{name}/{key}: dtype"
-        # Bitwise, NaN included: compare the bytes, not the values.
-        assert actual.tobytes() == expected.tobytes(), (
-            f"{name}/{key} differs from main: max abs difference "
-            f"{np.nanmax(np.abs(actual.astype(float) - expected.astype(float)))}"
-        )
+        if actual.tobytes() == expected.tobytes():  # bitwise, NaN included
+            continue
+        discrete = key == "stumps" or expected.dtype.kind in "biu"
+        assert not discrete, f"{name}/{key} differs from main: {actual} against {expected}"
+        scale = np.maximum(np.abs(expected), np.finfo(float).tiny)
+        with np.errstate(invalid="ignore"):
+            relative = np.abs(actual - expected) / scale
+        assert np.array_equal(np.isnan(actual), np.isnan(expected)), f"{name}/{key}: NaNs"
+        worst = float(np.nanmax(relative, initial=0.0))
+        assert worst <= RTOL, f"{name}/{key} differs from main by {worst:.3g} relative"
 
 
 @pytest.mark.parametrize("name", list(ref.VI_CONFIGS))
