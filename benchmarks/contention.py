@@ -13,8 +13,8 @@ The table (default mode) times, in one run and in this process:
 
 - a small fit: breast cancer (569 rows x 30 features, bundled with scikit-learn), 100 rounds,
   with the default ``n_jobs`` (None), ``n_jobs=1``, ``n_jobs=2``, and "2 threads, no threshold"
-  (``n_jobs=2`` with ``viboost._parallel.WORK_THRESHOLD`` set to 0, which is what every fit did
-  before the threshold existed: numba's default of all cores for every kernel);
+  (``n_jobs=2`` with ``viboost._utils.parallel.WORK_THRESHOLD`` set to 0, which is what every fit
+  did before the threshold existed: numba's default of all cores for every kernel);
 - a large fit: 10^6 rows x 4 features (i.i.d. standard normal, a noisy linear label), 5 rounds,
   with ``n_jobs=1`` and ``n_jobs=2``;
 
@@ -27,8 +27,8 @@ script's; other work on the machine is not controlled, so run it on a quiet mach
 
 ``--sweep`` times 5-round fits of ``n`` rows x ``d`` features at one and two threads (threshold
 forced to 0, idle, median of ``--repeats``) and ``decision_function`` of 100 stumps on ``n``
-rows; the threshold :data:`viboost._parallel.WORK_THRESHOLD` is where two threads start to win.
-``--launch`` times one call of a small parallel kernel (the loop of ``_stump_outputs`` on 569
+rows; the threshold :data:`viboost._utils.parallel.WORK_THRESHOLD` is where two threads start to
+win. ``--launch`` times one call of a small parallel kernel (the loop of ``_stump_outputs`` on 569
 rows) at two threads, at one thread, and compiled without ``parallel``, idle and loaded.
 """
 
@@ -49,7 +49,7 @@ import numba
 import numpy as np
 from sklearn.base import clone
 
-import viboost._parallel as parallel
+import viboost._utils.parallel as parallel
 from viboost import VIBoostClassifier
 
 LOAD_PROCESSES = 2

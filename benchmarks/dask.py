@@ -88,7 +88,7 @@ import numpy as np  # noqa: E402
 from dask_report import close_quietly, machine_lines, progress, versions_line  # noqa: E402
 from distributed import Client, LocalCluster, wait  # noqa: E402
 
-from viboost._io import atomic_write_text  # noqa: E402
+from viboost._utils.io import atomic_write_text  # noqa: E402
 
 MODELS = {
     "viboost-dask": "DaskVIBoostClassifier",

@@ -86,7 +86,7 @@ from dask.utils import parse_bytes  # noqa: E402
 from dask_report import close_quietly, machine_lines, progress, versions_line  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
-from viboost._io import atomic_write_text  # noqa: E402
+from viboost._utils.io import atomic_write_text  # noqa: E402
 
 WEIGHTS = (1.0, -1.0, 0.5, 0.5, -0.5)
 NOISE_SCALE = 0.5

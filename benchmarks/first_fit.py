@@ -8,7 +8,7 @@ Each measurement runs in a fresh Python process with ``NUMBA_CACHE_DIR`` pointed
 directory, so nothing is cached at the start, exactly as after ``pip install``. One process
 fits, in order: breast cancer (569 x 30, 100 rounds) twice, Spambase (4,601 rows: the pseudo-row
 kernels) once, and 10^6 x 4 rows with ``n_jobs=-1`` (the parallel kernel forms) once, printing
-each fit's time and the seconds numba spent compiling (``viboost._compile.compile_seconds``).
+each fit's time and the seconds numba spent compiling (``viboost._utils.compile.compile_seconds``).
 A second process repeats the breast-cancer fit against the now-filled cache (a new process that
 only loads the kernels). Every fit is the engine at fixed rounds: preset='paper' (Algorithm 1 as
 printed; the default ``preset="robust"`` would cross-fit and choose its own number of rounds).
@@ -27,7 +27,7 @@ import json, sys, time
 import numpy as np
 from sklearn.datasets import load_breast_cancer
 from viboost import VIBoostClassifier
-from viboost._compile import compile_seconds
+from viboost._utils.compile import compile_seconds
 from viboost.datasets import load_spambase
 
 def paper(rounds, **kwargs):

@@ -2,11 +2,11 @@
 scipy's generic exact sampler for the weights.
 
 The problem is the issue's: N = 1,000 rows, M = 50 base classifiers (random +-1 outputs), labels
-drawn from the model of section 4 (``viboost.generative.sample_model``, a fixed seed). Both
+drawn from the model of section 4 (``viboost.gibbs.generative.sample_model``, a fixed seed). Both
 samplers run Algorithm 2 in the same order (c_1..c_M, xi, w, theta); they differ in how a
 weight is drawn from its v-Log conditional:
 
-* viboost: compiled adaptive rejection sampling (``viboost._gibbs_kernel``);
+* viboost: compiled adaptive rejection sampling (``viboost.gibbs.kernels``);
 * baseline: ``scipy.stats.sampling.TransformedDensityRejection`` (UNU.RAN's TDR, exact for
   log-concave densities) built for each conditional from a vectorised NumPy log density and
   its derivative; the other steps in NumPy.
@@ -29,8 +29,8 @@ from scipy.special import expit, log_expit
 from scipy.stats.sampling import TransformedDensityRejection
 
 from viboost import GibbsSampler
-from viboost.generative import sample_model, sample_two_term_vlog
-from viboost.gibbs import import_arviz
+from viboost.gibbs.generative import sample_model, sample_two_term_vlog
+from viboost.gibbs.sampler import import_arviz
 
 
 def make_problem(n_rows: int, n_classifiers: int, seed: int):

@@ -139,7 +139,7 @@ BINNING_CONFIGS = ("binning_int_seed", "binning_random_state")
 
 def binning_outputs(name: str) -> dict[str, np.ndarray]:
     """The bin thresholds of every feature of 250,000 rows, placed on a seeded subsample."""
-    from viboost.binning import FeatureBinner
+    from viboost.boosting.binning import FeatureBinner
 
     X = np.random.default_rng(0).normal(size=(250_000, 3))
     seed = 0 if name == "binning_int_seed" else np.random.RandomState(3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from viboost.binning import MISSING_BIN, FeatureBinner
+from viboost.boosting.binning import MISSING_BIN, FeatureBinner
 
 
 def exact_midpoints(values):
@@ -173,7 +173,7 @@ def test_memory_layout_does_not_matter():
 def test_fit_sample_with_callbacks_gives_the_edges_of_fit():
     """The binner of a distributed fit: a sample and two callbacks give fit's edges, also when
     the subsample misses values of a few-valued feature."""
-    from viboost.binning import absent_values, subsample_ranks
+    from viboost.boosting.binning import absent_values, subsample_ranks
 
     rng = np.random.default_rng(0)
     n = 5000

@@ -1,5 +1,5 @@
-"""viboost.calibration: the marginal-likelihood fit of (theta, xi, scale of H) against oracles
-written here: a generic Nelder-Mead maximiser of the log posterior, the EM type posterior by
+"""viboost.noise_fit.calibration: the marginal-likelihood fit of (theta, xi, scale of H) against
+oracles written here: a generic Nelder-Mead maximiser of the log posterior, the EM type posterior by
 enumeration of (true class, type), the stationarity conditions of S.4.2 and S.4.4, data drawn
 from the model itself, and the Laplace curvature by finite differences of the log posterior."""
 
@@ -12,7 +12,7 @@ import pytest
 from scipy import optimize
 from scipy.special import expit
 
-from viboost.calibration import calibrate_noise, flip_rates_from_mislabel
+from viboost.noise_fit.calibration import calibrate_noise, flip_rates_from_mislabel
 from viboost.variational import ModelPriors
 
 

@@ -1,4 +1,4 @@
-"""Tests for the viboost command line (viboost.cli) and its safe file I/O (viboost._io)."""
+"""Tests for the viboost command line (viboost.cli) and its safe file I/O (viboost._utils.io)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from viboost import VIBoostClassifier
-from viboost._io import (
+from viboost._utils.io import (
     atomic_dump_model,
     atomic_write_text,
     read_csv_checked,
@@ -585,7 +585,7 @@ def mail_frame() -> pd.DataFrame:
 
 
 def test_sniff_delimiter_and_sep_option(tmp_path, mail_frame):
-    from viboost._io import sniff_delimiter
+    from viboost._utils.io import sniff_delimiter
 
     assert sniff_delimiter("make;address;spam\n0,5;1;0\n1;2,25;1\n") == ";"
     assert sniff_delimiter("a\tb,c\tlabel\n1\t2\t0\n") == "\t"

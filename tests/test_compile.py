@@ -1,4 +1,4 @@
-"""The compile notice (viboost._compile): one line on stderr when a viboost kernel compiles.
+"""The compile notice (viboost._utils.compile): one line on stderr when a viboost kernel compiles.
 
 The subprocess tests point ``NUMBA_CACHE_DIR`` at an empty directory, so that numba really
 compiles there (instead of loading the kernels from the cache of this checkout), and compile only
@@ -25,8 +25,8 @@ from numba.core import config as numba_config
 from numba.core import event as numba_event
 
 import viboost
-from viboost import VIBoostClassifier, cli
-from viboost._compile import (
+from viboost import VIBoostClassifier
+from viboost._utils.compile import (
     NOTICE,
     QUIET_ENV,
     CompileNotice,
@@ -45,10 +45,10 @@ CHILD = textwrap.dedent(
     import sys
     import numpy as np
     from numba.core.registry import CPUDispatcher
-    import viboost, viboost.cli, viboost.gibbs, viboost.generative, viboost.datasets
+    import viboost, viboost.cli, viboost.gibbs.sampler, viboost.gibbs.generative, viboost.datasets
     import viboost.variational as variational
     import viboost.distributions.unit_slope_vlog as unit_slope_vlog
-    from viboost._parallel import ThreadedKernel
+    from viboost._utils.parallel import ThreadedKernel
 
     def dispatchers(module):  # plain kernels, and both forms of the threaded ones
         for k in vars(module).values():
@@ -193,20 +193,6 @@ def test_install_is_idempotent():
     assert install() is install()
 
 
-def test_demo_says_how_much_of_the_fit_was_compiling(monkeypatch, capsys):
-    readings = iter([0.0, 12.3])  # compile_seconds() before and after VIBoost's fit
-    monkeypatch.setattr(cli, "compile_seconds", lambda: next(readings))
-    assert cli.main(["demo", "--n-estimators", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "includes 12.3 s of one-time kernel compilation" in out
-
-
-def test_demo_says_nothing_when_nothing_compiled(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "compile_seconds", lambda: 3.0)
-    assert cli.main(["demo", "--n-estimators", "3"]) == 0
-    assert "compilation" not in capsys.readouterr().out
-
-
 @pytest.fixture
 def no_cache_dir(monkeypatch, tmp_path):
     """NUMBA_CACHE_DIR unset (restored afterwards) and the temporary directory under tmp_path."""
@@ -226,7 +212,7 @@ def test_cache_location_for_a_read_only_install(no_cache_dir, monkeypatch):
         raise RuntimeError("cannot cache function: no locator available")
 
     # What numba answers for a read-only install with a read-only home directory.
-    monkeypatch.setattr(viboost._compile, "FunctionCache", no_locator)
+    monkeypatch.setattr(viboost._utils.compile, "FunctionCache", no_locator)
     path = ensure_cache_location()
     assert path is not None and Path(path).parent == no_cache_dir
     assert os.environ["NUMBA_CACHE_DIR"] == path and numba_config.CACHE_DIR == path

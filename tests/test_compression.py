@@ -1,4 +1,5 @@
-"""viboost.compression: knot aggregation into pseudo-rows against the sums over all rows and
+"""viboost.variational.compression: knot aggregation into pseudo-rows against the sums over all rows
+and
 against the accurate log B_c (VersatileLogistic.log_normalizer) over all rows."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import pytest
 from oracles import random_round_rows
 from scipy.special import log_expit
 
-from viboost.compression import (
+from viboost.variational import log_normalizer_c, weight_posterior
+from viboost.variational.compression import (
     KnotGrid,
     combine_knot_moments,
     compress_round,
@@ -17,7 +19,6 @@ from viboost.compression import (
     knot_range,
     pseudo_rows,
 )
-from viboost.variational import log_normalizer_c, weight_posterior
 
 
 def _summands(alpha, offset):

@@ -1,4 +1,5 @@
-"""viboost.cross_fit: the folds, the score of a round count and the early-stopping rule."""
+"""viboost.noise_fit.cross_fit: the folds, the score of a round count and the early-stopping
+rule."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from scipy.special import log_expit
 from sklearn.model_selection import KFold
 
-from viboost.cross_fit import CV_TOL, RoundCountSearch, cross_fit_folds, score_out_of_fold
+from viboost.noise_fit.cross_fit import CV_TOL, RoundCountSearch, cross_fit_folds, score_out_of_fold
 from viboost.variational import ModelPriors
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from viboost.binning import FeatureBinner
-from viboost.calibration import flip_rate_sums
+from viboost.boosting.binning import FeatureBinner
+from viboost.boosting.reweighting import search_weights
+from viboost.boosting.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
 from viboost.dask import blocks
-from viboost.reweighting import stump_weights
-from viboost.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
+from viboost.noise_fit.calibration import flip_rate_sums
 from viboost.variational.state import CleanLogOdds
 
 
@@ -70,16 +70,17 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
         block, blocks.start_boosters(block, None), (None,), (clean,), 1.0, True
     )
     ((hist, log_scale, total, knots),) = blocks.histograms(block, (booster,))
-    weights = stump_weights(block.y, np.zeros(300), weight, clean, 1.0, True)
+    weights = search_weights(block.y, np.zeros(300), weight, clean, 1.0, True)
     stump, _ = search.best(weights, block.y)
     occupied = blocks.occupied_by_booster(block, (booster,))[0]
-    got, _, position = best_binned_stump(hist / total, binner, occupied)
+    got, _, _ = best_binned_stump(hist / total, binner, occupied)
     assert got == stump
+    stump = got  # the stump with its split bin
     assert knots == (0.0, 0.0)
     # The stump's outputs from the bins are stump.predict on the raw values.
-    update = blocks.StumpUpdate(stump, position, 0.4)
+    update = blocks.LearnerUpdate(stump, 0.4)
     ((y_rows, h_rows, margin_rows, s_rows),) = blocks.round_rows(
-        block, (booster,), ((stump, position),), (None,)
+        block, (booster,), (stump,), (None,)
     )
     active = weight > 0
     np.testing.assert_array_equal(h_rows, stump.predict(X)[active])
@@ -92,8 +93,8 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
 def test_out_of_fold_takes_each_rows_last_validation_fold_after_the_pending_stumps():
     X, y, weight, binner, block = _block(2, n=6)
     boosters = blocks.start_boosters(block, np.ones((2, 6)))
-    stump = DecisionStump(0, -np.inf, 1, True)  # h = +1 everywhere
-    updates = (blocks.StumpUpdate(stump, 0, 0.5), blocks.StumpUpdate(stump, 0, 2.0))
+    stump = DecisionStump(0, -np.inf, 1, True, split_bin=-1)  # h = +1 everywhere
+    updates = (blocks.LearnerUpdate(stump, 0.5), blocks.LearnerUpdate(stump, 2.0))
     validation = np.array([[1, 1, 0, 0, 1, 0], [0, 1, 1, 0, 0, 0]], dtype=bool)
     got = blocks.out_of_fold(block, boosters, validation, updates)
     np.testing.assert_array_equal(got, [0.5, 2.0, 2.0, 0.0, 0.5, 0.0])

@@ -22,7 +22,7 @@ from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import minimize_scalar
 from scipy.special import betaln, expit
 
-from viboost._math import log1mexp, log_sum_exp, log_weighted_sum_exp, softplus
+from viboost._utils.special import log1mexp, log_sum_exp, log_weighted_sum_exp, softplus
 from viboost.distributions import BinaryLogistic, VersatileLogistic
 from viboost.distributions import _vlog_quadrature as quad_module
 from viboost.distributions import versatile_logistic as vlog_module

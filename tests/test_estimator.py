@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -17,11 +18,11 @@ from scipy.special import expit
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import viboost._parallel as viboost_parallel
-import viboost.compression
+import viboost._utils.parallel as viboost_parallel
 import viboost.estimator
+import viboost.variational.compression
 from viboost import VIBoostClassifier, ViboostVersionWarning
-from viboost.stumps import DecisionStump
+from viboost.boosting.stumps import DecisionStump
 
 
 @parametrize_with_checks(
@@ -251,6 +252,22 @@ def test_loading_another_version_warns(data, monkeypatch):
         pickle.loads(pickle.dumps(clf))  # the same version loads silently
 
 
+def test_a_model_pickled_by_viboost_0_1_0_loads_warns_and_predicts_as_it_did():
+    """tests/data/model_viboost_0_1_0.pkl: a robust and a paper fit pickled by viboost 0.1.0
+    (main at 1e96ddc), whose stumps lived in viboost.stumps, with their decision functions."""
+    blob = (Path(__file__).parent / "data" / "model_viboost_0_1_0.pkl").read_bytes()
+    with pytest.warns(ViboostVersionWarning, match="saved by viboost 0.1.0.*Refit"):
+        saved = pickle.loads(blob)
+    for name, noise_fit in (("robust", "cross-fit"), ("paper", "in-sample")):
+        model = saved[name]
+        assert model.plan_.noise_fit == noise_fit
+        assert not hasattr(model, "_plan")
+        np.testing.assert_array_equal(
+            model.decision_function(saved["X"]), saved[f"{name}_decision"]
+        )
+        assert model.feature_importances_.sum() == pytest.approx(1.0)
+
+
 # ---------------------------------------------------------------------------- AdaBoost relation
 def _all_stumps(X):
     """Every (feature, threshold, polarity), in the search's tie-breaking order."""
@@ -472,7 +489,7 @@ def test_fit_on_pseudo_rows_matches_the_fit_on_rows(monkeypatch, kwargs):
     y[rng.random(n) < 0.1] ^= 1
     fits = {}
     for threshold in (10**9, 1_000):
-        monkeypatch.setattr(viboost.compression, "COMPRESS_ABOVE", threshold)
+        monkeypatch.setattr(viboost.variational.compression, "COMPRESS_ABOVE", threshold)
         fits[threshold] = VIBoostClassifier(12, preset="paper", **kwargs).fit(X, y)
     rows, pseudo = fits[10**9], fits[1_000]
     assert rows.estimators_ == pseudo.estimators_

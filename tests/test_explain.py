@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from viboost import VIBoostClassifier
-from viboost.explain import predict_contributions, stump_contributions, to_shap_tree_model
-from viboost.stumps import DecisionStump
+from viboost.boosting.stumps import DecisionStump
+from viboost.explain import learner_contributions, predict_contributions, to_shap_tree_model
 
 #: Several stumps on the same feature, both NaN directions, both polarities, a constant stump.
 STUMPS = [
@@ -102,8 +102,8 @@ def test_integer_weights_equal_repeated_rows():
     X, background = _data(rng, 10), _data(rng, 8)
     counts = rng.integers(0, 4, size=8)
     counts[0] = 1
-    weighted = stump_contributions(STUMPS, ALPHAS, X, background, background_weight=counts)
-    repeated = stump_contributions(STUMPS, ALPHAS, X, np.repeat(background, counts, axis=0))
+    weighted = learner_contributions(STUMPS, ALPHAS, X, background, background_weight=counts)
+    repeated = learner_contributions(STUMPS, ALPHAS, X, np.repeat(background, counts, axis=0))
     np.testing.assert_allclose(weighted, repeated, atol=1e-12)
 
 
@@ -165,7 +165,7 @@ def test_shap_tree_explainer_agrees():
     assert abs(explainer.expected_value - contrib[0, -1]) < 1e-12
     # ... and to float64 rounding once our alphas are rounded the same way.
     alphas32 = clf.alphas_.astype(np.float32).astype(np.float64)
-    rounded = stump_contributions(clf.estimators_, alphas32, rows, background)
+    rounded = learner_contributions(clf.estimators_, alphas32, rows, background)
     rounded_diff = np.abs(values - rounded[:, :-1]).max()
     print(f"interventional, float32 alphas, max abs difference: {rounded_diff:.3g}")
     assert rounded_diff < 1e-10

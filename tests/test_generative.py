@@ -1,4 +1,5 @@
-"""Tests of viboost.generative: the generative model of section 4 and the label inversions of S.2.
+"""Tests of viboost.gibbs.generative: the generative model of section 4 and the label inversions of
+S.2.
 
 The oracles are independent of the code under test: the four conditional probabilities of S.2
 written from (rho, r) directly, direct simulations of both stochastic label mappings, the exact
@@ -14,7 +15,7 @@ import pytest
 from scipy import stats
 from scipy.special import betainc, betaincc, digamma, expit, polygamma
 
-from viboost.generative import (
+from viboost.gibbs.generative import (
     ModelDraw,
     binary_asymmetric_channel,
     inversion_to_noise,

@@ -15,9 +15,9 @@ from scipy import stats
 from scipy.special import expit, log_expit
 
 from viboost import GibbsSampler, VIBoostClassifier
-from viboost._gibbs_kernel import HULL_SIZE, draw_weight, weight_log_density
 from viboost.distributions import VersatileLogistic
-from viboost.generative import sample_model
+from viboost.gibbs.generative import sample_model
+from viboost.gibbs.kernels import HULL_SIZE, draw_weight, weight_log_density
 
 
 # ---------------------------------------------------------------------- kernels

@@ -4,8 +4,8 @@ trace plot on it.
 
 ArviZ 1.x (``arviz`` >= 1) needs Python >= 3.12. Where it is not installed but its parts
 ``arviz_base`` and ``arviz_stats`` are (their 0.x releases install on Python 3.11), the 1.x code
-path is exercised through them: ``viboost.gibbs.import_arviz`` is replaced by a stand-in module
-made of those parts, as ``arviz`` 1.x is.
+path is exercised through them: ``viboost.gibbs.sampler.import_arviz`` is replaced by a stand-in
+module made of those parts, as ``arviz`` 1.x is.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from importlib import metadata
 import numpy as np
 import pytest
 
-import viboost.gibbs
+import viboost.gibbs.sampler
 from viboost import GibbsSampler
-from viboost.gibbs import arviz_uses_datatree, import_arviz
+from viboost.gibbs.sampler import arviz_uses_datatree, import_arviz
 
 xr = pytest.importorskip("xarray")
 
@@ -45,7 +45,7 @@ def arviz1(monkeypatch):
         ess=stats.ess,
         rhat=stats.rhat,
     )
-    monkeypatch.setattr(viboost.gibbs, "import_arviz", lambda: stand_in)
+    monkeypatch.setattr(viboost.gibbs.sampler, "import_arviz", lambda: stand_in)
     return stand_in
 
 

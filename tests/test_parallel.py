@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV
 
-import viboost._parallel as parallel
-import viboost.estimator as viboost_estimator
+import viboost._utils.parallel as parallel
+import viboost.boosting.booster as viboost_booster
 from viboost import GibbsSampler, VIBoostClassifier
-from viboost._parallel import (
+from viboost._utils.parallel import (
     kernel_threads,
     max_threads,
     numba_threads,
@@ -37,13 +37,13 @@ def no_threshold(monkeypatch):
 def spy_threads(monkeypatch):
     """numba's thread count seen by each boosting round (in the thread that runs the fit)."""
     seen: list[int] = []
-    round_inference = viboost_estimator.run_round
+    round_inference = viboost_booster.run_round
 
     def spying(*args, **kwargs):
         seen.append(numba.get_num_threads())
         return round_inference(*args, **kwargs)
 
-    monkeypatch.setattr(viboost_estimator, "run_round", spying)
+    monkeypatch.setattr(viboost_booster, "run_round", spying)
     return seen
 
 
@@ -180,7 +180,7 @@ def test_thread_count_restored_when_fit_raises(no_threshold, monkeypatch):
         seen.append(numba.get_num_threads())
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(viboost_estimator, "run_round", failing)
+    monkeypatch.setattr(viboost_booster, "run_round", failing)
     with numba_threads(1):
         with pytest.raises(RuntimeError, match="boom"):
             VIBoostClassifier(3, n_jobs=2).fit(X, y)
@@ -258,12 +258,12 @@ def test_gibbs_bit_identical_across_n_jobs():
 
 def test_gibbs_threads_never_exceed_n_jobs(monkeypatch):
     """At most n_jobs chains at once, and each chain's numba count keeps the total in bounds."""
-    import viboost.gibbs
+    import viboost.gibbs.sampler
 
     outputs, y = _gibbs_problem()
     lock = threading.Lock()
     running, peak, counts = [0], [0], []
-    run_chain = viboost.gibbs.run_chain
+    run_chain = viboost.gibbs.sampler.run_chain
 
     def counting(*args):
         with lock:
@@ -276,7 +276,7 @@ def test_gibbs_threads_never_exceed_n_jobs(monkeypatch):
             with lock:
                 running[0] -= 1
 
-    monkeypatch.setattr(viboost.gibbs, "run_chain", counting)
+    monkeypatch.setattr(viboost.gibbs.sampler, "run_chain", counting)
     for n_jobs in (1, -1):
         peak[0], counts[:] = 0, []
         GibbsSampler(40, n_burnin=10, n_chains=4, n_jobs=n_jobs, random_state=0).fit(outputs, y)

@@ -50,6 +50,13 @@ def close_figures():
     plt.close("all")
 
 
+def _assert_axes_array(result, n_panels):
+    """The multi-panel plots return a 1-d numpy array of Axes (as the README says)."""
+    assert isinstance(result, np.ndarray) and not isinstance(result, Axes)
+    assert result.shape == (n_panels,) and result.dtype == object
+    assert all(isinstance(axis, Axes) for axis in result)
+
+
 def test_plot_elbo_paper_marks_falls(paper):
     ax = plot_elbo(paper)
     assert isinstance(ax, Axes)
@@ -64,6 +71,7 @@ def test_plot_elbo_paper_marks_falls(paper):
 
 def test_plot_elbo_robust_is_core_evidence(robust):
     ax = plot_elbo(robust)
+    assert isinstance(ax, Axes)
     assert len(ax.get_lines()) == 1
     assert len(ax.get_lines()[0].get_xdata()) == len(robust.estimators_)
     assert "cross-fitted" in ax.get_title() and "log evidence" in ax.get_title()
@@ -83,7 +91,7 @@ def test_plot_elbo_without_trace_raises(data):
 
 def test_plot_noise_paths_paper(paper):
     axes = plot_noise_paths(paper)
-    assert axes.shape == (2,)
+    _assert_axes_array(axes, 2)
     snr_ax, grade_ax = axes
     np.testing.assert_allclose(snr_ax.get_lines()[0].get_ydata(), paper.snr_path_)
     np.testing.assert_allclose(grade_ax.get_lines()[0].get_ydata(), paper.noise_grade_path_)
@@ -94,13 +102,29 @@ def test_plot_noise_paths_paper(paper):
 def test_plot_noise_paths_single_axes_twins(paper):
     _, ax = plt.subplots()
     axes = plot_noise_paths(paper, ax=ax)
+    _assert_axes_array(axes, 2)
     assert axes[0] is ax and axes[1] is not ax
     assert axes[1].get_ylabel() == "noise grade xi"
 
 
+def test_multi_panel_plots_return_the_given_axes(paper):
+    _, pair = plt.subplots(1, 2)
+    axes = plot_noise_paths(paper, ax=pair)
+    _assert_axes_array(axes, 2)
+    assert axes[0] is pair[0] and axes[1] is pair[1]
+    rng = np.random.default_rng(0)
+    draws = {"theta": rng.uniform(0.5, 1.0, 50), "xi": rng.normal(size=50)}
+    _, pair = plt.subplots(1, 2)
+    axes = plot_gibbs_posterior(draws, paper, ax=list(pair))
+    _assert_axes_array(axes, 2)
+    assert axes[0] is pair[0] and axes[1] is pair[1]
+
+
 def test_plot_noise_paths_cross_fitted(robust):
     assert np.isnan(robust.snr_path_).all()
-    (ax,) = plot_noise_paths(robust)
+    axes = plot_noise_paths(robust)
+    _assert_axes_array(axes, 1)
+    (ax,) = axes
     curve, chosen = ax.get_lines()[0], ax.get_lines()[-1]
     np.testing.assert_array_equal(curve.get_xdata(), robust.cv_rounds_)
     assert chosen.get_xdata()[0] == len(robust.estimators_)
@@ -119,6 +143,7 @@ def test_plot_noise_paths_without_noise_model_raises(data):
 def test_plot_clean_proba(name, request):
     model = request.getfixturevalue(name)
     ax = plot_clean_proba(model, bins=10)
+    assert isinstance(ax, Axes)
     assert len(ax.patches) == 10
     assert sum(p.get_height() for p in ax.patches) == model.mislabel_proba_.size
     assert ax.get_yscale() == "log"
@@ -142,6 +167,7 @@ def test_plot_clean_proba_bad_mask(robust):
 
 def test_plot_suspects(robust):
     ax = plot_suspects(robust, top=7)
+    assert isinstance(ax, Axes)
     assert len(ax.patches) == 7
     order = np.argsort(-robust.mislabel_proba_, kind="stable")[:7]
     names = [t.get_text() for t in ax.get_yticklabels()]
@@ -171,7 +197,7 @@ def test_plot_gibbs_posterior(name, request, data):
         100, n_burnin=50, n_chains=2, classifier=model, store_row_draws=False, random_state=0
     ).fit(X, y)
     axes = plot_gibbs_posterior(gibbs, model, bins=15)
-    assert axes.shape == (2,)
+    _assert_axes_array(axes, 2)
     theta_ax, xi_ax = axes
     assert len(theta_ax.patches) == 15 and len(xi_ax.patches) == 15
     vi_theta = theta_ax.get_lines()[-1].get_xdata()[0]
@@ -184,6 +210,7 @@ def test_plot_gibbs_posterior(name, request, data):
     # The same draws as a mapping give the same plot.
     draws = {"theta": gibbs.clean_rate_draws_, "xi": gibbs.noise_grade_draws_}
     again = plot_gibbs_posterior(draws, model, bins=15)
+    _assert_axes_array(again, 2)
     assert [p.get_height() for p in again[1].patches] == [p.get_height() for p in xi_ax.patches]
 
 

@@ -1,5 +1,5 @@
-"""viboost.reweighting: the one-pass stump weights against their log-space definition, and
-RowMargins.add_stump_and_reweight against stump_weights (also beyond the exponent range)."""
+"""viboost.boosting.reweighting: the one-pass stump weights against their log-space definition, and
+RowMargins.add_and_reweight against search_weights (also beyond the exponent range)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from oracles import random_round_rows
 from scipy.special import log_expit, logsumexp
 
-from viboost.reweighting import RowMargins, stump_weights
+from viboost.boosting.reweighting import RowMargins, search_weights
 from viboost.variational import CleanLogOdds
 
 
@@ -28,7 +28,7 @@ from viboost.variational import CleanLogOdds
 def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spread):
     y, _, margin, weight = random_round_rows(20_000, spread, seed=7)
     weight[:5] = 0.0
-    got = stump_weights(y, margin, weight, odds, tau, logistic)
+    got = search_weights(y, margin, weight, odds, tau, logistic)
     log_clean, _ = odds.log_proba(y, margin)
     lead = log_expit(-y * margin) if logistic else -tau * y * margin
     with np.errstate(divide="ignore"):
@@ -39,7 +39,7 @@ def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spr
 
 
 @pytest.mark.parametrize("logistic", [False, True])
-def test_add_stump_and_reweight_matches_stump_weights_round_after_round(logistic):
+def test_add_and_reweight_matches_stump_weights_round_after_round(logistic):
     """The cached-exponential update gives the weights of their definition, round after round."""
     y, _, margin, weight = random_round_rows(30_000, 2.0, seed=10)
     weight[:3] = 0.0
@@ -50,29 +50,29 @@ def test_add_stump_and_reweight_matches_stump_weights_round_after_round(logistic
         h = np.where(rng.random(y.size) < 0.6, y, -y)
         alpha = float(rng.normal(0.0, 0.5))
         odds = CleanLogOdds(float(rng.normal(2.0, 1.0)), float(rng.normal(1.0, 1.0)), 1.0)
-        got = rows.add_stump_and_reweight(alpha, h, odds, 1.0, logistic)
+        got = rows.add_and_reweight(alpha, h, odds, 1.0, logistic)
         reference += alpha * h
         np.testing.assert_array_equal(rows.margin, reference)
-        want = stump_weights(y, reference, weight, odds, 1.0, logistic)
+        want = search_weights(y, reference, weight, odds, 1.0, logistic)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300, err_msg=f"round {t}")
         knots = (-y * reference)[weight > 0]
         assert rows.knot_range == (knots.min(), knots.max())
 
 
-def test_add_stump_and_reweight_falls_back_beyond_the_exponent_range():
+def test_add_and_reweight_falls_back_beyond_the_exponent_range():
     y, h, margin, weight = random_round_rows(1_000, 1.0, seed=12)
     rows = RowMargins(y, weight, margin)
     odds = CleanLogOdds(3.0, 2.0, 1.0)
-    rows.add_stump_and_reweight(0.5, h, odds, 1.0, False)
+    rows.add_and_reweight(0.5, h, odds, 1.0, False)
     # Margins beyond RowMargins._REACH (700): exp(-y H) overflows, the cache is dropped.
-    got = rows.add_stump_and_reweight(900.0, h, odds, 1.0, False)
+    got = rows.add_and_reweight(900.0, h, odds, 1.0, False)
     assert np.max(np.abs(rows.margin)) > RowMargins._REACH
-    want = stump_weights(y, rows.margin, weight, odds, 1.0, False)
+    want = search_weights(y, rows.margin, weight, odds, 1.0, False)
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
-    got = rows.add_stump_and_reweight(-0.1, h, odds, 1.0, False)
+    got = rows.add_and_reweight(-0.1, h, odds, 1.0, False)
     np.testing.assert_allclose(
-        got, stump_weights(y, rows.margin, weight, odds, 1.0, False), rtol=1e-12, atol=1e-300
+        got, search_weights(y, rows.margin, weight, odds, 1.0, False), rtol=1e-12, atol=1e-300
     )
 
 
@@ -86,17 +86,17 @@ def test_row_margins_weights_are_stump_weights_at_the_current_margins():
     ]:
         np.testing.assert_array_equal(
             rows.weights(odds, tau, logistic),
-            stump_weights(y, margin, weight, odds, tau, logistic),
+            search_weights(y, margin, weight, odds, tau, logistic),
         )
 
 
 @pytest.mark.parametrize("logistic", [False, True])
 def test_scaled_weights_of_parts_add_up_to_the_normalised_weights(logistic):
     """Blocks of rows give their weights up to their own scale; brought to a common scale and
-    normalised together, they are stump_weights of all the rows."""
+    normalised together, they are search_weights of all the rows."""
     y, _, margin, weight = random_round_rows(3000, 40.0, seed=5)  # past exp's range in places
     odds = CleanLogOdds.from_point_estimates(0.8, 0.3)
-    want = stump_weights(y, margin, weight, odds, 1.0, logistic)
+    want = search_weights(y, margin, weight, odds, 1.0, logistic)
     parts = [
         RowMargins(y[a:b], weight[a:b], margin[a:b]).scaled_weights(odds, 1.0, logistic)
         for a, b in ((0, 1000), (1000, 1000), (1000, 3000))
@@ -111,8 +111,8 @@ def test_row_margins_copy_is_independent():
     y, h, margin, weight = random_round_rows(100, 2.0, seed=6)
     odds = CleanLogOdds.from_point_estimates(0.9, 0.0)
     rows = RowMargins(y, weight, margin)
-    rows.add_stump(0.3, h, odds, 1.0, False)
+    rows.add(0.3, h, odds, 1.0, False)
     copy = rows.copy()
-    copy.add_stump(0.5, h, odds, 1.0, False)
+    copy.add(0.5, h, odds, 1.0, False)
     np.testing.assert_array_equal(rows.margin, margin + 0.3 * h)
     np.testing.assert_allclose(copy.margin, margin + 0.3 * h + 0.5 * h)

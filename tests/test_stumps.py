@@ -1,5 +1,6 @@
-"""The exact stump search against brute-force enumeration written here; the binned search and
-predict_ensemble against the exact search and per-stump predictions."""
+"""The exact stump search against brute-force enumeration written here; the binned search
+against the exact search; DecisionStump as a learner (node arrays, binned outputs, gains,
+Shapley values) against its own predict and a formula written here."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import numba
 import numpy as np
 import pytest
 
-from viboost.stumps import (
+from viboost.boosting.histogram import binned_histogram, occupied_bins
+from viboost.boosting.stumps import (
     BinnedStumpSearch,
     DecisionStump,
     ExactStumpSearch,
     best_binned_stump,
-    binned_histogram,
-    occupied_bins,
-    predict_ensemble,
     predict_stumps,
 )
 
@@ -198,40 +197,6 @@ def test_binned_search_bad_arguments_name_the_problem():
         search.best(np.array([np.inf, 0.0, 0.0, 0.0]), np.ones(4))
 
 
-@pytest.mark.parametrize("n", [1, 1000, 3001])
-def test_predict_ensemble_bit_equals_round_by_round_accumulation(n):
-    rng = np.random.default_rng(n)
-    X = np.round(rng.standard_normal((n, 6)), 1)
-    X[rng.random(X.shape) < 0.1] = np.nan
-    stumps = [
-        DecisionStump(
-            int(rng.integers(6)),
-            float(rng.choice([-np.inf, np.round(rng.standard_normal(), 1), rng.standard_normal()])),
-            int(rng.choice([-1, 1])),
-            bool(rng.random() < 0.5),
-        )
-        for _ in range(60)
-    ]
-    alphas = rng.standard_normal(60) * 10.0 ** rng.integers(-8, 3, size=60)
-    margin = np.zeros(n)
-    for alpha, stump in zip(alphas, stumps, strict=True):
-        margin += alpha * stump.predict(X)
-    result = predict_ensemble(X, stumps, alphas)
-    assert result.tobytes() == margin.tobytes()  # bit-equal, not approximately equal
-    np.testing.assert_array_equal(predict_ensemble(np.asfortranarray(X), stumps, alphas), margin)
-
-
-def test_predict_ensemble_edge_cases():
-    X = np.array([[1.0, np.nan], [-1.0, 2.0]])
-    np.testing.assert_array_equal(predict_ensemble(X, [], []), [0.0, 0.0])
-    with pytest.raises(ValueError, match="alphas"):
-        predict_ensemble(X, [DecisionStump(0, 0.0, 1, False)], [1.0, 2.0])
-    with pytest.raises(ValueError, match="feature"):
-        predict_ensemble(X, [DecisionStump(2, 0.0, 1, False)], [1.0])
-    with pytest.raises(ValueError, match="2-D"):
-        predict_ensemble(X[0], [DecisionStump(0, 0.0, 1, False)], [1.0])
-
-
 def test_restricted_search_splits_a_gap_where_the_exact_search_would():
     """Bins the search's rows leave empty tie; the split goes to the exact search's midpoint
     between its rows' values around the gap, not to the gap's lowest edge."""
@@ -271,3 +236,40 @@ def test_best_binned_stump_normalises_a_histogram_and_rejects_nan():
     hist[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="finite"):
         best_binned_stump(hist, search.binner_, occupied)
+
+
+def test_stump_nodes_binned_outputs_and_gains_agree_with_predict():
+    rng = np.random.default_rng(4)
+    X = np.round(rng.standard_normal((300, 3)), 1)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = np.where(X[:, 1] > 0.2, 1.0, -1.0)
+    search = BinnedStumpSearch(X)
+    stump, error = search.best(np.full(300, 1 / 300), y)
+    assert stump.split_bin is not None and stump.gain == 1.0 - 2.0 * error
+    np.testing.assert_array_equal(stump.binned_outputs(search.binned_columns_), stump.predict(X))
+    nodes = stump.nodes
+    assert nodes["bin_threshold"][0] == stump.split_bin
+    assert nodes["missing_left"][0] == (not stump.missing_right)
+    np.testing.assert_array_equal(nodes["value"][1:], [-stump.polarity, stump.polarity])
+    features, gains = stump.split_gains()
+    np.testing.assert_array_equal(features, [stump.feature])
+    np.testing.assert_array_equal(gains, [stump.gain])
+    constant = DecisionStump(0, -np.inf, 1, True)
+    assert constant.is_constant and constant.split_gains()[0].size == 0
+    with pytest.raises(ValueError, match="binned search"):
+        DecisionStump(0, 0.5, 1, False).binned_outputs(search.binned_columns_)
+    exact, exact_error = ExactStumpSearch(X).best(np.full(300, 1 / 300), y)
+    assert exact.split_bin is None and exact.gain == 1.0 - 2.0 * exact_error
+
+
+def test_stump_contributions_are_its_centred_output_on_its_feature():
+    rng = np.random.default_rng(5)
+    X, background = rng.standard_normal((7, 3)), rng.standard_normal((50, 3))
+    background[::5, 2] = np.nan
+    weights = rng.random(50)
+    stump = DecisionStump(2, 0.1, -1, True)
+    values, expected = stump.contributions(X, background, weights)
+    h_background = stump.predict(background)
+    assert expected == pytest.approx(np.average(h_background, weights=weights), abs=1e-15)
+    np.testing.assert_allclose(values[:, 2], stump.predict(X) - expected, atol=1e-15)
+    assert not values[:, :2].any()

@@ -1,4 +1,5 @@
-"""Tests of viboost._validation: the shared argument checks and the one random-seed convention."""
+"""Tests of viboost._utils.validation: the shared argument checks and the one random-seed
+convention."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 import sklearn.utils
 
-from viboost._validation import (
+from viboost._utils.validation import (
     check_int,
     check_positive,
     check_probability,

@@ -1,24 +1,17 @@
 """VIBoost as a scikit-learn classifier (Algorithm 1 of Lorbert, Blei, Schapire and Ramadge).
 
-This module owns the scikit-learn plumbing (parameters, validation, fitted attributes, pickling,
-predictions), the outer boosting loop and the cross-fitting of the noise-robust preset
-(:mod:`viboost.presets`): boosters on all folds but one run in lockstep, their out-of-fold
-margins choose the number of rounds and calibrate the noise model (:mod:`viboost.calibration`),
-and the final booster is fitted with each row counted ``s_n phi_n`` times. Each round of the
-loop (:meth:`VIBoostClassifier._rounds`):
+This module owns the scikit-learn plumbing only: parameters and their validation, the fitted
+attributes, pickling and the predictions. ``fit`` validates the data, resolves the preset
+(:mod:`viboost.presets`; the resolved plan is the fitted attribute ``plan_``), builds the fit's
+one learner search over the binned rows, and hands the rounds to the engine:
 
-1. **search**: the stump of largest approximate mode, i.e. of least weighted error under the
-   weights ``s_n phi_n exp(-tau y_n H(x_n))`` (section 5 eq. (17), S.6), through a
-   :class:`~viboost.stumps.StumpSearch` (the binned histogram search by default, built once per
-   fit);
-2. **round**: :func:`viboost.variational.run_round`, the inner variational loop (alpha, omega,
-   phi, eta) and its stopping rule, on the weighted rows or, above
-   ``compression.COMPRESS_ABOVE`` of them, on the pseudo-rows of :mod:`viboost.compression`;
-3. **reweight**: ``H += learning_rate * alpha_t h_t`` and the next round's stump weights in the
-   same pass
-   (:class:`viboost.reweighting.RowMargins`);
-4. **record**: the stump, alpha_t, the ELBO trace and the noise statistics of the new
-   :class:`~viboost.variational.VariationalState`.
+- ``noise_fit="in-sample"`` (the paper preset): a :class:`~viboost.boosting.booster.Booster`
+  runs Algorithm 1's rounds on all rows (search, :func:`~viboost.variational.run_round`,
+  reweight, record), with the noise model fitted by each round's inner loop;
+- ``noise_fit="cross-fit"`` (the robust preset): the driver
+  :class:`~viboost.noise_fit.cross_fit.CrossFitter` runs fold boosters in lockstep, chooses the
+  number of rounds and calibrates the noise model on their out-of-fold margins
+  (:mod:`viboost.noise_fit.calibration`), and refits on every row counted ``s_n phi_n`` times.
 
 Between rounds q(w) is held as a function of the margin
 (:class:`~viboost.variational.CleanLogOdds`), so no per-row phi is stored; ``clean_proba_`` is
@@ -29,7 +22,6 @@ have been corrupted by the noise process.
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import replace
@@ -37,42 +29,28 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit, log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
-from tqdm.auto import tqdm
 
-from viboost import compression
-from viboost._parallel import kernel_threads, numba_threads
-from viboost._validation import check_binary_classes, check_pair, reject_non_numeric_columns
+from viboost._utils.parallel import kernel_threads, numba_threads
+from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
-from viboost.calibration import flip_rates_from_mislabel
-from viboost.cross_fit import (
-    CHECK_EVERY,
-    RoundCountSearch,
+from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_rounds
+from viboost.boosting.learners import LearnerSearch
+from viboost.boosting.predictor import predict_ensemble
+from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
+from viboost.noise_fit.calibration import flip_rates_from_mislabel
+from viboost.noise_fit.cross_fit import (
+    CrossFitResult,
+    CrossFitter,
+    MakeRows,
     cross_fit_folds,
     fold_seed,
-    score_out_of_fold,
 )
-from viboost.presets import PRESETS, resolve_preset
-from viboost.reweighting import RowMargins
-from viboost.stumps import (
-    BinnedStumpSearch,
-    DecisionStump,
-    ExactStumpSearch,
-    StumpSearch,
-    predict_ensemble,
-)
-from viboost.variational import (
-    ModelPriors,
-    RoundResult,
-    RoundRows,
-    RoundSettings,
-    VariationalState,
-    initial_state,
-    run_round,
-)
+from viboost.presets import PRESETS, FitPlan, resolve_preset
+from viboost.variational import ModelPriors, RoundSettings, VariationalState, initial_state
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
@@ -174,10 +152,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     max_bins : int or None, default=255
         Features are binned once per fit into at most ``max_bins`` bins (plus one for missing
         values) and stumps are searched over bin boundaries with a compiled histogram kernel
-        (:class:`~viboost.stumps.BinnedStumpSearch`). A feature with at most ``max_bins``
+        (:class:`~viboost.boosting.stumps.BinnedStumpSearch`). A feature with at most ``max_bins``
         distinct values is binned exactly, so the stumps are those of the exhaustive search;
         otherwise its thresholds are quantiles. Thresholds are in the units of ``X``. None uses
-        the exhaustive search over all distinct values (:class:`~viboost.stumps.ExactStumpSearch`).
+        the exhaustive search over all distinct values
+        (:class:`~viboost.boosting.stumps.ExactStumpSearch`).
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -393,6 +372,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ):
             state.setdefault(name, value)
         super().__setstate__(state)
+        if "_plan" in self.__dict__:  # viboost 0.1.0 kept the fit's plan privately
+            self.plan_ = self.__dict__.pop("_plan")
+        elif hasattr(self, "estimators_") and not hasattr(self, "plan_"):
+            # Saved before any plan was kept: fitted by Algorithm 1 as printed.
+            self.plan_ = resolve_preset(
+                self.preset, self.n_estimators, self.learning_rate, self.alpha, "in-sample"
+            )
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
         reject_non_numeric_columns(X)
@@ -439,11 +425,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
             )
 
-        self._plan = resolve_preset(
+        plan = resolve_preset(
             self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
         )
+        priors = self._model_priors(clean_prior)
         folds = None
-        if self._plan.noise_fit == "cross-fit":
+        if plan.noise_fit == "cross-fit":
             if self.warm_start:
                 raise ValueError(
                     "warm_start=True continues one run of rounds, but a cross-fitted fit "
@@ -452,138 +439,132 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 )
             folds = cross_fit_folds(self.cv, y_signed, weighted, self.random_state)
             if folds is None:  # too few rows in a class (warned)
-                self._plan = replace(self._plan, noise_fit="in-sample")
+                plan = replace(plan, noise_fit="in-sample")
 
         # The kernels' threads for this call only; one thread below the work threshold.
         threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
         with numba_threads(threads):
+            # One binning for the whole fit (as LightGBM's cv): every booster searches the same
+            # candidate thresholds, from the weighted rows' values (no labels are used).
+            search = self._learner_search(X, weighted)
             if folds is None:
-                margin = self._fit_rounds(
-                    X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta
+                self._fit_in_sample(
+                    search, X, classes, y_signed, sample_weight, priors, plan, init_eta
                 )
-                self._set_in_sample_noise_statistics(y_signed, sample_weight, margin)
             else:
-                self._fit_cross_fitted(
-                    X, classes, y_signed, sample_weight, clean_prior, init_eta, folds
+                result = self._cross_fitter(plan, priors, init_eta).fit(
+                    _in_memory_rows(search, y_signed), y_signed, sample_weight, folds
                 )
+                self.classes_ = classes
+                self._store_cross_fit(result, y_signed, sample_weight, priors)
+        self.plan_ = plan
         return self
 
-    # ------------------------------------------------------------------ cross-fitting
-    def _fit_cross_fitted(
-        self,
-        X: np.ndarray,
-        classes: np.ndarray,
-        y_signed: np.ndarray,
-        sample_weight: np.ndarray,
-        clean_prior: tuple[float, float],
-        init_eta: tuple[float, float],
-        folds: list[tuple[np.ndarray, np.ndarray]],
-    ) -> None:
-        """The robust fit (:mod:`viboost.presets`): cross-fitted boosters in lockstep choose the
-        number of rounds and calibrate the noise model on out-of-fold margins; then the final
-        booster runs on all rows with multiplicities ``s_n phi_n``."""
-        plan = self._plan
-        self._priors = ModelPriors(
+    def _model_priors(self, clean_prior: tuple[float, float]) -> ModelPriors:
+        return ModelPriors(
             weight=float(self.weight_prior),
             noise_grade=float(self.noise_grade_prior),
             clean=clean_prior,
         )
-        # One binning for the whole fit (as LightGBM's cv): every booster searches the same
-        # candidate thresholds, from the weighted rows' values (no labels are used).
-        search = self._stump_search(X, sample_weight > 0)
-        # Each fold's booster: the core model (phi = 1), this fit's plan without cross-fitting,
-        # and no ELBO (fixed_vi_iter; nothing reads a fold's elbo_). It runs on every row with
-        # the rows outside its training fold at zero weight.
-        fold_params = {
-            "noise_model": False,
-            "fixed_vi_iter": 1,
-            "noise_fit": "in-sample",
-            "warm_start": False,
-            "verbose": 0,
-        }
-        runs = []
-        for train, val in folds:
-            fold = clone(self).set_params(**fold_params)
-            fold._plan = replace(plan, noise_fit="in-sample")
-            in_train = np.zeros(X.shape[0], dtype=bool)
-            in_train[train] = True
-            rounds = fold._rounds(
-                X,
-                classes,
-                y_signed,
-                np.where(in_train, sample_weight, 0.0),
-                in_train,
-                clean_prior,
-                init_eta,
-                search=search.restricted(in_train),
-            )
-            runs.append((rounds, val))
 
-        # The scored rows in row order (a fixed order for the calibration's sums).
-        active = np.unique(np.concatenate([val for _, val in runs]))
-        y_act, s_act = y_signed[active], sample_weight[active]
-        out_of_fold = np.zeros(X.shape[0])
-        stopping = RoundCountSearch(self.n_iter_no_change, s_act.sum())
-        done = 0
-        with tqdm(
-            total=plan.n_estimators,
-            desc="VIBoost cross-fit",
-            unit="round",
-            disable=not self.verbose,
-            delay=2.0,
-            file=sys.stderr,
-        ) as progress:
-            while done < plan.n_estimators:
-                step = min(CHECK_EVERY, plan.n_estimators - done)
-                for rounds, val in runs:
-                    for _ in range(step):
-                        # A fold's booster carries its validation rows at zero weight: their
-                        # margins are the out-of-fold H.
-                        _, _, margin = next(rounds)
-                    out_of_fold[val] = margin[val]
-                done += step
-                progress.update(step)
-                score, calibration = score_out_of_fold(
-                    y_act, out_of_fold[active], s_act, self._priors, self.noise_model
-                )
-                if stopping.update(done, score, (calibration, out_of_fold.copy())):
-                    break
-        n_rounds, _, (calibration, out_of_fold) = stopping.best
-        self.cv_rounds_ = stopping.rounds
-        self.cv_log_likelihood_ = stopping.scores
-
-        # The final booster on every row, each counted s_n phi_n times.
-        if calibration is None:  # core model: no noise statistics to calibrate
-            clean = np.ones(X.shape[0])
+    def _fit_in_sample(
+        self,
+        search: LearnerSearch,
+        X: np.ndarray,
+        classes: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        priors: ModelPriors,
+        plan: FitPlan,
+        init_eta: tuple[float, float],
+    ) -> None:
+        """Rounds of Algorithm 1 on all rows (from scratch or warm-started), with the noise
+        model fitted in-sample by the inner loop (or the core model)."""
+        margins = records = None
+        if self.warm_start and hasattr(self, "estimators_"):
+            self._check_warm_start(X, classes, plan)
+            margins = [self._margin(X, len(self.estimators_))]
+            state, records = self._state, [self._records()]
         else:
-            clean = calibration.clean_proba(y_signed, out_of_fold)
-        multiplicity = sample_weight * clean
-        self._plan = replace(plan, n_estimators=n_rounds)
-        final = multiplicity > 0
-        for _ in self._rounds(
-            X,
-            classes,
-            y_signed,
-            multiplicity,
-            final,
-            clean_prior,
-            init_eta,
-            search=search.restricted(final),
-        ):
-            pass
-        self._plan = plan
-        # Rows in no validation fold (those of zero weight, which no booster fitted, or rows a
-        # given cv leaves out) get the final ensemble's margin.
-        unweighted = np.ones(X.shape[0], dtype=bool)
-        unweighted[active] = False
-        if unweighted.any():
-            out_of_fold[unweighted] = self._margin(X[unweighted], n_rounds)
-            if calibration is not None:
-                clean = calibration.clean_proba(y_signed, out_of_fold)
-        self.noise_calibration_ = calibration
-        self.cv_decision_function_ = out_of_fold
-        self.clean_proba_ = clean
-        self._set_calibrated_noise_statistics(y_signed, sample_weight, out_of_fold)
+            phi0 = self._initial_clean_proba(plan)
+            state = initial_state(y, sample_weight, phi0, init_eta, priors)
+        booster = Booster(
+            InMemoryRows([search], y, [sample_weight], margins),
+            [state],
+            priors,
+            self._round_settings(plan),
+            plan.learning_rate,
+            records,
+        )
+        run_rounds(booster, plan.n_estimators, "VIBoost", self.verbose, done=booster.n_rounds)
+        self.classes_ = classes
+        self._n_train = y.shape[0]
+        self._store_booster(booster, priors)
+        margin = booster.margins()
+        # phi_n for every training row, from the final q(w) and the final ensemble.
+        self.clean_proba_ = self._state.clean.proba(y, margin)
+        self._set_in_sample_noise_statistics(y, sample_weight, margin)
+
+    def _cross_fitter(
+        self,
+        plan: FitPlan,
+        priors: ModelPriors,
+        init_eta: tuple[float, float],
+        label: str = "",
+    ) -> CrossFitter:
+        """The robust fit's driver (:class:`~viboost.noise_fit.cross_fit.CrossFitter`)."""
+        return CrossFitter(
+            n_estimators=plan.n_estimators,
+            learning_rate=plan.learning_rate,
+            patience=self.n_iter_no_change,
+            priors=priors,
+            settings=self._round_settings(plan),
+            noise_model=bool(self.noise_model),
+            init_eta=init_eta,
+            verbose=self.verbose,
+            label=label,
+        )
+
+    def _store_cross_fit(
+        self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray, priors: ModelPriors
+    ) -> None:
+        """The final booster's ensemble and the calibrated noise statistics of a cross-fit."""
+        self._n_train = y.shape[0]
+        self._store_booster(result.final, priors)
+        self.cv_rounds_ = result.rounds
+        self.cv_log_likelihood_ = result.scores
+        self.noise_calibration_ = result.calibration
+        self.cv_decision_function_ = result.out_of_fold
+        self.clean_proba_ = result.clean_proba
+        self._set_calibrated_noise_statistics(y, sample_weight, result.out_of_fold)
+
+    def _store_booster(self, booster: Booster, priors: ModelPriors) -> None:
+        """The fitted ensemble and the records of ``booster``'s (only) ensemble."""
+        records = booster.records[0]
+        self.estimators_ = list(records.learners)
+        self.alphas_ = np.array(records.alphas, dtype=np.float64)
+        self.elbo_ = list(records.elbo)
+        self.n_vi_iter_ = np.array(records.n_iter, dtype=int)
+        self._state: VariationalState = booster.states[0]
+        self._priors = priors
+        self._set_noise_statistics()
+        if self.noise_model:
+            self.snr_path_ = np.array(records.snr_path, dtype=np.float64)
+            self.noise_grade_path_ = np.array(records.noise_grade_path, dtype=np.float64)
+        else:
+            self.snr_path_ = np.full(len(records), np.nan)
+            self.noise_grade_path_ = np.full(len(records), np.nan)
+
+    def _records(self) -> BoosterRecords:
+        """The fitted rounds as a booster's records (to continue them: ``warm_start``)."""
+        return BoosterRecords(
+            learners=list(self.estimators_),
+            alphas=list(self.alphas_),
+            elbo=list(self.elbo_),
+            n_iter=list(self.n_vi_iter_),
+            snr_path=list(self.snr_path_),
+            noise_grade_path=list(self.noise_grade_path_),
+        )
 
     def _set_calibrated_noise_statistics(
         self, y: np.ndarray, sample_weight: np.ndarray, out_of_fold: np.ndarray
@@ -646,105 +627,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.flip_rates_ = rates[1:]
         self.flip_rates_interval_ = intervals[1:]
 
-    def _fit_rounds(
-        self,
-        X: np.ndarray,
-        classes: np.ndarray,
-        y_signed: np.ndarray,
-        sample_weight: np.ndarray,
-        weighted: np.ndarray,
-        clean_prior: tuple[float, float],
-        init_eta: tuple[float, float],
-    ) -> np.ndarray:
-        """Run every round of :meth:`_rounds`; return the training margins ``H``."""
-        rounds = self._rounds(X, classes, y_signed, sample_weight, weighted, clean_prior, init_eta)
-        while True:
-            try:
-                next(rounds)
-            except StopIteration as finished:
-                return finished.value
-
-    def _rounds(
-        self,
-        X: np.ndarray,
-        classes: np.ndarray,
-        y_signed: np.ndarray,
-        sample_weight: np.ndarray,
-        weighted: np.ndarray,
-        clean_prior: tuple[float, float],
-        init_eta: tuple[float, float],
-        search: StumpSearch | None = None,
-    ) -> Iterator[tuple[DecisionStump, float, np.ndarray]]:
-        """The outer loop of Algorithm 1 on validated input (from scratch or warm-started):
-        per round, search the stump, run the round's inference, reweight, record; yields the
-        stump, its (shrunk) weight and the margins ``H`` of all rows of ``X`` (zero-weight rows
-        included; the array is updated in place) after each round, up to the plan's
-        ``n_estimators``.
-        ``search`` is the stump search over ``X`` (built here if None)."""
-        n_estimators = self._plan.n_estimators
-        step = self._plan.learning_rate
-        continuing = self.warm_start and hasattr(self, "estimators_")
-        if continuing:
-            self._check_warm_start(X, classes)
-            margin = self._margin(X, len(self.estimators_))
-        self._priors = ModelPriors(
-            weight=float(self.weight_prior),
-            noise_grade=float(self.noise_grade_prior),
-            clean=clean_prior,
-        )
-        if not continuing:
-            self.classes_ = classes
-            self._init_run(y_signed, sample_weight, init_eta)
-            margin = np.zeros(X.shape[0])
-
-        # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
-        compress = int(np.count_nonzero(weighted)) > compression.COMPRESS_ABOVE
-        if search is None:
-            search = self._stump_search(X, weighted)
-        settings = self._round_settings()
-        # The exact mode ranks stumps by logistic-loss weights (see the class docstring).
-        logistic = settings.exact_mode
-        start = len(self.estimators_)
-        with tqdm(
-            total=n_estimators,
-            initial=start,
-            desc="VIBoost",
-            unit="round",
-            disable=not self.verbose,
-            delay=2.0,
-            file=sys.stderr,
-        ) as progress:
-            margins = RowMargins(y_signed, sample_weight, margin)
-            weights = margins.weights(self._state.clean, settings.tau, logistic)
-            for _ in range(start, n_estimators):
-                # h_t = argmax_h |mode of q(c)| (Algorithm 1), ranked without a mode search per
-                # stump: the approximate mode (section 5 eq. (17)) is monotone in the weighted
-                # error under s phi exp(-tau y H) (S.6), so the least such error wins; for
-                # "exact", one Newton step from c = 0 on the exact log-density, whose g''(0) is
-                # the same for every h, ranks by the error under s phi sigmoid(-y H).
-                stump, _ = search.best(weights, y_signed)
-                h = search.outputs(stump)
-                if compress:
-                    rows = RoundRows.pseudo(
-                        y_signed, h, margins.margin, sample_weight, margins.knot_range
-                    )
-                else:
-                    rows = RoundRows.weighted(y_signed, h, margins.margin, sample_weight)
-                result = run_round(rows, self._state, self._priors, settings)
-                # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
-                alpha = step * result.alpha
-                self._state = result.state
-                weights = margins.add_stump_and_reweight(
-                    alpha, h, result.state.clean, settings.tau, logistic
-                )
-                self._record_round(stump, alpha, result)
-                progress.update()
-                yield stump, alpha, margins.margin
-        # phi_n for every training row, from the final q(w) and the final ensemble.
-        self.clean_proba_ = self._state.clean.proba(y_signed, margins.margin)
-        return margins.margin
-
-    def _stump_search(self, X: np.ndarray, weighted: np.ndarray) -> StumpSearch:
+    def _learner_search(self, X: np.ndarray, weighted: np.ndarray) -> LearnerSearch:
         """The search engine of this fit, built once: binned, or exhaustive with max_bins=None."""
         if self.max_bins is None:
             return ExactStumpSearch(X, active=weighted)
@@ -752,52 +635,31 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
         )
 
-    @property
-    def _in_sample_noise(self) -> bool:
+    def _in_sample_noise(self, plan: FitPlan) -> bool:
         """Whether the rounds run Algorithm 1's inner loop (the noise model fitted in-sample)."""
-        return bool(self.noise_model) and self._plan.noise_fit == "in-sample"
+        return bool(self.noise_model) and plan.noise_fit == "in-sample"
 
-    def _round_settings(self) -> RoundSettings:
+    def _round_settings(self, plan: FitPlan) -> RoundSettings:
         """The hyperparameters of :func:`~viboost.variational.run_round`."""
         return RoundSettings(
             tau=float(self.tau),
-            alpha=self._plan.alpha,
-            noise_model=self._in_sample_noise,
+            alpha=plan.alpha,
+            noise_model=self._in_sample_noise(plan),
             tol=float(self.tol),
             max_vi_iter=int(self.max_vi_iter),
             fixed_vi_iter=self.fixed_vi_iter,
             update_alpha_once=bool(self.update_alpha_once),
         )
 
-    def _init_run(
-        self, y: np.ndarray, sample_weight: np.ndarray, init_eta: tuple[float, float]
-    ) -> None:
-        state = initial_state(y, sample_weight, self._initial_clean_proba, init_eta, self._priors)
-        self._start_records(y.shape[0], state)
-
-    def _start_records(self, n_train: int, state: VariationalState) -> None:
-        """Empty records and the state before the first round."""
-        self.estimators_: list[DecisionStump] = []
-        self.alphas_ = np.empty(0)
-        self.elbo_: list[np.ndarray] = []
-        self.n_vi_iter_ = np.empty(0, dtype=int)
-        self.snr_path_ = np.empty(0)
-        self.noise_grade_path_ = np.empty(0)
-        self._n_train = n_train
-        self._state: VariationalState = state
-        self._set_noise_statistics()
-        self.clean_proba_ = np.full(n_train, self._initial_clean_proba)
-
-    @property
-    def _initial_clean_proba(self) -> float:
+    def _initial_clean_proba(self, plan: FitPlan) -> float:
         """phi_n before the first round: 1 for the core model (and each booster of a
         cross-fitted fit: every label true)."""
-        return float(self.init_clean_proba) if self._in_sample_noise else 1.0
+        return float(self.init_clean_proba) if self._in_sample_noise(plan) else 1.0
 
-    def _check_warm_start(self, X: np.ndarray, classes: np.ndarray) -> None:
-        if self._plan.n_estimators < len(self.estimators_):
+    def _check_warm_start(self, X: np.ndarray, classes: np.ndarray, plan: FitPlan) -> None:
+        if plan.n_estimators < len(self.estimators_):
             raise ValueError(
-                f"n_estimators={self._plan.n_estimators} must be at least the "
+                f"n_estimators={plan.n_estimators} must be at least the "
                 f"{len(self.estimators_)} rounds already fitted when warm_start=True."
             )
         if X.shape[0] != self._n_train or not np.array_equal(classes, self.classes_):
@@ -806,15 +668,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"(it was fitted on {self._n_train} rows with classes "
                 f"{self.classes_.tolist()})."
             )
-
-    def _record_round(self, stump: DecisionStump, alpha: float, result: RoundResult) -> None:
-        self.estimators_.append(stump)
-        self.alphas_ = np.append(self.alphas_, alpha)
-        self.elbo_.append(result.elbo_trace)
-        self.n_vi_iter_ = np.append(self.n_vi_iter_, result.n_iter)
-        self._set_noise_statistics()
-        self.snr_path_ = np.append(self.snr_path_, self.snr_)
-        self.noise_grade_path_ = np.append(self.noise_grade_path_, self.noise_grade_)
 
     def _set_noise_statistics(self) -> None:
         if self.noise_model:
@@ -859,12 +712,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             return self._margin(X, n_rounds)
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
-        """Yield ``H(x)`` after each round, the first after one stump."""
+        """Yield ``H(x)`` after each round, the first after one base learner."""
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         margin = np.zeros(X.shape[0])
-        for stump, alpha in zip(self.estimators_, self.alphas_, strict=True):
-            margin += alpha * stump.predict(X)
+        for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
+            margin += alpha * learner.predict(X)
             yield margin.copy()
 
     def predict(self, X) -> np.ndarray:
@@ -933,11 +786,33 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def feature_importances_(self) -> np.ndarray:
-        """Share of the total |alpha_t| of the stumps on each feature (constant stumps excluded)."""
+        """Share of the total ``|alpha_t|`` of the base learners on each feature.
+
+        Each learner's ``|alpha_t|`` is spread over the features of its splits in proportion to
+        their gains (all of it to the one feature of a stump); learners that do not separate
+        any rows (a constant stump) count for nothing.
+        """
         check_is_fitted(self)
         importances = np.zeros(self.n_features_in_)
-        for stump, alpha in zip(self.estimators_, self.alphas_, strict=True):
-            if np.isfinite(stump.threshold) or not stump.missing_right:
-                importances[stump.feature] += abs(alpha)
+        for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
+            features, gains = learner.split_gains()
+            if features.size == 1:
+                importances[features[0]] += abs(alpha)
+            elif features.size:
+                gains = np.nan_to_num(np.maximum(gains, 0.0))
+                total = gains.sum()
+                shares = gains / total if total > 0 else np.full(features.size, 1 / features.size)
+                np.add.at(importances, features, abs(alpha) * shares)
         total = importances.sum()
         return importances / total if total > 0 else importances
+
+
+def _in_memory_rows(search: LearnerSearch, y: np.ndarray) -> MakeRows:
+    """The row sources of a cross-fitted fit in this process: every booster searches the fit's
+    one binning, restricted to the rows it fits (positive multiplicity)."""
+
+    def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> InMemoryRows:
+        searches = [search.restricted(m > 0) for m in multiplicities]
+        return InMemoryRows(searches, y, list(multiplicities), validation=validation)
+
+    return make_rows

@@ -1,9 +1,10 @@
 """Exact per-feature contributions (SHAP values) of a fitted VIBoost ensemble.
 
-The ensemble log-odds is ``H(x) = sum_t alpha_t h_t(x)`` where each base classifier ``h_t`` is a
-decision stump (:class:`~viboost.stumps.DecisionStump`) on a single feature ``j_t``. Shapley values
-are additive over the terms of a sum, and a function of one feature gives all of its value to that
-feature, so the SHAP values of the whole model are exact and cheap:
+The ensemble log-odds is ``H(x) = sum_t alpha_t h_t(x)``. Shapley values are additive over the
+terms of a sum, so the SHAP values of the whole model are the sum of each base learner's, which
+the learner computes itself (:meth:`~viboost.boosting.learners.BaseLearner.contributions`). For
+the decision stump (:class:`~viboost.boosting.stumps.DecisionStump`), a function of a single
+feature ``j_t``, that feature gets all of its value, so the values are exact and cheap:
 
 .. math::
 
@@ -30,10 +31,11 @@ Contents
 - :func:`predict_contributions` (also :meth:`VIBoostClassifier.predict_contributions
   <viboost.VIBoostClassifier.predict_contributions>`): the contributions, shaped like the
   ``pred_contrib=True`` output of LightGBM and ``pred_contribs=True`` of XGBoost.
-- :func:`stump_contributions`: the same on already validated arrays, for any list of stumps.
-- :func:`to_shap_tree_model` and :func:`shap_explainer`: the ensemble as the custom-model dict
-  accepted by ``shap.TreeExplainer`` (optional dependency ``shap``), which then reports the same
-  values.
+- :func:`learner_contributions`: the same on already validated arrays, for any list of base
+  learners.
+- :func:`to_shap_tree_model` and :func:`shap_explainer`: the ensemble, from its learners' node
+  arrays, as the custom-model dict accepted by ``shap.TreeExplainer`` (optional dependency
+  ``shap``), which then reports the same values.
 
 Examples
 --------
@@ -58,13 +60,13 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from viboost._validation import reject_non_numeric_columns
-from viboost.stumps import DecisionStump
+from viboost._utils.validation import reject_non_numeric_columns
+from viboost.boosting.learners import BaseLearner
 
 __all__ = [
+    "learner_contributions",
     "predict_contributions",
     "shap_explainer",
-    "stump_contributions",
     "to_shap_tree_model",
 ]
 
@@ -95,34 +97,42 @@ def _background_weights(background_weight: object, n_rows: int) -> np.ndarray:
     return weights
 
 
-def _right_cover(stump: DecisionStump, background: np.ndarray, weights: np.ndarray) -> float:
-    """Background weight that the stump sends to its right leaf."""
-    column = background[:, stump.feature]
-    right = column > stump.threshold
-    if stump.missing_right:
-        right |= np.isnan(column)
-    return float(weights @ right)
+def _node_covers(nodes: np.ndarray, background: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The background weight that reaches each node of a learner (a split sends ``x <=
+    threshold`` left, and NaN left when ``missing_left``)."""
+    reach = np.zeros((nodes.size, background.shape[0]), dtype=bool)
+    reach[0] = True
+    for i, node in enumerate(nodes):
+        if node["is_leaf"]:
+            continue
+        column = background[:, node["feature"]]
+        left = column <= node["threshold"]
+        if node["missing_left"]:
+            left |= np.isnan(column)
+        reach[node["left"]] = reach[i] & left
+        reach[node["right"]] = reach[i] & ~left
+    return reach.astype(np.float64) @ weights
 
 
-def stump_contributions(
-    stumps: Sequence[DecisionStump],
+def learner_contributions(
+    learners: Sequence[BaseLearner],
     alphas: Sequence[float] | np.ndarray,
     X: np.ndarray,
     background: np.ndarray,
     background_weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Exact SHAP values of ``sum_t alphas[t] * stumps[t](x)`` on validated float arrays.
+    """Exact SHAP values of ``sum_t alphas[t] * h_t(x)`` on validated float arrays.
 
     Parameters
     ----------
-    stumps : sequence of DecisionStump
-        The base classifiers ``h_t``.
+    learners : sequence of BaseLearner
+        The base classifiers ``h_t`` (e.g. :class:`~viboost.boosting.stumps.DecisionStump`).
     alphas : sequence of float
-        Their weights ``alpha_t``, one per stump.
+        Their weights ``alpha_t``, one per learner.
     X : ndarray of shape (n_samples, n_features)
         Rows to explain (float, NaN allowed).
     background : ndarray of shape (n_background, n_features)
-        Rows over which the expectation of each stump is taken.
+        Rows over which the expectation of each learner is taken.
     background_weight : ndarray of shape (n_background,), default=None
         Nonnegative weights of the background rows; uniform when ``None``.
 
@@ -136,32 +146,29 @@ def stump_contributions(
     Examples
     --------
     >>> import numpy as np
-    >>> from viboost.stumps import DecisionStump
+    >>> from viboost.boosting.stumps import DecisionStump
     >>> stump = DecisionStump(feature=1, threshold=0.0, polarity=1, missing_right=False)
     >>> X = np.array([[5.0, -1.0], [5.0, 1.0]])
-    >>> stump_contributions([stump], [2.0], X, background=np.array([[0.0, -1.0], [0.0, -2.0],
+    >>> learner_contributions([stump], [2.0], X, background=np.array([[0.0, -1.0], [0.0, -2.0],
     ...                                                                [0.0, 3.0], [0.0, 4.0]]))
     array([[ 0., -2.,  0.],
            [ 0.,  2.,  0.]])
     """
     alphas = np.asarray(alphas, dtype=np.float64)
-    if alphas.shape != (len(stumps),):
-        raise ValueError(f"got {len(stumps)} stumps but {alphas.shape} alphas.")
+    if alphas.shape != (len(learners),):
+        raise ValueError(f"got {len(learners)} learners but {alphas.shape} alphas.")
     if X.ndim != 2 or background.ndim != 2 or X.shape[1] != background.shape[1]:
         raise ValueError(
             f"X {X.shape} and background {background.shape} must be 2-D with the same number of "
             "columns."
         )
     weights = _background_weights(background_weight, background.shape[0])
-    total = float(weights.sum())
     n_features = X.shape[1]
     out = np.zeros((X.shape[0], n_features + 1))
     bias = 0.0
-    for stump, alpha in zip(stumps, alphas, strict=True):
-        # E[h] = polarity * (P(right) - P(left)): leaf values times cover fractions.
-        # (Dividing last keeps E[h] exactly +-1 for a stump that sends everything one way.)
-        expected = stump.polarity * (2.0 * _right_cover(stump, background, weights) - total) / total
-        out[:, stump.feature] += alpha * (stump.predict(X) - expected)
+    for learner, alpha in zip(learners, alphas, strict=True):
+        values, expected = learner.contributions(X, background, weights)
+        out[:, :n_features] += alpha * values
         bias += alpha * expected
     out[:, n_features] = bias
     return out
@@ -231,7 +238,7 @@ def predict_contributions(
     check_is_fitted(model)
     X = _checked_rows(model, X)
     background = _check_background(model, background)
-    return stump_contributions(
+    return learner_contributions(
         model.estimators_, model.alphas_, X, background, background_weight=background_weight
     )
 
@@ -243,11 +250,12 @@ def to_shap_tree_model(
 ) -> dict[str, Any]:
     """The ensemble in the custom-model dict format of ``shap.TreeExplainer``.
 
-    Each stump becomes a tree of three nodes: a root split ``x[feature] <= threshold`` (shap sends
-    such rows left, which is the stump's ``-polarity`` side, as in :meth:`DecisionStump.predict`),
-    a left leaf of value ``-alpha * polarity``, a right leaf of value ``alpha * polarity``, and
-    NaN sent to the right leaf when ``missing_right``, else to the left one. The node sample
-    weights (covers) are the background weights going each way (the root's is their total), so
+    Each learner becomes a tree from its node arrays
+    (:data:`~viboost.boosting.learners.NODE_DTYPE`): splits ``x[feature] <= threshold`` going
+    left (as shap does), NaN to the ``missing_left`` side, and leaves of value ``alpha_t`` times
+    the learner's output there (a stump: a root split, a left leaf ``-alpha * polarity``, a right
+    leaf ``alpha * polarity``). The node sample weights (covers) are the background weights
+    that reach each node (the root's is their total), so
     that shap's ``feature_perturbation="tree_path_dependent"`` mode, which uses them, gives the
     same values as
     :func:`predict_contributions` with this background. (With ``data=``, shap recomputes the covers
@@ -284,21 +292,30 @@ def to_shap_tree_model(
     check_is_fitted(model)
     background = _checked_rows(model, background)
     weights = _background_weights(background_weight, background.shape[0])
-    total = float(weights.sum())
     trees = []
-    for stump, alpha in zip(model.estimators_, model.alphas_, strict=True):
-        right = _right_cover(stump, background, weights)
-        left = total - right
-        leaf = float(alpha) * stump.polarity
+    for learner, alpha in zip(model.estimators_, model.alphas_, strict=True):
+        nodes = learner.nodes
+        covers = _node_covers(nodes, background, weights)
+        leaf = nodes["is_leaf"]
+        values = np.where(leaf, float(alpha) * nodes["value"], 0.0)
+        # An inner node's value is the cover-weighted mean of its children's (children follow
+        # their parents in the node arrays, so one backward pass fills them in).
+        for i in range(nodes.size - 1, -1, -1):
+            if not leaf[i]:
+                left, right = nodes["left"][i], nodes["right"][i]
+                values[i] = (covers[left] * values[left] + covers[right] * values[right]) / (
+                    covers[i]
+                )
+        default = np.where(nodes["missing_left"], nodes["left"], nodes["right"])
         trees.append(
             {
-                "children_left": np.array([1, -1, -1]),
-                "children_right": np.array([2, -1, -1]),
-                "children_default": np.array([2 if stump.missing_right else 1, -1, -1]),
-                "features": np.array([stump.feature, -2, -2]),
-                "thresholds": np.array([stump.threshold, -2.0, -2.0]),
-                "values": np.array([[leaf * (right - left) / total], [-leaf], [leaf]]),
-                "node_sample_weight": np.array([total, left, right]),
+                "children_left": np.where(leaf, -1, nodes["left"]),
+                "children_right": np.where(leaf, -1, nodes["right"]),
+                "children_default": np.where(leaf, -1, default),
+                "features": np.where(leaf, -2, nodes["feature"]),
+                "thresholds": np.where(leaf, -2.0, nodes["threshold"]),
+                "values": values[:, None],
+                "node_sample_weight": covers,
             }
         )
     return {

@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import column_or_1d
 
-from viboost._validation import RandomStateLike, check_probability
+from viboost._utils.validation import RandomStateLike, check_probability
 from viboost.estimator import VIBoostClassifier
 
 __all__ = ["FlipRateEstimate", "estimate_flip_rate", "find_label_issues", "label_quality_scores"]
@@ -255,7 +255,7 @@ def estimate_flip_rate(
         As in :func:`label_quality_scores`.
     level : float, default=0.9
         Probability mass of the credible intervals (drawn from the Laplace approximation of the
-        calibration, :meth:`viboost.calibration.NoiseCalibration.flip_rate_interval`).
+        calibration, :meth:`viboost.noise_fit.calibration.NoiseCalibration.flip_rate_interval`).
 
     Returns
     -------

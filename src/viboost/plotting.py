@@ -1,11 +1,15 @@
 """Plots of a fitted VIBoost model with matplotlib: its training, noise statistics and suspects.
 
 Every function takes a fitted :class:`~viboost.VIBoostClassifier` (and, for
-:func:`plot_gibbs_posterior`, the draws of a :class:`~viboost.gibbs.GibbsSampler`), draws on
-the matplotlib Axes given as ``ax`` -- or on a new figure when ``ax`` is None -- and returns
-the Axes it drew on. Nothing is shown: call ``matplotlib.pyplot.show()`` or ``savefig`` on
-``ax.figure`` yourself; :func:`write_plots` writes every plot that applies to a model as PNG
-files (the ``--plots DIR`` option of ``viboost inspect`` and ``viboost noise``).
+:func:`plot_gibbs_posterior`, the draws of a :class:`~viboost.gibbs.sampler.GibbsSampler`) and
+draws on the matplotlib Axes given as ``ax`` -- or on a new figure when ``ax`` is None. The
+one-panel plots (:func:`plot_elbo`, :func:`plot_clean_proba`, :func:`plot_suspects`) return the
+:class:`~matplotlib.axes.Axes` they drew on; the plots that may draw several panels return a
+1-d numpy array of Axes, one per panel: :func:`plot_noise_paths` of shape (2,) (SNR, noise
+grade) or, for a cross-fitted fit, (1,), and :func:`plot_gibbs_posterior` of shape (2,)
+(theta, xi). Nothing is shown: call ``matplotlib.pyplot.show()`` or ``savefig`` on the
+figure (``ax.figure``) yourself; :func:`write_plots` writes every plot that applies to a model
+as PNG files (the ``--plots DIR`` option of ``viboost inspect`` and ``viboost noise``).
 
 - :func:`plot_elbo`: the dynamic ELBO (S.5) after each round, with the rounds in which it fell
   during the inner loop; for a cross-fitted fit (``preset="robust"``), the final booster's
@@ -36,9 +40,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from sklearn.utils.validation import check_is_fitted
 
-from viboost._io import atomic_write_bytes
+from viboost._utils.io import atomic_write_bytes
 from viboost.estimator import VIBoostClassifier
-from viboost.gibbs import GibbsSampler
+from viboost.gibbs.sampler import GibbsSampler
 
 __all__ = [
     "plot_clean_proba",
@@ -208,9 +212,10 @@ def plot_noise_paths(
 
     Returns
     -------
-    axes : ndarray of matplotlib Axes
-        Of shape (2,) for the paths (SNR, noise grade), of shape (1,) for the cross-fitted
-        log-likelihood.
+    axes : numpy.ndarray of matplotlib Axes, of shape (2,) or (1,)
+        The panels drawn on, not a single Axes: of shape (2,) for the paths (the SNR panel, then
+        the noise-grade panel; with one Axes given, that Axes and its twin), of shape (1,) for
+        the cross-fitted log-likelihood.
 
     Raises
     ------
@@ -557,7 +562,7 @@ def plot_gibbs_posterior(
     Parameters
     ----------
     samples_or_sampler_result : GibbsSampler, arviz.InferenceData or mapping
-        A fitted :class:`~viboost.gibbs.GibbsSampler` (for instance run with
+        A fitted :class:`~viboost.gibbs.sampler.GibbsSampler` (for instance run with
         ``classifier=model``), the result of its ``to_inference_data()``, or a mapping with
         arrays of draws ``"theta"`` and ``"xi"``.
     model : VIBoostClassifier
@@ -569,8 +574,8 @@ def plot_gibbs_posterior(
 
     Returns
     -------
-    axes : ndarray of matplotlib Axes of shape (2,)
-        The theta and xi panels.
+    axes : numpy.ndarray of matplotlib Axes, of shape (2,)
+        The panels drawn on, not a single Axes: the theta panel, then the xi panel.
 
     Raises
     ------

@@ -17,10 +17,10 @@
     1. *cross-fitting*: ``cv`` boosters, each on all folds but one, add stumps with the exact mode
        of q(c) shrunk by ``learning_rate = 0.1``; every 10 rounds the out-of-fold margins are
        scored by the model's marginal likelihood of the observed labels, with (theta, xi, the
-       scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.calibration`). The best
-       round count wins (at most ``n_estimators = 1000``; stopping after ``n_iter_no_change``
-       rounds without improvement), and its calibration gives phi_n for every training row from
-       a margin that row did not help fit;
+       scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.noise_fit.calibration`). The
+       best round count wins (at most ``n_estimators = 1000``; stopping after ``n_iter_no_change``
+       rounds without improvement), and its calibration gives phi_n for every training row from a
+       margin that row did not help fit;
     2. *the final fit*: the same booster on all rows for that many rounds, each row counting
        ``s_n phi_n`` times: the weight update of S.4.1 under the calibrated q(w).
 

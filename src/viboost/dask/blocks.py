@@ -5,10 +5,12 @@ the number of rows and features (:func:`block_sizes`), never on the input's part
 number of workers. Each function here takes one block (numpy arrays, on a worker) and returns
 either a new block state or a small summary (counts, a histogram, knot moments) that the client
 reduces over the blocks in block order. Every formula is the in-memory engine's own:
-:class:`~viboost.binning.FeatureBinner`, :func:`~viboost.stumps.binned_histogram`,
-:class:`~viboost.reweighting.RowMargins`, :func:`~viboost.compression.knot_moments` and
-:func:`~viboost.calibration.flip_rate_sums`; nothing is mutated in place, so a task that dask
-runs twice (after a worker is lost) gives the same result.
+:class:`~viboost.boosting.binning.FeatureBinner`,
+:func:`~viboost.boosting.histogram.binned_histogram`,
+:class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs``,
+:func:`~viboost.variational.compression.knot_moments` and
+:func:`~viboost.noise_fit.calibration.flip_rate_sums`; nothing is mutated in place, so a task
+that dask runs twice (after a worker is lost) gives the same result.
 """
 
 from __future__ import annotations
@@ -20,24 +22,20 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from viboost._parallel import numba_threads
-from viboost.binning import FeatureBinner, absent_values
-from viboost.calibration import flip_rate_sums
-from viboost.compression import KnotGrid, knot_moments, knot_range
-from viboost.reweighting import RowMargins, ScaledWeights
-from viboost.stumps import (
-    DecisionStump,
-    binned_histogram,
-    binned_stump_outputs,
-    occupied_bins,
-)
+from viboost._utils.parallel import numba_threads
+from viboost.boosting.binning import FeatureBinner, absent_values
+from viboost.boosting.histogram import binned_histogram, occupied_bins
+from viboost.boosting.learners import BaseLearner
+from viboost.boosting.reweighting import RowMargins, ScaledWeights
+from viboost.noise_fit.calibration import flip_rate_sums
+from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
 from viboost.variational.updates import update_omega
 
 __all__ = [
     "BlockSummary",
     "BoosterRows",
-    "StumpUpdate",
+    "LearnerUpdate",
     "TrainingBlock",
     "absent_in_block",
     "block_sizes",
@@ -132,7 +130,7 @@ def sample_block(X: np.ndarray, sample_weight: np.ndarray, ranks: np.ndarray) ->
 def absent_in_block(
     X: np.ndarray, sample_weight: np.ndarray, features: np.ndarray, table: np.ndarray
 ) -> np.ndarray:
-    """:func:`viboost.binning.absent_values` on the active rows of one block."""
+    """:func:`viboost.boosting.binning.absent_values` on the active rows of one block."""
     return absent_values(X, np.asarray(sample_weight) > 0, features, table)
 
 
@@ -169,19 +167,18 @@ def build_block(
 
 
 @dataclass(frozen=True, eq=False)
-class StumpUpdate:
-    """A round's stump (with its split position in the bins) and its shrunk weight alpha."""
+class LearnerUpdate:
+    """A round's base learner and its shrunk weight alpha."""
 
-    stump: DecisionStump
-    position: int
+    learner: BaseLearner
     alpha: float
 
 
 @dataclass(frozen=True, eq=False)
 class BoosterRows:
     """One booster's state on one block: the margins ``H`` of every row (with the cache of
-    :class:`~viboost.reweighting.RowMargins`), whose sample weights are the booster's
-    multiplicities (zero for rows it does not fit), and the last stump-search weights."""
+    :class:`~viboost.boosting.reweighting.RowMargins`), whose sample weights are the booster's
+    multiplicities (zero for rows it does not fit), and the last search weights."""
 
     margins: RowMargins
     weights: ScaledWeights | None = None
@@ -205,7 +202,7 @@ def start_boosters(
 
 
 def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...]) -> np.ndarray:
-    """Per booster, :func:`~viboost.stumps.occupied_bins` of its active rows in the block."""
+    """Per booster, :func:`~viboost.boosting.histogram.occupied_bins` of its active rows."""
     n_features = block.binned.shape[1]
     out = np.zeros((len(boosters), n_features, 256), dtype=bool)
     for k, booster in enumerate(boosters):
@@ -214,38 +211,37 @@ def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...])
     return out
 
 
-def _outputs(block: TrainingBlock, stump: DecisionStump, position: int) -> np.ndarray:
-    column = np.ascontiguousarray(block.binned[:, stump.feature])
-    return binned_stump_outputs(column, position, stump)
+def _outputs(block: TrainingBlock, learner: BaseLearner) -> np.ndarray:
+    return learner.binned_outputs(block.binned.T)
 
 
 def _with_update(
-    margins: RowMargins, block: TrainingBlock, update: StumpUpdate | None
+    margins: RowMargins, block: TrainingBlock, update: LearnerUpdate | None
 ) -> np.ndarray:
     """The margins ``H + alpha h`` (a new array), as the next reweighting will add them."""
     if update is None:
         return margins.margin
-    return margins.margin + update.alpha * _outputs(block, update.stump, update.position)
+    return margins.margin + update.alpha * _outputs(block, update.learner)
 
 
 def reweight(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
-    updates: tuple[StumpUpdate | None, ...],
+    updates: tuple[LearnerUpdate | None, ...],
     cleans: tuple[CleanLogOdds, ...],
     tau: float,
     logistic: bool,
 ) -> tuple[BoosterRows, ...]:
-    """New boosters: ``H += alpha h`` for each update (None: none yet), and the stump-search
-    weights under q(w) ``cleans[k]`` (:meth:`RowMargins.add_stump`)."""
+    """New boosters: ``H += alpha h`` for each update (None: none yet), and the search
+    weights under q(w) ``cleans[k]`` (:meth:`RowMargins.add`)."""
     out = []
     for booster, update, clean in zip(boosters, updates, cleans, strict=True):
         margins = booster.margins.copy()
         if update is None:
             weights = margins.scaled_weights(clean, tau, logistic)
         else:
-            h = _outputs(block, update.stump, update.position)
-            weights = margins.add_stump(update.alpha, h, clean, tau, logistic)
+            h = _outputs(block, update.learner)
+            weights = margins.add(update.alpha, h, clean, tau, logistic)
         out.append(BoosterRows(margins, weights))
     return tuple(out)
 
@@ -271,16 +267,16 @@ def histograms(
 def round_rows(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
-    splits: tuple[tuple[DecisionStump, int], ...],
+    learners: tuple[BaseLearner, ...],
     grids: tuple[KnotGrid | None, ...],
 ) -> list[np.ndarray | tuple[np.ndarray, ...]]:
-    """Per booster, what its round's inference needs of the block for the stump ``splits[k]``
-    (with its split position): the knot moments of :func:`~viboost.compression.knot_moments`
-    on ``grid``, or (grid None) the active rows ``(y, h, H, s)`` themselves."""
+    """Per booster, what its round's inference needs of the block for the learner
+    ``learners[k]``: the knot moments of :func:`~viboost.variational.compression.knot_moments` on
+    ``grid``, or (grid None) the active rows ``(y, h, H, s)`` themselves."""
     out = []
-    for booster, (stump, position), grid in zip(boosters, splits, grids, strict=True):
+    for booster, learner, grid in zip(boosters, learners, grids, strict=True):
         margins = booster.margins
-        h = _outputs(block, stump, position)
+        h = _outputs(block, learner)
         if grid is not None:
             out.append(knot_moments(block.y, h, margins.margin, margins.sample_weight, grid))
         else:
@@ -292,9 +288,9 @@ def round_rows(
 def finish_boosters(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
-    updates: tuple[StumpUpdate | None, ...],
+    updates: tuple[LearnerUpdate | None, ...],
 ) -> tuple[BoosterRows, ...]:
-    """New boosters with the last stumps added (``H += alpha h``), without weights."""
+    """New boosters with the last learners added (``H += alpha h``), without weights."""
     out = []
     for booster, update in zip(boosters, updates, strict=True):
         margins = booster.margins.copy()
@@ -312,7 +308,7 @@ def out_of_fold(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
     validation: np.ndarray,
-    updates: tuple[StumpUpdate | None, ...],
+    updates: tuple[LearnerUpdate | None, ...],
 ) -> np.ndarray:
     """Out-of-fold margins of the block's rows after the pending ``updates``: row ``i`` gets
     booster ``k``'s margin for the last ``k`` with ``validation[k, i]`` (as the in-memory fit
@@ -329,7 +325,7 @@ def in_sample_noise(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For an in-sample fit: phi_n under q(w) ``clean`` at the final margins, the probability
     that each label is wrong, ``(1 - phi_n) sigmoid(-y_n H_n)`` (a ranking), and the
-    :func:`~viboost.calibration.flip_rate_sums` of the block."""
+    :func:`~viboost.noise_fit.calibration.flip_rate_sums` of the block."""
     margin = boosters[0].margins.margin
     phi = clean.proba(block.y, margin)
     mislabel = (1.0 - phi) * expit(-block.y * margin)

@@ -1,18 +1,19 @@
-"""The client side of a distributed fit: tasks on the blocks, and boosters run in lockstep.
+"""The client side of a distributed fit: tasks on the blocks, and the blocks as a row source.
 
 :class:`BlockTasks` submits one task per block of training rows (:mod:`viboost.dask.blocks`)
 and waits for their results with a bound, turning a lost or silent cluster into a clear error.
-:class:`LockstepBoosters` runs one or more boosters over the same blocks (one for an in-sample
-fit or the final fit of a cross-fitted one, one per fold while cross-fitting), round by round
-as :meth:`viboost.VIBoostClassifier._rounds` does in memory:
+:class:`BlockRows` is the :class:`~viboost.boosting.booster.RowSource` of a distributed fit: the
+same :class:`~viboost.boosting.booster.Booster` as in memory runs its rounds over it (one
+ensemble for an in-sample fit or the refit of a cross-fitted one, one per fold while
+cross-fitting, all stepped together). A round is two passes over the blocks:
 
-1. each block adds the previous round's stumps and computes its stump-search weights and their
+1. each block adds the previous round's learners and computes its search weights and their
    histogram over its bins; the client adds the histograms **in block order** and picks the
-   stump (:func:`~viboost.stumps.best_binned_stump`);
+   stump (:func:`~viboost.boosting.stumps.best_binned_stump`);
 2. each block returns the knot moments of its rows for that stump (or, for at most
-   :data:`~viboost.compression.COMPRESS_ABOVE` weighted rows in all, the rows themselves); the
-   client combines them in block order into the round's rows and runs
-   :func:`~viboost.variational.run_round` on them.
+   :data:`~viboost.variational.compression.COMPRESS_ABOVE` weighted rows in all, the rows
+   themselves); the client combines them in block order into the round's rows, on which the
+   booster runs :func:`~viboost.variational.run_round`.
 
 So a round moves two histograms' or moments' worth of numbers per block, and the rows, their
 bins and margins stay on the workers. The blocks and the order of every reduction depend only
@@ -23,26 +24,23 @@ any partitioning of the input and any number of workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from viboost import compression
-from viboost.binning import FeatureBinner
-from viboost.compression import KnotGrid, combine_knot_moments, pseudo_rows
+from viboost.boosting.binning import FeatureBinner
+from viboost.boosting.stumps import DecisionStump, best_binned_stump
 from viboost.dask import blocks
-from viboost.stumps import DecisionStump, best_binned_stump
-from viboost.variational import (
-    ModelPriors,
-    RoundResult,
-    RoundRows,
-    RoundSettings,
-    VariationalState,
-    run_round,
+from viboost.variational import RoundRows
+from viboost.variational.compression import (
+    COMPRESS_ABOVE,
+    KnotGrid,
+    combine_knot_moments,
+    pseudo_rows,
 )
+from viboost.variational.state import CleanLogOdds
 
-__all__ = ["BlockTasks", "BoosterPlan", "LockstepBoosters"]
+__all__ = ["BlockRows", "BlockTasks"]
 
 
 class BlockTasks:
@@ -99,25 +97,10 @@ class BlockTasks:
         return self.gather(self.submit(func, *per_block, **shared))
 
 
-@dataclass
-class BoosterPlan:
-    """The client's state of one booster: its variational state, how its rounds run, and the
-    stump it added last (applied to the blocks' margins at the start of the next round)."""
-
-    state: VariationalState
-    settings: RoundSettings
-    learning_rate: float
-    n_active: int
-    occupied: np.ndarray | None = None
-    pending: blocks.StumpUpdate | None = None
-
-    @property
-    def compress(self) -> bool:
-        return self.n_active > compression.COMPRESS_ABOVE
-
-
-class LockstepBoosters:
-    """Boosters that share the blocks and run their rounds together (see the module docstring).
+class BlockRows:
+    """The row source (:class:`~viboost.boosting.booster.RowSource`) of a distributed fit: the
+    rows stay in blocks on the workers, and each round moves histograms, knot moments and
+    scalars (see the module docstring).
 
     Parameters
     ----------
@@ -126,12 +109,15 @@ class LockstepBoosters:
         The :class:`~viboost.dask.blocks.TrainingBlock` of each block.
     binner : FeatureBinner
         The binning of the blocks.
-    priors : ModelPriors
-    plans : list of BoosterPlan
-        One per booster; their settings must share ``tau`` and ``exact_mode``.
-    multiplicities : list of ndarray or None
-        Per block, an array of shape ``(n_boosters, block rows)`` of the boosters' row weights;
-        None: every booster fits the sample weights.
+    n_active : list of int
+        Per ensemble, how many rows it fits (positive multiplicity); above
+        :data:`~viboost.variational.compression.COMPRESS_ABOVE` its rounds run on pseudo-rows.
+    multiplicities : list of futures or None, default=None
+        Per block, an array of shape ``(n_ensembles, block rows)`` of the ensembles' row
+        weights; None: every ensemble fits the sample weights.
+    validation : list of futures or None, default=None
+        Per block, an array of shape ``(n_ensembles, block rows)``: each ensemble's held-out
+        rows (:meth:`out_of_fold`).
     """
 
     def __init__(
@@ -139,85 +125,107 @@ class LockstepBoosters:
         tasks: BlockTasks,
         training: list,
         binner: FeatureBinner,
-        priors: ModelPriors,
-        plans: list[BoosterPlan],
-        multiplicities: list[np.ndarray] | None = None,
+        n_active: list[int],
+        multiplicities: list | None = None,
+        validation: list | None = None,
     ) -> None:
         self.tasks = tasks
         self.training = training
         self.binner = binner
-        self.priors = priors
-        self.plans = plans
-        settings = plans[0].settings
-        self.tau = float(settings.tau)
-        self.logistic = settings.exact_mode
+        self.validation = validation
+        n_ensembles = len(n_active)
+        self.compress = [n > COMPRESS_ABOVE for n in n_active]
         per_block = [None] * len(training) if multiplicities is None else multiplicities
         self.states = tasks.submit(
-            blocks.start_boosters, training, per_block, n_boosters=len(plans)
+            blocks.start_boosters, training, per_block, n_boosters=n_ensembles
         )
-        occupied = np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
-        for plan, bins in zip(plans, occupied, strict=True):
-            plan.occupied = bins
+        self.occupied = list(
+            np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
+        )
+        # The learners added last, applied to the blocks' margins by the next pass over them.
+        self.pending: list[blocks.LearnerUpdate | None] = [None] * n_ensembles
+        self._learners: list = []
+        self._grids: list[KnotGrid | None] = []
 
-    def _updates(self) -> tuple[blocks.StumpUpdate | None, ...]:
-        return tuple(plan.pending for plan in self.plans)
+    def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
+        self.cleans = tuple(cleans)
+        self.tau, self.logistic = float(tau), bool(logistic)
 
-    def step(self) -> list[tuple[DecisionStump, float, RoundResult]]:
-        """One round of every booster: the stump, its shrunk alpha and the round's result."""
-        cleans = tuple(plan.state.clean for plan in self.plans)
+    def best(self) -> list[DecisionStump]:
+        """Apply the pending learners and reweight on the blocks; add the blocks' histograms in
+        block order and pick each ensemble's stump (one pass over the blocks)."""
         self.states = self.tasks.submit(
             blocks.reweight,
             self.training,
             self.states,
-            updates=self._updates(),
-            cleans=cleans,
+            updates=tuple(self.pending),
+            cleans=self.cleans,
             tau=self.tau,
             logistic=self.logistic,
         )
+        self.pending = [None] * len(self.pending)
         parts = self.tasks.run(blocks.histograms, self.training, self.states)
-        splits, grids = [], []
-        for k, plan in enumerate(self.plans):
+        learners, self._grids = [], []
+        for k, occupied in enumerate(self.occupied):
             hist, low, high = _combine_histograms([part[k] for part in parts])
-            stump, _, position = best_binned_stump(hist, self.binner, plan.occupied)
-            splits.append((stump, position))
-            grids.append(KnotGrid.covering(low, high) if plan.compress else None)
-        rows = self.tasks.run(
-            blocks.round_rows, self.training, self.states, splits=tuple(splits), grids=tuple(grids)
+            stump, _, _ = best_binned_stump(hist, self.binner, occupied)
+            learners.append(stump)
+            self._grids.append(KnotGrid.covering(low, high) if self.compress[k] else None)
+        return learners
+
+    def round_rows(self, learners: Sequence[DecisionStump]) -> list[RoundRows]:
+        """Each ensemble's round rows: the blocks' knot moments combined in block order into
+        pseudo-rows, or the rows themselves (one pass over the blocks)."""
+        self._learners = list(learners)
+        parts = self.tasks.run(
+            blocks.round_rows,
+            self.training,
+            self.states,
+            learners=tuple(learners),
+            grids=tuple(self._grids),
         )
         out = []
-        for k, plan in enumerate(self.plans):
-            mine = [part[k] for part in rows]
-            if grids[k] is not None:
-                round_rows = RoundRows(*pseudo_rows(combine_knot_moments(mine), grids[k]))
+        for k, grid in enumerate(self._grids):
+            mine = [part[k] for part in parts]
+            if grid is not None:
+                out.append(RoundRows(*pseudo_rows(combine_knot_moments(mine), grid)))
             else:
-                round_rows = RoundRows(
-                    *(np.concatenate([part[i] for part in mine]) for i in range(4))
+                out.append(
+                    RoundRows(*(np.concatenate([part[i] for part in mine]) for i in range(4)))
                 )
-            result = run_round(round_rows, plan.state, self.priors, plan.settings)
-            # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
-            alpha = plan.learning_rate * result.alpha
-            plan.state = result.state
-            stump, position = splits[k]
-            plan.pending = blocks.StumpUpdate(stump, position, alpha)
-            out.append((stump, alpha, result))
         return out
 
-    def out_of_fold(self, validation: list[np.ndarray]) -> np.ndarray:
-        """The out-of-fold margins of every row (:func:`~viboost.dask.blocks.out_of_fold`),
-        in row order; ``validation[b]`` is block ``b``'s (n_boosters, rows) validation mask."""
-        parts = self.tasks.run(
-            blocks.out_of_fold, self.training, self.states, validation, updates=self._updates()
-        )
-        return np.concatenate(parts)
+    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
+        """Record ``H += alpha h`` and the new q(w); the blocks apply them in the next pass."""
+        self.pending = [
+            blocks.LearnerUpdate(learner, float(alpha))
+            for learner, alpha in zip(self._learners, alphas, strict=True)
+        ]
+        self.cleans = tuple(cleans)
 
     def finish(self) -> list:
-        """Add the last stumps to the margins; return the blocks' final booster states."""
+        """Apply the pending learners to the blocks' margins; return the blocks' states."""
         self.states = self.tasks.submit(
-            blocks.finish_boosters, self.training, self.states, updates=self._updates()
+            blocks.finish_boosters, self.training, self.states, updates=tuple(self.pending)
         )
-        for plan in self.plans:
-            plan.pending = None
+        self.pending = [None] * len(self.pending)
         return self.states
+
+    def margins(self, k: int = 0) -> np.ndarray:
+        """Ensemble ``k``'s margins of every row, gathered in row order."""
+        return np.concatenate(self.tasks.run(blocks.margins, self.finish(), k=k))
+
+    def out_of_fold(self) -> np.ndarray:
+        """The out-of-fold margins of every row (:func:`~viboost.dask.blocks.out_of_fold`), in
+        row order; 0 for rows no ensemble holds out."""
+        parts = self.tasks.run(
+            blocks.out_of_fold,
+            self.training,
+            self.states,
+            self.validation,
+            updates=tuple(self.pending),
+        )
+        return np.concatenate(parts)
 
 
 def _combine_histograms(

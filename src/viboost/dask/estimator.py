@@ -11,10 +11,12 @@ The estimator takes dask arrays or dask dataframes and fits, on the workers of a
    drawn exactly as the in-memory binner draws it (the sketch; plus, for features with few
    distinct values, a pass that checks the sample saw them all), then every block is binned
    on its worker and kept there (``uint8``), with its labels and weights;
-3. **boosts**: the rounds of :class:`~viboost.dask.engine.LockstepBoosters`, which move only
-   histograms, knot moments and scalars to the client; with the robust preset, one booster per
-   fold in lockstep, the out-of-fold margins gathered every 10 rounds to calibrate the noise
-   model and choose the number of rounds (:mod:`viboost.cross_fit`), then the final booster.
+3. **boosts**: the same :class:`~viboost.boosting.booster.Booster` as in memory, over the
+   blocks (:class:`~viboost.dask.engine.BlockRows`, which moves only histograms, knot moments
+   and scalars to the client); with the robust preset, the same driver
+   (:class:`~viboost.noise_fit.cross_fit.CrossFitter`): one ensemble per fold in lockstep, the
+   out-of-fold margins gathered every 10 rounds to calibrate the noise model and choose the
+   number of rounds, then the final booster.
 
 Predictions are lazy: ``decision_function``, ``predict`` and ``predict_proba`` map the fitted
 stumps over the blocks of a dask collection.
@@ -22,7 +24,6 @@ stumps over the blocks of a dask collection.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any
@@ -33,22 +34,17 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
-from tqdm.auto import tqdm
 
-from viboost._validation import check_binary_classes, check_pair, reject_non_numeric_columns
-from viboost.binning import FeatureBinner, subsample_ranks
-from viboost.calibration import flip_rates_from_sums
-from viboost.cross_fit import (
-    CHECK_EVERY,
-    RoundCountSearch,
-    cross_fit_folds,
-    score_out_of_fold,
-)
+from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
+from viboost.boosting.binning import FeatureBinner, subsample_ranks
+from viboost.boosting.booster import Booster, run_rounds
+from viboost.boosting.predictor import EnsemblePredictor
 from viboost.dask import blocks
-from viboost.dask.engine import BlockTasks, BoosterPlan, LockstepBoosters
+from viboost.dask.engine import BlockRows, BlockTasks
 from viboost.estimator import VIBoostClassifier
-from viboost.presets import resolve_preset
-from viboost.stumps import predict_ensemble
+from viboost.noise_fit.calibration import flip_rates_from_sums
+from viboost.noise_fit.cross_fit import MakeRows, cross_fit_folds
+from viboost.presets import FitPlan, resolve_preset
 from viboost.variational import ModelPriors, VariationalState
 from viboost.variational.state import CleanLogOdds
 
@@ -251,30 +247,33 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.classes_ = classes
-        self._priors = ModelPriors(
-            weight=float(self.weight_prior),
-            noise_grade=float(self.noise_grade_prior),
-            clean=clean_prior,
-        )
-        self._plan = resolve_preset(
+        priors = self._model_priors(clean_prior)
+        plan = resolve_preset(
             self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
         )
         n_active = sum(summary.n_active for summary in summaries)
         # The training blocks are released when this call returns (nothing else holds them).
         folds = None
-        if self._plan.noise_fit == "cross-fit":
+        if plan.noise_fit == "cross-fit":
             pairs = tasks.run(blocks.labels_and_weights, training)
             y_signed = np.concatenate([pair[0] for pair in pairs])
             weights = np.concatenate([pair[1] for pair in pairs])
             folds = cross_fit_folds(self.cv, y_signed, weights > 0, self.random_state)
             if folds is None:  # too few rows in a class (warned)
-                self._plan = replace(self._plan, noise_fit="in-sample")
+                plan = replace(plan, noise_fit="in-sample")
         if folds is None:
-            self._fit_in_sample(tasks, training, binner, sizes, n_active, init_eta)
-        else:
-            self._fit_cross_fitted_blocks(
-                tasks, training, binner, sizes, y_signed, weights, folds, init_eta
+            self._fit_in_sample_blocks(
+                tasks, training, binner, sizes, n_active, priors, plan, init_eta
             )
+        else:
+            make_rows = _block_rows(tasks, training, binner, sizes)
+            result = self._cross_fitter(plan, priors, init_eta, label=" (dask)").fit(
+                make_rows, y_signed, weights, folds
+            )
+            self._store_cross_fit(result, y_signed, weights, priors)
+            for name in _NOT_DISTRIBUTED:
+                setattr(self, name, self._rows_array(getattr(self, name), sizes))
+        self.plan_ = plan
         return self
 
     def _check_summaries(self, summaries: list[blocks.BlockSummary]) -> np.ndarray:
@@ -336,64 +335,34 @@ class DaskVIBoostClassifier(VIBoostClassifier):
 
         return binner.fit_sample(sample, ranks is not None, find_absent, distinct_values)
 
-    def _initial_state(self, tasks: BlockTasks, training: list, init_eta) -> VariationalState:
-        """The state before the first round (:func:`~viboost.variational.initial_state`), its
-        omega summed over the blocks."""
-        phi0 = self._initial_clean_proba
-        parts = tasks.run(blocks.noise_weight_by_class, training, noise_proba=1.0 - phi0)
-        omega = self._priors.noise_grade + np.sum(parts, axis=0)
-        return VariationalState(
-            eta=np.array(init_eta), omega=omega, clean=CleanLogOdds.constant(phi0)
-        )
-
-    def _run_final(
-        self,
-        tasks: BlockTasks,
-        training: list,
-        binner: FeatureBinner,
-        n_active: int,
-        init_eta,
-        multiplicities: list[np.ndarray] | None,
-    ) -> LockstepBoosters:
-        """The rounds of the booster whose stumps are the model, recorded as in memory."""
-        state = self._initial_state(tasks, training, init_eta)
-        self._start_records(self._n_rows, state)
-        plan = BoosterPlan(
-            state=state,
-            settings=self._round_settings(),
-            learning_rate=self._plan.learning_rate,
-            n_active=n_active,
-        )
-        booster = LockstepBoosters(tasks, training, binner, self._priors, [plan], multiplicities)
-        with tqdm(
-            total=self._plan.n_estimators,
-            desc="VIBoost (dask)",
-            unit="round",
-            disable=not self.verbose,
-            delay=2.0,
-            file=sys.stderr,
-        ) as progress:
-            for _ in range(self._plan.n_estimators):
-                ((stump, alpha, result),) = booster.step()
-                self._state = plan.state
-                self._record_round(stump, alpha, result)
-                progress.update()
-        booster.finish()
-        return booster
-
-    def _fit_in_sample(
+    def _fit_in_sample_blocks(
         self,
         tasks: BlockTasks,
         training: list,
         binner: FeatureBinner,
         sizes: tuple[int, ...],
         n_active: int,
-        init_eta,
+        priors: ModelPriors,
+        plan: FitPlan,
+        init_eta: tuple[float, float],
     ) -> None:
         """Rounds of Algorithm 1 on all rows; the noise statistics of the in-sample q(w)."""
-        booster = self._run_final(tasks, training, binner, n_active, init_eta, None)
+        # The state before the first round (initial_state), its omega summed over the blocks.
+        phi0 = self._initial_clean_proba(plan)
+        parts = tasks.run(blocks.noise_weight_by_class, training, noise_proba=1.0 - phi0)
+        state = VariationalState(
+            eta=np.array(init_eta),
+            omega=priors.noise_grade + np.sum(parts, axis=0),
+            clean=CleanLogOdds.constant(phi0),
+        )
+        rows = BlockRows(tasks, training, binner, [n_active])
+        booster = Booster(rows, [state], priors, self._round_settings(plan), plan.learning_rate)
+        run_rounds(booster, plan.n_estimators, "VIBoost (dask)", self.verbose)
+        n_rows = int(sum(sizes))
+        self._n_train = n_rows
+        self._store_booster(booster, priors)
         parts = tasks.submit(
-            blocks.in_sample_noise, training, booster.states, clean=self._state.clean
+            blocks.in_sample_noise, training, rows.finish(), clean=self._state.clean
         )
         sums = np.sum([s for *_, s in tasks.gather(parts)], axis=0)
         client = tasks.client
@@ -403,7 +372,6 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_log_likelihood_ = np.empty(0)
         self.noise_calibration_ = None
-        n_rows = int(sum(sizes))
         self.cv_decision_function_ = self._rows_array(None, sizes, fill=np.nan)
         if self.noise_model:
             self.mislabel_proba_ = self._rows_array(mislabel, sizes)
@@ -411,112 +379,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         else:
             self.mislabel_proba_ = self._rows_array(None, sizes, fill=0.0)
             rates = np.full(3, np.nan)
-        self._n_train = n_rows
         self._store_flip_rates(rates, None)
-
-    def _fit_cross_fitted_blocks(
-        self,
-        tasks: BlockTasks,
-        training: list,
-        binner: FeatureBinner,
-        sizes: tuple[int, ...],
-        y: np.ndarray,
-        sample_weight: np.ndarray,
-        folds: list[tuple[np.ndarray, np.ndarray]],
-        init_eta,
-    ) -> None:
-        """The robust fit of :meth:`viboost.VIBoostClassifier._fit_cross_fitted` on blocks."""
-        plan = self._plan
-        n_rows, n_folds = y.size, len(folds)
-        in_train = np.zeros((n_folds, n_rows), dtype=bool)
-        validation = np.zeros((n_folds, n_rows), dtype=bool)
-        for k, (train, val) in enumerate(folds):
-            in_train[k, train] = True
-            validation[k, val] = True
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        pieces = [slice(bounds[b], bounds[b + 1]) for b in range(len(sizes))]
-        fold_weights = np.where(in_train, sample_weight, 0.0)
-        # Each fold's booster: the core model, no ELBO, as the in-memory fit's fold boosters.
-        settings = replace(self._round_settings(), noise_model=False, fixed_vi_iter=1)
-        state = VariationalState(
-            eta=np.array(init_eta),
-            omega=np.full(2, self._priors.noise_grade),
-            clean=CleanLogOdds.constant(1.0),
-        )
-        plans = [
-            BoosterPlan(state, settings, plan.learning_rate, int(np.count_nonzero(w > 0)))
-            for w in fold_weights
-        ]
-        client = tasks.client
-        boosters = LockstepBoosters(
-            tasks,
-            training,
-            binner,
-            self._priors,
-            plans,
-            [client.scatter(fold_weights[:, p]) for p in pieces],
-        )
-        val_parts = [client.scatter(validation[:, p]) for p in pieces]
-
-        active = np.flatnonzero(validation.any(axis=0))
-        y_act, s_act = y[active], sample_weight[active]
-        stopping = RoundCountSearch(self.n_iter_no_change, s_act.sum())
-        done = 0
-        with tqdm(
-            total=plan.n_estimators,
-            desc="VIBoost cross-fit (dask)",
-            unit="round",
-            disable=not self.verbose,
-            delay=2.0,
-            file=sys.stderr,
-        ) as progress:
-            while done < plan.n_estimators:
-                step = min(CHECK_EVERY, plan.n_estimators - done)
-                for _ in range(step):
-                    boosters.step()
-                done += step
-                progress.update(step)
-                out_of_fold = boosters.out_of_fold(val_parts)
-                score, calibration = score_out_of_fold(
-                    y_act, out_of_fold[active], s_act, self._priors, self.noise_model
-                )
-                if stopping.update(done, score, (calibration, out_of_fold)):
-                    break
-        boosters = val_parts = None  # the fold boosters' margins are released
-        n_rounds, _, (calibration, out_of_fold) = stopping.best
-        self.cv_rounds_ = stopping.rounds
-        self.cv_log_likelihood_ = stopping.scores
-
-        # The final booster on every row, each counted s_n phi_n times.
-        if calibration is None:
-            clean = np.ones(n_rows)
-        else:
-            clean = calibration.clean_proba(y, out_of_fold)
-        multiplicity = sample_weight * clean
-        self._plan = replace(plan, n_estimators=n_rounds)
-        final = self._run_final(
-            tasks,
-            training,
-            binner,
-            int(np.count_nonzero(multiplicity > 0)),
-            init_eta,
-            [client.scatter(multiplicity[None, p]) for p in pieces],
-        )
-        self._plan = plan
-        unscored = np.ones(n_rows, dtype=bool)
-        unscored[active] = False
-        if unscored.any():  # rows in no validation fold get the final ensemble's margin
-            final_margin = np.concatenate(tasks.run(blocks.margins, final.states))
-            out_of_fold[unscored] = final_margin[unscored]
-            if calibration is not None:
-                clean = calibration.clean_proba(y, out_of_fold)
-        self.noise_calibration_ = calibration
-        self.cv_decision_function_ = out_of_fold
-        self.clean_proba_ = clean
-        self._n_train = n_rows
-        self._set_calibrated_noise_statistics(y, sample_weight, out_of_fold)
-        for name in _NOT_DISTRIBUTED:
-            setattr(self, name, self._rows_array(getattr(self, name), sizes))
 
     def _rows_array(self, values: Any, sizes: tuple[int, ...], fill: float = 0.0) -> Any:
         """A per-row attribute as a dask array chunked as the training rows: from the blocks'
@@ -544,9 +407,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             return super().decision_function(X)
         X, feature_names = _as_matrix(X, lengths=False)
         self._check_predict_features(X, feature_names)
-        stumps, alphas = list(self.estimators_), np.asarray(self.alphas_)
+        predictor = EnsemblePredictor(self.estimators_, self.alphas_)
         return X.map_blocks(
-            _block_margin, stumps, alphas, drop_axis=1, dtype=np.float64, meta=np.empty(0)
+            _block_margin, predictor, drop_axis=1, dtype=np.float64, meta=np.empty(0)
         )
 
     def predict(self, X) -> Any:
@@ -620,8 +483,33 @@ def _item(pair: tuple, index: int) -> Any:
     return pair[index]
 
 
-def _block_margin(X: np.ndarray, stumps: list, alphas: np.ndarray) -> np.ndarray:
-    return predict_ensemble(np.asarray(X, dtype=np.float64), stumps, alphas)
+def _block_margin(X: np.ndarray, predictor: EnsemblePredictor) -> np.ndarray:
+    return predictor.decision_function(np.asarray(X, dtype=np.float64))
+
+
+def _block_rows(
+    tasks: BlockTasks, training: list, binner: FeatureBinner, sizes: tuple[int, ...]
+) -> MakeRows:
+    """The row sources of a cross-fitted fit on the blocks: the ensembles' multiplicities and
+    held-out rows are cut into the blocks and scattered to the workers."""
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    pieces = [slice(bounds[b], bounds[b + 1]) for b in range(len(sizes))]
+
+    def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> BlockRows:
+        client = tasks.client
+        held_out = None
+        if validation is not None:
+            held_out = [client.scatter(validation[:, p]) for p in pieces]
+        return BlockRows(
+            tasks,
+            training,
+            binner,
+            [int(np.count_nonzero(m > 0)) for m in multiplicities],
+            [client.scatter(multiplicities[:, p]) for p in pieces],
+            held_out,
+        )
+
+    return make_rows
 
 
 def _is_dask_collection(obj: Any) -> bool:

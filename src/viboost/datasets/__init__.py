@@ -22,7 +22,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from sklearn.utils import Bunch
 
-from viboost._validation import RandomStateLike, check_probability, check_random_state
+from viboost._utils.validation import RandomStateLike, check_probability, check_random_state
 
 from ._reuters import load_reuters_acq_crude
 from ._synthetic import make_long_servedio, make_step
@@ -220,7 +220,7 @@ def flip_labels(
         Share of the labels to flip, in [0, 1].
     random_state : int, RandomState instance, Generator or None, default=None
         Controls which rows are flipped; pass an int for reproducible output. Resolved by
-        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        :func:`viboost._utils.validation.check_random_state` (a Generator or RandomState is used as
         is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
 
     Returns
@@ -292,7 +292,7 @@ def flip_labels_class_conditional(
         Probability in [0, 1] that a negative label (the smaller value) is flipped.
     random_state : int, RandomState instance, Generator or None, default=None
         Controls which rows are flipped; pass an int for reproducible output. Resolved by
-        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        :func:`viboost._utils.validation.check_random_state` (a Generator or RandomState is used as
         is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
 
     Returns

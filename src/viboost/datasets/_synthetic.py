@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from viboost._validation import (
+from viboost._utils.validation import (
     RandomStateLike,
     check_int,
     check_probability,
@@ -49,7 +49,7 @@ def make_step(
         noisy label ``+1`` or ``-1``.
     random_state : int, RandomState instance, Generator or None, default=None
         Seed or generator for the draws; pass an int for reproducible output. Resolved by
-        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        :func:`viboost._utils.validation.check_random_state` (a Generator or RandomState is used as
         is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn).
     return_flags : bool, default=False
         If True, also return which labels are true (``w = 1``).
@@ -154,7 +154,7 @@ def make_long_servedio(
         Probability in [0, 1] of the label -1 (the paper's "noise level" 0.20).
     random_state : int, RandomState instance, Generator or None, default=None
         Seed or generator for the draws; pass an int for reproducible output. Resolved by
-        :func:`viboost._validation.check_random_state` (a Generator or RandomState is used as
+        :func:`viboost._utils.validation.check_random_state` (a Generator or RandomState is used as
         is, an int seeds a ``numpy.random.RandomState`` as in scikit-learn). The stream of
         draws differs from Matlab's, so Matlab's numbers are not reproduced exactly.
 

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.integrate import IntegrationWarning
 
-from viboost._math import log1mexp, log_cosh, log_sum_exp
+from viboost._utils.special import log1mexp, log_cosh, log_sum_exp
 from viboost.distributions._vlog_kernels import (
     FLOAT64_EPS,
     BregmanKernel,

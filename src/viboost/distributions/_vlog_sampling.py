@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import log_expit
 
-from viboost._math import log1mexp
+from viboost._utils.special import log1mexp
 from viboost.distributions._vlog_kernels import (
     BREGMAN_CHUNK_ELEMENTS,
     KERNEL_DIP_LIMIT,

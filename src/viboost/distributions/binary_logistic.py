@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
-from viboost._validation import RandomStateLike, as_float_vector, check_random_state
+from viboost._utils.validation import RandomStateLike, as_float_vector, check_random_state
 
 __all__ = ["BinaryLogistic", "validate_labels"]
 
@@ -197,7 +197,7 @@ class BinaryLogistic:
         z : float or array_like
             Latent value; a scalar or an array broadcastable against ``(n_obs,)``.
         random_state : int, numpy.random.RandomState, numpy.random.Generator or None, default=None
-            Seed or generator, resolved by :func:`viboost._validation.check_random_state`: a
+            Seed or generator, resolved by :func:`viboost._utils.validation.check_random_state`: a
             Generator or RandomState is used as is, an int seeds a ``numpy.random.RandomState``
             as scikit-learn does, None uses numpy's global RandomState.
 

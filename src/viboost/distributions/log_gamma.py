@@ -4,9 +4,9 @@ This module owns the one formula by which viboost draws the logarithm of a Gamma
 its two forms side by side:
 
 - :func:`log_gamma_variates`: numpy, vectorised over an array of shapes; the generative model
-  (:mod:`viboost.generative`) draws its two-term v-Log variables with it;
+  (:mod:`viboost.gibbs.generative`) draws its two-term v-Log variables with it;
 - :func:`log_gamma_variate`: compiled (numba), one scalar draw from a ``numpy.random.Generator``;
-  the Gibbs sampler's kernel (:mod:`viboost._gibbs_kernel`) draws the noise grade ``xi`` and the
+  the Gibbs sampler's kernel (:mod:`viboost.gibbs.kernels`) draws the noise grade ``xi`` and the
   type prior ``theta`` of supplement S.3 with it.
 
 For ``shape >= 1`` the draw is ``log G`` of numpy's Gamma variate. Below 1, ``G`` itself would

@@ -32,8 +32,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
-from viboost._math import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
-from viboost._validation import RandomStateLike, as_float_vector, check_random_state
+from viboost._utils.special import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
+from viboost._utils.validation import RandomStateLike, as_float_vector, check_random_state
 from viboost.distributions._vlog_kernels import (
     BregmanKernel,
     ShiftedKernel,
@@ -1079,7 +1079,7 @@ class VersatileLogistic:
         size : int or tuple of int, optional
             Output shape; ``None`` (default) returns a single float.
         random_state : int, numpy.random.Generator, numpy.random.RandomState or None
-            Source of randomness, resolved by :func:`viboost._validation.check_random_state`:
+            Source of randomness, resolved by :func:`viboost._utils.validation.check_random_state`:
             a Generator or RandomState is used as is, an int seeds a
             ``numpy.random.RandomState`` as scikit-learn does, ``None`` uses numpy's global
             RandomState.

@@ -10,8 +10,8 @@
   with the number of parallel jobs or with the other experiments.
 - :func:`band` summarises a (runs x points) array as mean and 10th/90th percentiles.
 - :func:`write_csv` and :func:`write_figure` write into the output folder atomically through
-  :mod:`viboost._io` (a temporary file in the folder, then :func:`os.replace`), so a reader never
-  sees a half-written file. Figures are drawn on a bare :class:`matplotlib.figure.Figure` with
+  :mod:`viboost._utils.io` (a temporary file in the folder, then :func:`os.replace`), so a reader
+  never sees a half-written file. Figures are drawn on a bare :class:`matplotlib.figure.Figure` with
   the Agg canvas: no pyplot state and no display are needed.
 """
 
@@ -31,7 +31,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from viboost._io import atomic_write_bytes, atomic_write_text
+from viboost._utils.io import atomic_write_bytes, atomic_write_text
 
 __all__ = [
     "BAND_HIGH",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from viboost._validation import spawn_generator
+from viboost._utils.validation import spawn_generator
 from viboost.experiments._common import (
     ExperimentResult,
     ReportRow,
@@ -238,7 +238,7 @@ def _ls_run(rounds: int, seed: int) -> tuple[np.ndarray, float, np.ndarray, np.n
     from viboost import datasets
     from viboost.estimator import VIBoostClassifier
 
-    rng = spawn_generator(seed)  # the run's seed seeds a Generator (viboost._validation)
+    rng = spawn_generator(seed)  # the run's seed seeds a Generator (viboost._utils.validation)
     data_seed, split_seed = (int(s) for s in rng.integers(0, 2**32 - 1, size=2))
     X, y = datasets.make_long_servedio(LS_ROWS, 10, LS_ETA, random_state=data_seed)
     X_train, X_test, y_train, y_test = train_test_split(

@@ -125,7 +125,7 @@ def _one_thread() -> Iterator[None]:
     timed single-threaded (VIBoost's default ``n_jobs=None`` already is, unless a
     ``joblib.parallel_config`` context says otherwise; this makes it explicit).
     """
-    from viboost._parallel import numba_threads
+    from viboost._utils.parallel import numba_threads
 
     with numba_threads(1):
         yield
@@ -134,7 +134,7 @@ def _one_thread() -> Iterator[None]:
 @functools.cache
 def _warm_up() -> None:
     """Load (or compile) the sampler's numba kernels once per process, outside any timing."""
-    from viboost.gibbs import GibbsSampler
+    from viboost.gibbs.sampler import GibbsSampler
 
     outputs = np.array([[1.0], [-1.0], [1.0]])
     GibbsSampler(2, n_burnin=1, n_chains=1, random_state=0).fit(outputs, outputs[:, 0])
@@ -160,7 +160,7 @@ def vi_vs_gibbs_run(theta: float, seed: int, chains: ChainSettings) -> dict[str,
 
     from viboost import datasets
     from viboost.estimator import VIBoostClassifier
-    from viboost.gibbs import GibbsSampler, import_arviz
+    from viboost.gibbs.sampler import GibbsSampler, import_arviz
 
     arviz = import_arviz()
     _warm_up()

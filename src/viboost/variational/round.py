@@ -2,13 +2,13 @@
 
 The round's model (section 5, Figure 4) fixes the ensemble ``H`` and the new stump ``h``; what
 the inner loop needs of the data are per-row sums over ``(y_n, h_n, H_n, s_n)``, so it runs on
-the weighted rows or, for large data, on the pseudo-rows of :mod:`viboost.compression` (both
-are a :class:`RoundRows`). :func:`run_round` iterates the updates of
-:mod:`viboost.variational.updates` (alpha, omega, phi, eta, in the order of Algorithm 1) and
-owns the stopping rule: the dynamic ELBO (:mod:`viboost.variational.elbo`) rising by at most
-``tol`` relative, a fixed number of iterations (the paper's modification (a)), and alpha set
-once (modification (b)). It returns alpha_t, the new :class:`VariationalState`, the ELBO trace
-and the iteration count; nothing is mutated.
+the weighted rows or, for large data, on the pseudo-rows of :mod:`viboost.variational.compression`
+(both are a :class:`RoundRows`). :func:`run_round` iterates the updates of
+:mod:`viboost.variational.updates` (alpha, omega, phi, eta, in the order of Algorithm 1) and owns
+the stopping rule: the dynamic ELBO (:mod:`viboost.variational.elbo`) rising by at most ``tol``
+relative, a fixed number of iterations (the paper's modification (a)), and alpha set once
+(modification (b)). It returns alpha_t, the new :class:`VariationalState`, the ELBO trace and the
+iteration count; nothing is mutated.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from viboost.compression import compress_round
+from viboost.variational.compression import compress_round
 from viboost.variational.elbo import core_elbo, elbo, log_normalizer_c
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds, VariationalState
@@ -60,7 +60,8 @@ class RoundRows:
         sample_weight: np.ndarray,
         knot_range: tuple[float, float] | None = None,
     ) -> RoundRows:
-        """The pseudo-rows of knot aggregation (:func:`~viboost.compression.compress_round`):
+        """The pseudo-rows of knot aggregation
+        (:func:`~viboost.variational.compression.compress_round`):
         every sum of the round within ~1e-9 relative, ``O(bins)`` of them."""
         return cls(*compress_round(y, h, margin, sample_weight, knot_range=knot_range))
 
@@ -80,7 +81,7 @@ class RoundSettings:
     @property
     def exact_mode(self) -> bool:
         """Whether alpha is the exact mode of q(c) (then stumps are ranked by logistic-loss
-        weights, :mod:`viboost.reweighting`)."""
+        weights, :mod:`viboost.boosting.reweighting`)."""
         return self.alpha == "exact"
 
 

@@ -29,8 +29,8 @@ The same definition is written in three forms, side by side below and tested equ
 - compiled, rational (slope 1): with ``E = exp(u)`` and ``A = exp(-a_y)``,
   ``1 / phi = 1 + A + A E`` (:func:`inverse_clean_proba`) and, for ``E > 1`` with
   ``R = exp(-u)``, ``R / phi = (1 + A) R + A`` (:func:`scaled_inverse_clean_proba`). The
-  reweighting kernels (:mod:`viboost.reweighting`) need ``phi e^u`` per row and get it from the
-  cached ``E`` without an exponential.
+  reweighting kernels (:mod:`viboost.boosting.reweighting`) need ``phi e^u`` per row and get it from
+  the cached ``E`` without an exponential.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ import numba
 import numpy as np
 from scipy.special import digamma, log_expit, logit
 
-from viboost._math import softplus
-from viboost._parallel import threaded_kernel
+from viboost._utils.parallel import threaded_kernel
+from viboost._utils.special import softplus
 
 __all__ = [
     "CleanLogOdds",
@@ -93,7 +93,7 @@ class CleanLogOdds:
         """The type update (S.4.3, eq. (79)) with point values of theta and xi in place of the
         expectations over q(theta) and q(xi): ``a_y = logit theta - log sigmoid(y xi)``, i.e.
         ``phi_n = theta sigmoid(y F) / (theta sigmoid(y F) + (1 - theta) sigmoid(y xi))``, the
-        E-step of EM (used by :mod:`viboost.calibration`)."""
+        E-step of EM (used by :mod:`viboost.noise_fit.calibration`)."""
         logit_theta = float(logit(theta))
         return cls(
             float(logit_theta - log_expit(-noise_grade)),

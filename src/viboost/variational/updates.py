@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from viboost._math import log_sum_exp
+from viboost._utils.special import log_sum_exp
 from viboost.distributions import BinaryLogistic, VersatileLogistic
 from viboost.distributions.unit_slope_vlog import unit_slope_mode
 from viboost.variational.state import CleanLogOdds

@@ -10,7 +10,7 @@
   sniffed by :func:`sniff_delimiter` unless given) or a Parquet file (by its suffix or its
   ``PAR1`` magic bytes; needs pyarrow), and turns every way it can go wrong into a
   :class:`ValueError` with a message fit for a user (non-numeric feature columns are found and
-  described by :func:`viboost._validation.describe_non_numeric_columns`).
+  described by :func:`viboost._utils.validation.describe_non_numeric_columns`).
   :func:`read_csv_checked` is its older two-value form.
 """
 
@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from viboost._validation import describe_non_numeric_columns
+from viboost._utils.validation import describe_non_numeric_columns
 
 __all__ = [
     "TableData",

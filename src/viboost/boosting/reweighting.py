@@ -11,7 +11,7 @@ weighted error under
 with phi_n from the state's q(w) (:class:`viboost.variational.CleanLogOdds`). This module owns
 those weights:
 
-- :func:`stump_weights`: the weights for given margins and q(w), one compiled pass, no overflow
+- :func:`search_weights`: the weights for given margins and q(w), one compiled pass, no overflow
   or total underflow however large the margins;
 - :class:`RowMargins`: the per-row margins ``H(x_n)`` of a fit and, per round,
   ``H += alpha h`` fused with the next round's weights. With the noise model's q(w) (slope 1)
@@ -32,14 +32,14 @@ import numba
 import numpy as np
 from scipy.special import log_expit, logsumexp
 
-from viboost._parallel import threaded_kernel
+from viboost._utils.parallel import threaded_kernel
 from viboost.variational.state import (
     CleanLogOdds,
     inverse_clean_proba,
     scaled_inverse_clean_proba,
 )
 
-__all__ = ["RowMargins", "ScaledWeights", "scaled_stump_weights", "stump_weights"]
+__all__ = ["RowMargins", "ScaledWeights", "scaled_search_weights", "search_weights"]
 
 _CHUNK_ROWS = 1 << 16
 _MAX_CHUNKS = 64
@@ -134,7 +134,7 @@ class ScaledWeights(NamedTuple):
         return values
 
 
-def stump_weights(
+def search_weights(
     y: np.ndarray,
     margin: np.ndarray,
     sample_weight: np.ndarray,
@@ -149,10 +149,10 @@ def stump_weights(
     phi_n comes from ``clean``; no overflow or total underflow whatever the margins, one
     compiled pass.
     """
-    return scaled_stump_weights(y, margin, sample_weight, clean, tau, logistic).normalized()
+    return scaled_search_weights(y, margin, sample_weight, clean, tau, logistic).normalized()
 
 
-def scaled_stump_weights(
+def scaled_search_weights(
     y: np.ndarray,
     margin: np.ndarray,
     sample_weight: np.ndarray,
@@ -160,7 +160,7 @@ def scaled_stump_weights(
     tau: float,
     logistic: bool = False,
 ) -> ScaledWeights:
-    """The weights of :func:`stump_weights` before normalisation, with their common scale."""
+    """The weights of :func:`search_weights` before normalisation, with their common scale."""
     y, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
     )
@@ -189,7 +189,7 @@ def scaled_stump_weights(
 
 
 @threaded_kernel(cache=True)
-def _add_stump_kernel(
+def _add_kernel(
     y, sample_weight, h, alpha, margin, exp_knot, offset_neg, offset_pos, logistic, out
 ):  # pragma: no cover - compiled
     """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (slope-1 q(w), tau = 1).
@@ -197,7 +197,7 @@ def _add_stump_kernel(
     With ``E = exp(u)``, ``u = -y H``, phi is rational in E (:func:`inverse_clean_proba`), so
     ``phi e^u = E phi`` and ``phi sigma(u) = E phi / (1 + E)`` need no exponential per row.
     Returns the sum of the weights, max |H| and the range of the knots u over the weighted rows
-    (for :func:`~viboost.compression.compress_round`).
+    (for :func:`~viboost.variational.compression.compress_round`).
     """
     n = y.shape[0]
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
@@ -249,12 +249,12 @@ def _add_stump_kernel(
 class RowMargins:
     """The boosting loop's per-row state: ``H(x_n)`` and, as a cache, ``exp(-y_n H(x_n))``.
 
-    :meth:`add_stump_and_reweight` adds a round's ``alpha h`` and returns the next round's stump
-    weights (:func:`stump_weights`) in the same pass. With the noise model's q(w) (slope 1) and
+    :meth:`add_and_reweight` adds a round's ``alpha h`` and returns the next round's stump
+    weights (:func:`search_weights`) in the same pass. With the noise model's q(w) (slope 1) and
     ``tau = 1`` (or logistic weights) the weights are rational in the cached exponential,
     updated by a factor ``exp(-+alpha)`` per round, so a round needs no exponential per row.
     Elsewhere (other tau, the core model, margins beyond +-700, extreme odds) the weights come
-    from :func:`stump_weights`. Both give the same weights to rounding (relative 1e-13 after
+    from :func:`search_weights`. Both give the same weights to rounding (relative 1e-13 after
     thousands of rounds).
     """
 
@@ -280,20 +280,20 @@ class RowMargins:
         return other
 
     def weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> np.ndarray:
-        """Normalised stump-search weights for the current margins (:func:`stump_weights`)."""
+        """Normalised stump-search weights for the current margins (:func:`search_weights`)."""
         return self.scaled_weights(clean, tau, logistic).normalized()
 
     def scaled_weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> ScaledWeights:
-        """:meth:`weights` before normalisation (:func:`scaled_stump_weights`)."""
-        return scaled_stump_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
+        """:meth:`weights` before normalisation (:func:`scaled_search_weights`)."""
+        return scaled_search_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
 
-    def add_stump_and_reweight(
+    def add_and_reweight(
         self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
     ) -> np.ndarray:
         """``H += alpha h``; return the next round's normalised weights under q(w) ``clean``."""
-        return self.add_stump(alpha, h, clean, tau, logistic).normalized()
+        return self.add(alpha, h, clean, tau, logistic).normalized()
 
-    def add_stump(
+    def add(
         self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
     ) -> ScaledWeights:
         """``H += alpha h``; return the next round's weights, before normalisation."""
@@ -307,7 +307,7 @@ class RowMargins:
             if self._exp_knot is None:
                 self._exp_knot = np.exp(-self.y * self.margin)
             out = np.empty_like(self.margin)
-            total, max_abs_margin, low, high = _add_stump_kernel(
+            total, max_abs_margin, low, high = _add_kernel(
                 self.y,
                 self.sample_weight,
                 np.ascontiguousarray(h, dtype=np.float64),

@@ -1,6 +1,6 @@
 """Feature binning: each column of ``X`` mapped to at most 255 ordered bins, stored as ``uint8``.
 
-The binned stump search (:class:`viboost.stumps.BinnedStumpSearch`) scores every split of a
+The binned stump search (:class:`viboost.boosting.stumps.BinnedStumpSearch`) scores every split of a
 feature from a histogram of weights over that feature's bins, so it needs, per feature, a sorted
 list of *edges* (thresholds in the original units) and the bin of every training value.
 
@@ -10,10 +10,10 @@ Structure of this module
 
   * A feature with at most ``max_bins`` distinct values (among the active, non-missing rows) is
     binned *exactly*: one bin per distinct value, and the edge between two consecutive values is
-    their midpoint computed exactly as :class:`viboost.stumps.ExactStumpSearch` computes its
-    thresholds, so both searches see the same candidate splits. The count of distinct values is
-    taken on a subsample and then verified on the full column (a compiled binary-search pass);
-    only if some value is absent from the subsample does ``np.unique`` run on the whole column.
+    their midpoint computed exactly as :class:`viboost.boosting.stumps.ExactStumpSearch` computes
+    its thresholds, so both searches see the same candidate splits. The count of distinct values is
+    taken on a subsample and then verified on the full column (a compiled binary-search pass); only
+    if some value is absent from the subsample does ``np.unique`` run on the whole column.
   * Any other feature gets *quantile* bins from a random subsample of the active rows: the values
     at evenly spaced ranks of the sorted subsample, deduplicated, each followed by an edge halfway
     to the next larger distinct subsample value. Edges therefore always fall strictly between two
@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-from viboost._parallel import threaded_kernel
-from viboost._validation import RandomStateLike, spawn_generator
+from viboost._utils.parallel import threaded_kernel
+from viboost._utils.validation import RandomStateLike, spawn_generator
 
 __all__ = ["MISSING_BIN", "FeatureBinner", "absent_values", "subsample_ranks"]
 
@@ -138,7 +138,8 @@ def _absent_values(X, active, features, table):  # pragma: no cover - compiled
 
 
 def _midpoints(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Split points between ``lo < hi``, exactly as :class:`~viboost.stumps.ExactStumpSearch`."""
+    """Split points between ``lo < hi``, exactly as
+    :class:`~viboost.boosting.stumps.ExactStumpSearch`."""
     mid = lo / 2.0 + hi / 2.0  # halves first: no overflow near the float limits
     return np.where(mid >= hi, lo, mid)  # adjacent floats: keep lo on the left side
 
@@ -204,7 +205,7 @@ class FeatureBinner:
         distinct values of each feature.
     random_state : int, RandomState, Generator or None, default=None
         Source of the subsample; an int gives a reproducible one. The subsample is drawn from
-        :func:`viboost._validation.spawn_generator` of it (an int seeds the Generator itself;
+        :func:`viboost._utils.validation.spawn_generator` of it (an int seeds the Generator itself;
         otherwise one integer drawn from ``check_random_state(random_state)`` does).
 
     Attributes

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logit
 
-from viboost._validation import RandomStateLike, spawn_generator
+from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 

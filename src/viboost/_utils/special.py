@@ -36,7 +36,7 @@ def softplus(x: ArrayLike) -> NDArray[np.float64] | np.float64:
 
     Examples
     --------
-    >>> from viboost._math import softplus
+    >>> from viboost._utils.special import softplus
     >>> float(softplus(5000.0))
     5000.0
     >>> print(f"{float(softplus(0.0)):.6f}")
@@ -61,7 +61,7 @@ def log_cosh(x: ArrayLike) -> NDArray[np.float64] | np.float64:
     Examples
     --------
     >>> import numpy as np
-    >>> from viboost._math import log_cosh
+    >>> from viboost._utils.special import log_cosh
     >>> float(log_cosh(0.0))
     0.0
     >>> float(log_cosh(1000.0)) == 1000.0 - float(np.log(2.0))
@@ -95,7 +95,7 @@ def log_weighted_sum_exp(values: ArrayLike, weights: ArrayLike) -> float:
 
     Examples
     --------
-    >>> from viboost._math import log_weighted_sum_exp
+    >>> from viboost._utils.special import log_weighted_sum_exp
     >>> print(f"{log_weighted_sum_exp([1e4, 1e4], [1.0, 3.0]) - 1e4:.6f}")
     1.386294
     >>> print(f"{log_weighted_sum_exp([1400.0, 0.0], [1e-300, 1e307]):.6f}")  # no overflow
@@ -129,7 +129,7 @@ def log_sum_exp(values: ArrayLike) -> float:
 
     Examples
     --------
-    >>> from viboost._math import log_sum_exp
+    >>> from viboost._utils.special import log_sum_exp
     >>> print(f"{log_sum_exp([1000.0, 1000.0]) - 1000.0:.6f}")
     0.693147
     """
@@ -156,7 +156,7 @@ def log1mexp(x: ArrayLike) -> float | NDArray[np.float64]:
 
     Examples
     --------
-    >>> from viboost._math import log1mexp
+    >>> from viboost._utils.special import log1mexp
     >>> print(f"{log1mexp(1e-20):.6f}")
     -46.051702
     >>> log1mexp([800.0, float("inf")])

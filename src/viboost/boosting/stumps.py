@@ -1,4 +1,4 @@
-"""Decision stumps and the search for the best one: the base classifiers of VIBoost.
+"""Decision stumps and their search: the paper's base classifiers, one learner of the seam.
 
 A decision stump ``h(x) = polarity * (+1 if x[feature] > threshold else -1)`` is the paper's base
 classifier (section 7: "For all experiments we used decision stumps"). Missing values (NaN) go to
@@ -6,52 +6,45 @@ the side chosen at fit time, as in LightGBM and scikit-learn's HistGradientBoost
 
 Structure of this module
 ------------------------
-- :class:`DecisionStump` is one fitted base classifier, with ``predict``.
+- :class:`DecisionStump` is one fitted base classifier, a
+  :class:`~viboost.boosting.learners.BaseLearner`: a tree of three nodes.
 - :func:`predict_stumps` evaluates many stumps at once (the ``h_t(x)`` of the ensemble).
-- :class:`StumpSearch` is the small interface the boosting loop talks to: built once per fit from
-  ``X``, it answers ``best(weights, y)`` with the stump of least weighted error. Section 5 shows
-  that the stump of largest approximate mode ``|alpha|`` (eq. (17)) is the one of least
-  weighted error under the weights ``phi_n * exp(-tau * y_n * H(x_n))``, so the loop only needs a
-  weighted-error minimiser.
 - :class:`ExactStumpSearch` is the reference engine: every feature, every threshold between two
   consecutive distinct training values (plus the threshold below all of them), both polarities,
   and both directions for missing values, scored with cumulative sums over a presorted order.
 - :class:`BinnedStumpSearch` is the fast engine: the features are binned once
-  (:class:`~viboost.binning.FeatureBinner`, at most 255 bins each), each call builds a histogram
-  of positive and negative weight per (feature, bin) with a compiled kernel and scans the bin
-  boundaries with the same error formulas and tie rules as the exact search. A feature with at
-  most ``max_bins`` distinct values is binned exactly, so on such data both engines return the
-  same stump; other features are split at quantile edges only.
-- :func:`predict_ensemble` evaluates ``H(x) = sum_t alpha_t h_t(x)`` in one compiled pass over
-  the rows, bit-identical to accumulating ``alpha_t * stump_t.predict(X)`` round by round.
+  (:class:`~viboost.boosting.binning.FeatureBinner`, at most 255 bins each), each call builds a
+  histogram of positive and negative weight per (feature, bin)
+  (:func:`~viboost.boosting.histogram.binned_histogram`) and scans the bin boundaries with the
+  same error formulas and tie rules as the exact search (:func:`best_binned_stump`). A feature
+  with at most ``max_bins`` distinct values is binned exactly, so on such data both engines
+  return the same stump; other features are split at quantile edges only.
 
-The compiled kernels (numba) are private: ``_histogram`` (fixed row chunks, each with its own
-partial histogram, reduced in a fixed order, so the sums do not depend on the number of threads),
-``_best_split`` (the scan), ``_transpose``, ``_stump_outputs`` and ``_ensemble_margin``.
+Both searches are :class:`~viboost.boosting.learners.LearnerSearch` es: section 5 shows that the
+stump of largest approximate mode ``|alpha|`` (eq. (17)) is the one of least weighted error under
+the weights ``phi_n * exp(-tau * y_n * H(x_n))``, so the loop only needs a weighted-error
+minimiser. The compiled kernels (numba) are private: ``_best_split`` (the scan) and
+``_stump_outputs``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field, replace
 
 import numba
 import numpy as np
 
-from viboost._parallel import threaded_kernel
-from viboost.binning import MISSING_BIN, FeatureBinner
+from viboost._utils.parallel import threaded_kernel
+from viboost.boosting.binning import MISSING_BIN, FeatureBinner
+from viboost.boosting.histogram import binned_histogram, occupied_bins, transpose_bins
+from viboost.boosting.learners import NODE_DTYPE
 
 __all__ = [
     "BinnedStumpSearch",
     "DecisionStump",
     "ExactStumpSearch",
-    "StumpSearch",
     "best_binned_stump",
-    "binned_histogram",
     "binned_stump_outputs",
-    "occupied_bins",
-    "predict_ensemble",
     "predict_stumps",
 ]
 
@@ -75,6 +68,12 @@ class DecisionStump:
         Output for values above the threshold.
     missing_right : bool
         Whether a missing value (NaN) is treated as lying above the threshold.
+    split_bin : int or None, default=None
+        For a stump found by a binned search: bins ``<= split_bin`` of its feature go left (-1
+        for the threshold ``-inf``); None otherwise. Not part of the stump's identity.
+    gain : float, default=nan
+        The search's score of the stump: its edge ``1 - 2 * error`` under the round's weights.
+        Not part of the stump's identity.
 
     Examples
     --------
@@ -82,20 +81,86 @@ class DecisionStump:
     >>> stump = DecisionStump(feature=0, threshold=0.5, polarity=1, missing_right=False)
     >>> stump.predict(np.array([[0.0], [1.0], [np.nan]]))
     array([-1.,  1., -1.])
+    >>> stump.nodes[["feature", "threshold", "value", "is_leaf"]].tolist()
+    [(0, 0.5, 0.0, False), (-1, 0.0, -1.0, True), (-1, 0.0, 1.0, True)]
     """
 
     feature: int
     threshold: float
     polarity: int
     missing_right: bool
+    split_bin: int | None = field(default=None, compare=False, repr=False)
+    gain: float = field(default=float("nan"), compare=False, repr=False)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Return ``h(x)`` in {-1.0, +1.0} for each row of the 2-D array ``X``."""
+        return np.where(self._right(X), float(self.polarity), -float(self.polarity))
+
+    def _right(self, X: np.ndarray) -> np.ndarray:
         column = X[:, self.feature]
         right = column > self.threshold
         if self.missing_right:
             right |= np.isnan(column)
-        return np.where(right, float(self.polarity), -float(self.polarity))
+        return right
+
+    @property
+    def nodes(self) -> np.ndarray:
+        """Three nodes (:data:`~viboost.boosting.learners.NODE_DTYPE`): the split, the left leaf
+        (``-polarity``) and the right leaf (``polarity``)."""
+        nodes = np.zeros(3, dtype=NODE_DTYPE)
+        nodes[0] = (
+            0.0,
+            self.feature,
+            self.threshold,
+            -2 if self.split_bin is None else self.split_bin,
+            not self.missing_right,
+            1,
+            2,
+            False,
+            0.0 if np.isnan(self.gain) else self.gain,
+        )
+        nodes[1] = (-float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0)
+        nodes[2] = (float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0)
+        return nodes
+
+    @property
+    def is_constant(self) -> bool:
+        """Whether the stump sends every value, missing ones included, to the same side."""
+        return not np.isfinite(self.threshold) and self.missing_right
+
+    def split_gains(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stump's feature and gain (none for a constant stump)."""
+        if self.is_constant:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return np.array([self.feature]), np.array([self.gain])
+
+    def binned_outputs(self, binned_columns: np.ndarray) -> np.ndarray:
+        """``h`` of rows from their bins (``binned_columns[j]``: bins of feature ``j``); only
+        for a stump found by a binned search (``split_bin`` set)."""
+        if self.split_bin is None:
+            raise ValueError(
+                "this stump was not found by a binned search (split_bin is None): use "
+                "stump.predict(X)"
+            )
+        column = np.ascontiguousarray(binned_columns[self.feature])
+        return binned_stump_outputs(column, self.split_bin + 1, self)
+
+    def contributions(
+        self, X: np.ndarray, background: np.ndarray, weights: np.ndarray
+    ) -> tuple[np.ndarray, float]:
+        """Exact Shapley values of ``h`` against the weighted ``background``, and ``E[h]``.
+
+        A function of one feature gives all of its value to that feature:
+        ``phi_feature(x) = h(x) - E[h]``, with ``E[h] = polarity * (P(right) - P(left))`` over
+        the background (the path-dependent TreeSHAP value with those covers, too).
+        """
+        total = float(weights.sum())
+        right = float(weights @ self._right(background))
+        # Dividing last keeps E[h] exactly +-1 for a stump that sends everything one way.
+        expected = self.polarity * (2.0 * right - total) / total
+        values = np.zeros(X.shape)
+        values[:, self.feature] = self.predict(X) - expected
+        return values, expected
 
 
 def predict_stumps(stumps: list[DecisionStump], X: np.ndarray) -> np.ndarray:
@@ -105,20 +170,6 @@ def predict_stumps(stumps: list[DecisionStump], X: np.ndarray) -> np.ndarray:
         out[t] = stump.predict(X)
     return out
 
-
-class StumpSearch(Protocol):
-    """What the boosting loop needs from a stump-search engine."""
-
-    def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
-        """Stump of least weighted error and that error.
-
-        ``weights`` are nonnegative and sum to one; ``y`` holds labels in {-1, +1}.
-        """
-        ...
-
-    def outputs(self, stump: DecisionStump) -> np.ndarray:
-        """``h(x_n)`` in {-1.0, +1.0} for the training rows, for a stump :meth:`best` returned."""
-        ...
 
 
 class ExactStumpSearch:
@@ -223,7 +274,8 @@ class ExactStumpSearch:
                 )
         if best_stump is None:
             raise ValueError("no stump can be formed: X has no feature columns")
-        return best_stump, max(best_error, 0.0)
+        error = max(best_error, 0.0)
+        return replace(best_stump, gain=1.0 - 2.0 * error), error
 
     def outputs(self, stump: DecisionStump) -> np.ndarray:
         """``h(x_n)`` in {-1.0, +1.0} for the training rows: ``stump.predict(X)``."""
@@ -235,56 +287,6 @@ class ExactStumpSearch:
 
 
 # --- Binned search -------------------------------------------------------------------------------
-
-# Rows per chunk of the histogram; the chunk boundaries depend on n_samples and n_features only
-# (never on the number of threads), so every histogram, hence every chosen stump, is the same for
-# any thread count.
-_HIST_CHUNK_ROWS = 1 << 15
-_HIST_MAX_CHUNKS = 64
-# Memory allowed for the per-chunk partial histograms (d * 256 * 2 float64 each).
-_HIST_BUDGET_BYTES = 1 << 25
-# Rows per block of the (n, d) -> (d, n) transpose.
-_TRANSPOSE_BLOCK_ROWS = 1 << 12
-# Rows per block of predict_ensemble.
-_ENSEMBLE_BLOCK_ROWS = 256
-
-
-def _histogram_chunks(n_samples: int, n_features: int) -> int:
-    by_rows = -(-n_samples // _HIST_CHUNK_ROWS)
-    by_memory = _HIST_BUDGET_BYTES // (n_features * 256 * 2 * 8)
-    return max(1, min(by_rows, by_memory, _HIST_MAX_CHUNKS))
-
-
-@threaded_kernel(cache=True)
-def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - compiled
-    """Weight per (feature, bin, label): ``hist[j, b, 1]`` positives, ``hist[j, b, 0]`` negatives.
-
-    Inactive rows and rows of zero weight are skipped. Chunk ``c`` covers a fixed row range and
-    fills its own partial histogram; the partials are summed in chunk order.
-    """
-    n, d = binned.shape
-    width = d * 512
-    size = (n + n_chunks - 1) // n_chunks
-    partial = np.zeros((n_chunks, width))
-    for c in numba.prange(n_chunks):
-        h = partial[c]
-        for i in range(c * size, min(n, (c + 1) * size)):
-            w = weights[i]
-            if w == 0.0 or not active[i]:
-                continue
-            label = 1 if y[i] > 0.0 else 0
-            row = binned[i]
-            for j in range(d):
-                h[j * 512 + 2 * np.int64(row[j]) + label] += w
-    if n_chunks == 1:  # small inputs: the one partial is the histogram (no second pass)
-        return partial[0].reshape((d, 256, 2))
-    total = np.empty(width)
-    for k in numba.prange(width):
-        s = partial[0, k]
-        for c in range(1, n_chunks):
-            s += partial[c, k]
-        total[k] = s
-    return total.reshape((d, 256, 2))
 
 
 @numba.njit(cache=True)
@@ -368,19 +370,6 @@ def _best_split(hist, n_bins, occupied, bin_values, tol):  # pragma: no cover - 
     return best_j, best_p, best_polarity, best_missing_right, best_error
 
 
-@threaded_kernel(cache=True)
-def _transpose(binned, block):  # pragma: no cover - compiled
-    """``binned.T`` as a C-contiguous (d, n) array, in row blocks that stay in cache."""
-    n, d = binned.shape
-    out = np.empty((d, n), dtype=binned.dtype)
-    n_blocks = (n + block - 1) // block
-    for c in numba.prange(n_blocks):
-        stop = min(n, (c + 1) * block)
-        for j in range(d):
-            for i in range(c * block, stop):
-                out[j, i] = binned[i, j]
-    return out
-
 
 @threaded_kernel(cache=True)
 def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cover - compiled
@@ -394,53 +383,6 @@ def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cov
         right = missing_right if b == MISSING_BIN else b >= position
         out[i] = right_value if right else left_value
     return out
-
-
-@threaded_kernel(cache=True)
-def _ensemble_margin(  # pragma: no cover - compiled
-    X, features, thresholds, right_terms, left_terms, missing_right, block
-):
-    """``sum_t alpha_t h_t(x)`` per row, summed in stump order ``t = 0, 1, ...``.
-
-    ``right_terms[t] = alpha_t * polarity_t`` and ``left_terms[t] = alpha_t * -polarity_t`` are
-    exactly ``alpha_t * h_t(x)`` on either side (a product by +-1 is exact). Rows go in blocks:
-    stump by stump over the block's rows, so the adds of different rows overlap (and vectorise)
-    while each row still adds its terms in stump order.
-    """
-    n = X.shape[0]
-    n_stumps = features.shape[0]
-    out = np.zeros(n)
-    n_blocks = (n + block - 1) // block
-    for c in numba.prange(n_blocks):
-        start, stop = c * block, min(n, (c + 1) * block)
-        for t in range(n_stumps):
-            f, threshold = features[t], thresholds[t]
-            right_term, left_term = right_terms[t], left_terms[t]
-            if missing_right[t]:  # right: x > threshold or NaN, i.e. not x <= threshold
-                for i in range(start, stop):
-                    out[i] += left_term if X[i, f] <= threshold else right_term
-            else:
-                for i in range(start, stop):
-                    out[i] += right_term if X[i, f] > threshold else left_term
-    return out
-
-
-def binned_histogram(
-    binned: np.ndarray, weights: np.ndarray, y: np.ndarray, active: np.ndarray
-) -> np.ndarray:
-    """Weight per (feature, bin, label) of the active rows, shape ``(n_features, 256, 2)``:
-    ``[..., 1]`` positives, ``[..., 0]`` negatives; summed over fixed row chunks in a fixed order
-    (the same for any number of threads)."""
-    n_samples, n_features = binned.shape
-    return _histogram(binned, weights, y, active, _histogram_chunks(n_samples, n_features))
-
-
-def occupied_bins(binned: np.ndarray, active: np.ndarray) -> np.ndarray:
-    """Per feature and bin, whether any active row lies in it, shape ``(n_features, 256)``
-    (column ``MISSING_BIN``: whether any active row is missing the feature)."""
-    n_samples = binned.shape[0]
-    counts = binned_histogram(binned, active.astype(np.float64), np.ones(n_samples), active)
-    return counts[:, :, 1] > 0.0
 
 
 def best_binned_stump(
@@ -466,13 +408,16 @@ def best_binned_stump(
     if feature < 0:
         raise ValueError("no stump could be scored: are the weights and labels finite?")
     threshold = -np.inf if position == 0 else binner.thresholds_[feature][position - 1]
+    error = max(float(error), 0.0)
     stump = DecisionStump(
         feature=int(feature),
         threshold=float(threshold),
         polarity=int(polarity),
         missing_right=bool(missing_right),
+        split_bin=int(position) - 1,
+        gain=1.0 - 2.0 * error,
     )
-    return stump, max(float(error), 0.0), int(position)
+    return stump, error, int(position)
 
 
 def binned_stump_outputs(column: np.ndarray, position: int, stump: DecisionStump) -> np.ndarray:
@@ -487,10 +432,10 @@ class BinnedStumpSearch:
     The same contract as :class:`ExactStumpSearch`: :meth:`best` returns the stump of least
     weighted error (section 6 and S.6: the stump of largest approximate mode is the one of least
     weighted error), with the same error formulas and tie rules. The candidate thresholds are the
-    bin edges of a :class:`~viboost.binning.FeatureBinner`, so a feature with at most ``max_bins``
-    distinct active values gives exactly the thresholds of the exact search, and any other
-    feature is split at (at most ``max_bins - 1``) quantile edges. Each call to :meth:`best` costs
-    one pass over the ``(n_samples, n_features)`` ``uint8`` bins plus ``O(n_features * 256)``.
+    bin edges of a :class:`~viboost.boosting.binning.FeatureBinner`, so a feature with at most
+    ``max_bins`` distinct active values gives exactly the thresholds of the exact search, and any
+    other feature is split at (at most ``max_bins - 1``) quantile edges. Each call to :meth:`best`
+    costs one pass over the ``(n_samples, n_features)`` ``uint8`` bins plus ``O(n_features * 256)``.
 
     Parameters
     ----------
@@ -502,7 +447,8 @@ class BinnedStumpSearch:
     max_bins : int, default=255
         Most bins per feature, from 2 to 255.
     subsample : int, default=200_000
-        Most rows drawn to place quantile edges (see :class:`~viboost.binning.FeatureBinner`).
+        Most rows drawn to place quantile edges (see
+        :class:`~viboost.boosting.binning.FeatureBinner`).
     random_state : int, RandomState, Generator or None, default=None
         Source of that subsample.
 
@@ -556,7 +502,7 @@ class BinnedStumpSearch:
             max_bins=max_bins, subsample=subsample, random_state=random_state
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
-        self.binned_columns_ = _transpose(self.binned_, _TRANSPOSE_BLOCK_ROWS)
+        self.binned_columns_ = transpose_bins(self.binned_)
         self._active = active
         # Which bins hold active rows (weight-free; column 255: missing values).
         self._occupied = occupied_bins(self.binned_, active)
@@ -625,60 +571,7 @@ class BinnedStumpSearch:
         Read from the binned column, so ``stump`` must be one this search returned (or share its
         threshold with one).
         """
-        position = self.split_bin(stump) + 1
-        return binned_stump_outputs(self.binned_columns_[stump.feature], position, stump)
+        if stump.split_bin is None:
+            stump = replace(stump, split_bin=self.split_bin(stump))
+        return stump.binned_outputs(self.binned_columns_)
 
-
-def predict_ensemble(
-    X: np.ndarray, stumps: Sequence[DecisionStump], alphas: np.ndarray | Sequence[float]
-) -> np.ndarray:
-    """The ensemble margin ``H(x) = sum_t alphas[t] * h_t(x)`` for each row of ``X``.
-
-    One compiled pass over the rows, each summed in stump order ``t = 0, 1, ...``: the result is
-    bit-identical to ``margin += alphas[t] * stumps[t].predict(X)`` round by round from zeros. A
-    missing value goes to the stump's missing side.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-        Features, finite or NaN.
-    stumps : sequence of DecisionStump
-        The base classifiers ``h_t``.
-    alphas : array-like of shape (len(stumps),)
-        Their weights.
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[0.0, 3.0], [2.0, np.nan]])
-    >>> stumps = [DecisionStump(0, 1.0, 1, False), DecisionStump(1, 1.0, -1, True)]
-    >>> predict_ensemble(X, stumps, [0.5, 0.25])
-    array([-0.75,  0.25])
-    """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
-    alphas = np.asarray(alphas, dtype=np.float64)
-    if alphas.shape != (len(stumps),):
-        raise ValueError(
-            f"alphas must have shape ({len(stumps)},) to match the stumps, got {alphas.shape}"
-        )
-    features = np.array([s.feature for s in stumps], dtype=np.int64)
-    if features.size and not (features.min() >= 0 and features.max() < X.shape[1]):
-        raise ValueError(f"a stump splits on a feature outside the {X.shape[1]} columns of X")
-    thresholds = np.array([s.threshold for s in stumps], dtype=np.float64)
-    polarities = np.array([s.polarity for s in stumps], dtype=np.float64)
-    missing_right = np.array([s.missing_right for s in stumps], dtype=np.bool_)
-    return _ensemble_margin(
-        X,
-        features,
-        thresholds,
-        alphas * polarities,
-        alphas * -polarities,
-        missing_right,
-        _ENSEMBLE_BLOCK_ROWS,
-    )

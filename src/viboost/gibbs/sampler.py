@@ -6,7 +6,7 @@ Structure of this module
   settings), validates the input at ``fit``, builds the ``N x M`` matrix of base-classifier
   outputs -- given directly, or from the stumps of a fitted
   :class:`~viboost.VIBoostClassifier` -- and runs the chains, one call of the compiled
-  :func:`viboost._gibbs_kernel.run_chain` each (in threads when ``n_jobs`` asks for them).
+  :func:`viboost.gibbs.kernels.run_chain` each (in threads when ``n_jobs`` asks for them).
   A sweep draws ``c_1..c_M`` (each an exact v-Log draw by adaptive rejection sampling, the
   method the paper used and found "too time consuming" in Matlab), then ``xi`` (a two-term
   v-Log, drawn exactly through ``sigmoid(xi) ~ Beta``), each ``w_n`` (Bernoulli) and ``theta``
@@ -24,7 +24,7 @@ Structure of this module
 
 Each chain starts from a draw of the prior (dispersed starts, so R-hat can detect a chain that
 has not mixed); its random numbers come from one seed drawn from ``random_state``
-(:func:`viboost._validation.spawn_generator`).
+(:func:`viboost._utils.validation.spawn_generator`).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
-from viboost._gibbs_kernel import run_chain
-from viboost._parallel import numba_threads, resolve_n_jobs
-from viboost._validation import check_pair, check_random_state, spawn_generator
+from viboost._utils.parallel import numba_threads, resolve_n_jobs
+from viboost._utils.validation import check_pair, check_random_state, spawn_generator
+from viboost.boosting.stumps import DecisionStump, predict_stumps
 from viboost.estimator import VIBoostClassifier
-from viboost.generative import sample_two_term_vlog
-from viboost.stumps import DecisionStump, predict_stumps
+from viboost.gibbs.generative import sample_two_term_vlog
+from viboost.gibbs.kernels import run_chain
 
 __all__ = ["GibbsSampler"]
 
@@ -133,9 +133,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the chains' starting points and random streams; the draws are reproducible for a
         fixed seed, whatever ``n_jobs``. Resolved by
-        :func:`viboost._validation.check_random_state` (an int seeds a
+        :func:`viboost._utils.validation.check_random_state` (an int seeds a
         ``numpy.random.RandomState``, as in scikit-learn); each chain's compiled kernel gets a
-        ``numpy.random.Generator`` from :func:`viboost._validation.spawn_generator`.
+        ``numpy.random.Generator`` from :func:`viboost._utils.validation.spawn_generator`.
 
     Attributes
     ----------
@@ -182,7 +182,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from viboost.gibbs import GibbsSampler
+    >>> from viboost.gibbs.sampler import GibbsSampler
     >>> rng = np.random.default_rng(0)
     >>> outputs = rng.choice([-1.0, 1.0], size=(300, 3))
     >>> y = np.where(rng.random(300) < 0.9, outputs[:, 0], -outputs[:, 0])  # 10% flipped
@@ -446,7 +446,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from viboost.gibbs import GibbsSampler
+        >>> from viboost.gibbs.sampler import GibbsSampler
         >>> rng = np.random.default_rng(0)
         >>> outputs = rng.choice([-1.0, 1.0], size=(100, 2))
         >>> gibbs = GibbsSampler(200, n_burnin=50, random_state=0).fit(outputs, outputs[:, 0])

@@ -202,7 +202,7 @@ def compile_seconds() -> float:
 
     Examples
     --------
-    >>> from viboost._compile import compile_seconds
+    >>> from viboost._utils.compile import compile_seconds
     >>> compile_seconds() >= 0.0
     True
     """

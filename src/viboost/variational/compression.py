@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from viboost._parallel import threaded_kernel
+from viboost._utils.parallel import threaded_kernel
 
 __all__ = [
     "COMPRESS_ABOVE",
@@ -331,7 +331,7 @@ def compress_round(
     Examples
     --------
     >>> import numpy as np
-    >>> from viboost.compression import compress_round
+    >>> from viboost.variational.compression import compress_round
     >>> rng = np.random.default_rng(0)
     >>> n = 100_000
     >>> y = np.where(rng.random(n) < 0.5, -1.0, 1.0)

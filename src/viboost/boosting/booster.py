@@ -1,0 +1,300 @@
+"""The booster: Algorithm 1's outer loop over one binning of the rows.
+
+A :class:`Booster` fits one or more ensembles that share a binning (one for a plain fit or the
+refit of a cross-fitted one, one per fold while cross-fitting, stepped in lockstep as LightGBM's
+``cv`` steps its fold boosters). :meth:`Booster.add_round` is one round of Algorithm 1 for each
+of its ensembles:
+
+1. **search**: the base learner of least weighted error under the weights
+   ``s_n phi_n exp(-tau y_n H(x_n))`` (the approximate mode, section 5 eq. (17), S.6) or
+   ``s_n phi_n sigmoid(-y_n H(x_n))`` (one Newton step towards the exact mode);
+2. **round**: :func:`viboost.variational.run_round`, the inner variational loop, on the rows of
+   positive multiplicity or their pseudo-rows (:mod:`viboost.variational.compression`);
+3. **reweight**: ``H += learning_rate * alpha_t h_t`` and the next round's search weights;
+4. **record**: the learner, alpha_t, the ELBO trace, the iterations and the noise statistics
+   (:class:`BoosterRecords`).
+
+Steps 1 and 3, and the rows of step 2, belong to the *row source* (:class:`RowSource`), the one
+place that knows where the rows are: :class:`InMemoryRows` holds them in this process
+(:class:`~viboost.boosting.reweighting.RowMargins` and a
+:class:`~viboost.boosting.learners.LearnerSearch`), and
+:class:`viboost.dask.engine.BlockRows` keeps them in blocks on a Dask cluster and supplies
+block-reduced histograms and knot moments. The booster itself holds the variational state and
+the records, so both paths run the same loop.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from viboost.boosting.learners import BaseLearner, LearnerSearch
+from viboost.boosting.reweighting import RowMargins
+from viboost.variational import (
+    ModelPriors,
+    RoundResult,
+    RoundRows,
+    RoundSettings,
+    VariationalState,
+    run_round,
+)
+from viboost.variational.compression import COMPRESS_ABOVE
+from viboost.variational.state import CleanLogOdds
+
+__all__ = ["Booster", "BoosterRecords", "InMemoryRows", "RowSource", "run_rounds"]
+
+
+class RowSource(Protocol):
+    """The rows that the ensembles of a :class:`Booster` fit: one binning, and per ensemble its
+    multiplicities (zero for rows it does not fit) and its margins ``H``."""
+
+    def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
+        """Set the search weights of the first round under each ensemble's q(w)."""
+        ...
+
+    def best(self) -> list[BaseLearner]:
+        """Each ensemble's learner of least weighted error under its current weights."""
+        ...
+
+    def round_rows(self, learners: Sequence[BaseLearner]) -> list[RoundRows]:
+        """Each ensemble's rows of the round for its learner (weighted rows or pseudo-rows)."""
+        ...
+
+    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
+        """``H += alpha h`` with the learners of the last :meth:`round_rows`, and the next
+        round's search weights under each ensemble's q(w)."""
+        ...
+
+    def margins(self, k: int = 0) -> np.ndarray:
+        """Ensemble ``k``'s margins ``H`` of every row."""
+        ...
+
+    def out_of_fold(self) -> np.ndarray:
+        """Per row, the margin of the last ensemble that holds it out (its validation rows),
+        0 for rows no ensemble holds out."""
+        ...
+
+
+@dataclass
+class BoosterRecords:
+    """What one ensemble recorded, round by round."""
+
+    learners: list[BaseLearner] = field(default_factory=list)
+    alphas: list[float] = field(default_factory=list)
+    elbo: list[np.ndarray] = field(default_factory=list)
+    n_iter: list[int] = field(default_factory=list)
+    snr_path: list[float] = field(default_factory=list)
+    noise_grade_path: list[float] = field(default_factory=list)
+
+    def append(self, learner: BaseLearner, alpha: float, result: RoundResult) -> None:
+        """Record a round: its learner, its (shrunk) weight and the round's result."""
+        self.learners.append(learner)
+        self.alphas.append(alpha)
+        self.elbo.append(result.elbo_trace)
+        self.n_iter.append(result.n_iter)
+        self.snr_path.append(result.state.snr)
+        self.noise_grade_path.append(result.state.noise_grade)
+
+    def __len__(self) -> int:
+        return len(self.learners)
+
+
+class Booster:
+    """Ensembles fitted by Algorithm 1 over one :class:`RowSource`, one round at a time.
+
+    Parameters
+    ----------
+    rows : RowSource
+        The rows, with one set of multiplicities and margins per ensemble.
+    states : sequence of VariationalState
+        Each ensemble's state before its next round.
+    priors : ModelPriors
+    settings : RoundSettings
+        How every round runs (shared by the ensembles).
+    learning_rate : float
+        Shrinkage: a round adds ``learning_rate * alpha_t h_t`` to ``H``.
+    records : sequence of BoosterRecords, default=None
+        Rounds already fitted (a warm start); empty records when None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.boosting.stumps import BinnedStumpSearch
+    >>> from viboost.variational import ModelPriors, RoundSettings, initial_state
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2))
+    >>> y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    >>> s = np.ones(200)
+    >>> priors = ModelPriors()
+    >>> state = initial_state(y, s, 1.0, (1.0, 1.0), priors)
+    >>> rows = InMemoryRows([BinnedStumpSearch(X)], y, [s])
+    >>> booster = Booster(rows, [state], priors, RoundSettings(), learning_rate=1.0)
+    >>> booster.add_round()
+    >>> booster.records[0].learners[0].feature, bool(np.mean(np.sign(rows.margins()) == y) > 0.9)
+    (0, True)
+    """
+
+    def __init__(
+        self,
+        rows: RowSource,
+        states: Sequence[VariationalState],
+        priors: ModelPriors,
+        settings: RoundSettings,
+        learning_rate: float,
+        records: Sequence[BoosterRecords] | None = None,
+    ) -> None:
+        self.rows = rows
+        self.states = list(states)
+        self.priors = priors
+        self.settings = settings
+        self.learning_rate = float(learning_rate)
+        self.records = list(records) if records is not None else [BoosterRecords() for _ in states]
+        # The exact mode ranks learners by logistic-loss weights (the estimator's docstring).
+        rows.start(self._cleans(), float(settings.tau), settings.exact_mode)
+
+    def _cleans(self) -> list[CleanLogOdds]:
+        return [state.clean for state in self.states]
+
+    @property
+    def n_rounds(self) -> int:
+        """Rounds fitted so far (those of the first ensemble)."""
+        return len(self.records[0])
+
+    def add_round(self) -> None:
+        """One round of Algorithm 1 for every ensemble (see the module docstring)."""
+        # h_t = argmax_h |mode of q(c)| (Algorithm 1), ranked without a mode search per learner:
+        # the approximate mode (section 5 eq. (17)) is monotone in the weighted error under
+        # s phi exp(-tau y H) (S.6); for "exact", one Newton step from c = 0 on the exact
+        # log-density, whose g''(0) is the same for every h, ranks by the error under
+        # s phi sigmoid(-y H).
+        learners = self.rows.best()
+        round_rows = self.rows.round_rows(learners)
+        alphas = []
+        for k, (learner, rows) in enumerate(zip(learners, round_rows, strict=True)):
+            result = run_round(rows, self.states[k], self.priors, self.settings)
+            # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
+            alpha = self.learning_rate * result.alpha
+            self.states[k] = result.state
+            self.records[k].append(learner, alpha, result)
+            alphas.append(alpha)
+        self.rows.add(alphas, self._cleans())
+
+    def margins(self, k: int = 0) -> np.ndarray:
+        """Ensemble ``k``'s margins ``H`` of every row."""
+        return self.rows.margins(k)
+
+    def out_of_fold(self) -> np.ndarray:
+        """The out-of-fold margins (:meth:`RowSource.out_of_fold`)."""
+        return self.rows.out_of_fold()
+
+
+def run_rounds(
+    booster: Booster, n_rounds: int, desc: str, verbose: int, done: int = 0
+) -> None:
+    """Add rounds until ``booster`` has ``n_rounds``, with a progress bar on stderr when
+    ``verbose`` and the fit lasts over two seconds (``done`` rounds were fitted before)."""
+    with tqdm(
+        total=n_rounds,
+        initial=done,
+        desc=desc,
+        unit="round",
+        disable=not verbose,
+        delay=2.0,
+        file=sys.stderr,
+    ) as progress:
+        for _ in range(done, n_rounds):
+            booster.add_round()
+            progress.update()
+
+
+class InMemoryRows:
+    """The row source of a fit in this process: the rows binned once, and per ensemble its
+    multiplicities, its margins (:class:`~viboost.boosting.reweighting.RowMargins`) and its
+    search (the fit's search restricted to the rows it fits).
+
+    Parameters
+    ----------
+    searches : sequence of LearnerSearch
+        Per ensemble, the search over its rows (all over the same rows and binning).
+    y : ndarray of shape (n_samples,)
+        Labels in {-1, +1}.
+    multiplicities : sequence of ndarray of shape (n_samples,)
+        Per ensemble, the row weights it fits (zero for rows it does not fit).
+    margins : sequence of ndarray or None, default=None
+        Per ensemble, the margins ``H`` to start from (a warm start); zeros when None.
+    validation : ndarray of bool, shape (n_ensembles, n_samples), default=None
+        Per ensemble, its held-out rows (:meth:`out_of_fold`).
+    """
+
+    def __init__(
+        self,
+        searches: Sequence[LearnerSearch],
+        y: np.ndarray,
+        multiplicities: Sequence[np.ndarray],
+        margins: Sequence[np.ndarray] | None = None,
+        validation: np.ndarray | None = None,
+    ) -> None:
+        n_rows = y.shape[0]
+        self.searches = list(searches)
+        self.y = y
+        if margins is None:
+            margins = [np.zeros(n_rows) for _ in multiplicities]
+        self._margins = [
+            RowMargins(y, m, margin) for m, margin in zip(multiplicities, margins, strict=True)
+        ]
+        # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
+        self._compress = [int(np.count_nonzero(m > 0)) > COMPRESS_ABOVE for m in multiplicities]
+        self.validation = validation
+        self._weights: list[np.ndarray] = []
+        self._outputs: list[np.ndarray] = []
+
+    def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
+        self.tau, self.logistic = tau, logistic
+        self._weights = [
+            margins.weights(clean, tau, logistic)
+            for margins, clean in zip(self._margins, cleans, strict=True)
+        ]
+
+    def best(self) -> list[BaseLearner]:
+        return [
+            search.best(weights, self.y)[0]
+            for search, weights in zip(self.searches, self._weights, strict=True)
+        ]
+
+    def round_rows(self, learners: Sequence[BaseLearner]) -> list[RoundRows]:
+        self._outputs = [
+            search.outputs(learner) for search, learner in zip(self.searches, learners, strict=True)
+        ]
+        out = []
+        for h, margins, compress in zip(self._outputs, self._margins, self._compress, strict=True):
+            if compress:
+                rows = RoundRows.pseudo(
+                    self.y, h, margins.margin, margins.sample_weight, margins.knot_range
+                )
+            else:
+                rows = RoundRows.weighted(self.y, h, margins.margin, margins.sample_weight)
+            out.append(rows)
+        return out
+
+    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
+        self._weights = [
+            margins.add_and_reweight(alpha, h, clean, self.tau, self.logistic)
+            for margins, alpha, h, clean in zip(
+                self._margins, alphas, self._outputs, cleans, strict=True
+            )
+        ]
+
+    def margins(self, k: int = 0) -> np.ndarray:
+        return self._margins[k].margin
+
+    def out_of_fold(self) -> np.ndarray:
+        out = np.zeros(self.y.shape[0])
+        if self.validation is not None:
+            for margins, held_out in zip(self._margins, self.validation, strict=True):
+                out[held_out] = margins.margin[held_out]
+        return out

@@ -1,0 +1,111 @@
+"""The base-learner seam: what the boosting loop needs of a base classifier and of its search.
+
+The paper's model takes any base classifiers ``h_t`` (section 2); the engine talks to them
+through two small protocols, so that a new kind of learner is one new module:
+
+- :class:`BaseLearner`: one fitted base classifier. It gives its outputs ``h(x_n)`` on the
+  binned training rows (read during ``fit``, where the raw features are no longer needed), its
+  *node arrays* (:data:`NODE_DTYPE`, the layout of scikit-learn HGB's predictor records and of
+  LightGBM's model arrays), from which :mod:`viboost.boosting.predictor` predicts any ensemble
+  with one compiled kernel, the features and gains of its splits, and its exact Shapley values
+  against a background (:mod:`viboost.explain`).
+- :class:`LearnerSearch`: built once per fit over the binned rows; ``best(weights, y)`` returns
+  the learner of least weighted error under the round's weights (section 5 and S.6: the stump of
+  largest approximate mode, or of largest Newton step towards the exact mode, is the one of
+  least weighted error under the weights of :mod:`viboost.boosting.reweighting`).
+
+The decision stump (:class:`viboost.boosting.stumps.DecisionStump`) is one learner behind this
+seam. Nothing in :mod:`viboost.variational` sees a learner: a round's inference reads only the
+outputs ``h(x_n)`` (:class:`~viboost.variational.RoundRows`).
+
+Node arrays
+-----------
+A learner is a binary tree of nodes, the root first. A split node sends a row left when its
+feature is ``<= threshold`` (in the units of ``X``), or, in the bins of the fit, when its bin is
+``<= bin_threshold``; a missing value (NaN) goes left when ``missing_left``. A leaf holds the
+learner's output ``value`` there (+-1 for a stump). ``gain`` is the split's score from the
+search (0 for leaves).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+__all__ = [
+    "NODE_DTYPE",
+    "BaseLearner",
+    "LearnerSearch",
+    "split_features",
+]
+
+#: One record per node (scikit-learn HGB's ``PREDICTOR_RECORD_DTYPE`` in spirit): leaves have
+#: ``feature == -1`` and children ``-1``.
+NODE_DTYPE = np.dtype(
+    [
+        ("value", np.float64),
+        ("feature", np.int64),
+        ("threshold", np.float64),
+        ("bin_threshold", np.int16),
+        ("missing_left", np.bool_),
+        ("left", np.int64),
+        ("right", np.int64),
+        ("is_leaf", np.bool_),
+        ("gain", np.float64),
+    ]
+)
+
+
+class BaseLearner(Protocol):
+    """A fitted base classifier ``h``, as the engine, the predictor and the explainer use it."""
+
+    @property
+    def nodes(self) -> np.ndarray:
+        """The learner as node arrays (:data:`NODE_DTYPE`), root first."""
+        ...
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """``h(x)`` for each row of the 2-D float array ``X`` (NaN for missing values)."""
+        ...
+
+    def binned_outputs(self, binned_columns: np.ndarray) -> np.ndarray:
+        """``h(x_n)`` from the bins of the fit's rows, ``binned_columns[j, n]`` being row ``n``'s
+        bin of feature ``j``; equal to :meth:`predict` on those rows."""
+        ...
+
+    def split_gains(self) -> tuple[np.ndarray, np.ndarray]:
+        """The features of the splits that separate rows (a split that sends every value one
+        way does not count) and their gains, as two arrays."""
+        ...
+
+    def contributions(
+        self, X: np.ndarray, background: np.ndarray, weights: np.ndarray
+    ) -> tuple[np.ndarray, float]:
+        """Exact Shapley values of ``h`` at the rows of ``X`` against the weighted
+        ``background`` (interventional), shape ``(n_samples, n_features)``, and ``E[h]`` over
+        the background: each row of the values sums to ``h(x) - E[h]``."""
+        ...
+
+
+class LearnerSearch(Protocol):
+    """The search for a round's base learner over the rows of one fit."""
+
+    def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[BaseLearner, float]:
+        """The learner of least weighted error and that error; ``weights`` are nonnegative and
+        sum to one, ``y`` holds labels in {-1, +1}."""
+        ...
+
+    def outputs(self, learner: BaseLearner) -> np.ndarray:
+        """``h(x_n)`` for the search's rows, for a learner :meth:`best` returned."""
+        ...
+
+    def restricted(self, active: np.ndarray) -> LearnerSearch:
+        """The same search over the same binning for the rows ``active`` only (a fold, or the
+        rows of positive multiplicity of a refit)."""
+        ...
+
+
+def split_features(nodes: np.ndarray) -> np.ndarray:
+    """The features of the split nodes of a node array (leaves left out)."""
+    return nodes["feature"][~nodes["is_leaf"]]

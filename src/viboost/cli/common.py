@@ -1,0 +1,306 @@
+"""Plumbing shared by the ``viboost`` commands: errors, files, data, the estimator and text.
+
+- Errors: :class:`CommandError` (a user error), :data:`PROG` and the exit codes that
+  :func:`viboost.cli.main` returns.
+- Files: :func:`check_destination` fails early, before any fitting, when an output cannot be
+  written; :func:`load_model` loads a fitted model file with plain messages for anything else;
+  :func:`read_data` reads DATA with the ``--sep``, ``--index-col`` and ``--id`` options.
+- The fit: :func:`binary_target` checks the target for two classes (or makes one-vs-rest labels
+  with ``--positive``); :func:`build_estimator` makes the VIBoostClassifier of the
+  hyperparameter options.
+- Text: :func:`fmt` (numbers), :func:`pct` (shares), :func:`interval` and :func:`format_table`
+  for people; :func:`rounds_phrase`, :func:`is_calibrated`,
+  :func:`is_cross_fitted` and :func:`uncalibrated_reason` describe how a model was fitted, from
+  its fitted attributes (``plan_``, ``cv_rounds_``, ``noise_calibration_``).
+- :func:`write_model_plots` writes the plots of ``--plots``.
+
+pandas, joblib, the estimator and matplotlib are imported inside the functions that use them,
+so that ``viboost --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from viboost._version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from viboost._utils.io import TableData
+    from viboost.estimator import VIBoostClassifier
+
+PROG = "viboost"
+EXIT_FAILURE = 1  # a numerical failure
+EXIT_USAGE = 2  # a usage or input error
+
+#: The label of every other class under ``--positive LABEL`` (one-vs-rest).
+OTHER = "(other)"
+
+
+# ------------------------------------------------------------------------------------------- errors
+class CommandError(Exception):
+    """A user error: printed as ``viboost: error: <message>``, exit code 2."""
+
+
+def check_destination(output: str | os.PathLike[str], *inputs: str | os.PathLike[str]) -> Path:
+    """Fail early, before any fitting, if ``output`` cannot be written or would clobber an input."""
+    out = Path(output)
+    if out.is_dir():
+        raise CommandError(f"output {out} is a directory; give a file name")
+    directory = out.parent
+    if not directory.is_dir():
+        raise CommandError(f"output directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise CommandError(f"output directory {directory} is not writable")
+    for source in inputs:
+        try:
+            same = out.exists() and os.path.samefile(out, source)
+        except OSError:
+            same = False
+        if same:
+            raise CommandError(f"output {out} is the input file {source}; choose another name")
+    return out
+
+
+# ----------------------------------------------------------------------------------- files and data
+def load_model(path: str | os.PathLike[str]) -> VIBoostClassifier:
+    """Load a fitted VIBoostClassifier saved by ``viboost fit`` (or joblib.dump)."""
+    import joblib
+
+    from viboost.estimator import VIBoostClassifier
+
+    path = Path(path)
+    if not path.exists():
+        raise CommandError(f"model file not found: {path}")
+    if path.is_dir():
+        raise CommandError(f"{path} is a directory, not a model file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = joblib.load(path)
+        except ModuleNotFoundError as exc:
+            if not str(exc.name or "").startswith("viboost."):
+                raise CommandError(f"{path} could not be loaded: {exc}") from None
+            # A pickle names the module of each class it holds; viboost's modules have moved
+            # since (viboost.inference became viboost.variational, for instance).
+            raise CommandError(
+                f"{path} was saved by an older viboost whose module {exc.name} no longer "
+                f"exists; refit the model with viboost {__version__}"
+            ) from None
+        except Exception as exc:  # anything unpickling can raise: the file is not a model
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+            raise CommandError(
+                f"{path} is not a viboost model file (joblib could not load it: {detail})"
+            ) from None
+    seen = set()
+    for warning in caught:
+        message = " ".join(str(warning.message).split())
+        if message not in seen:
+            seen.add(message)
+            print(f"{PROG}: warning: {message}", file=sys.stderr)
+    if not isinstance(model, VIBoostClassifier):
+        raise CommandError(
+            f"{path} is not a viboost model file: it holds a {type(model).__module__}."
+            f"{type(model).__qualname__}, not a VIBoostClassifier"
+        )
+    if not hasattr(model, "estimators_"):
+        raise CommandError(f"{path} holds a VIBoostClassifier that was never fitted")
+    return model
+
+
+def read_data(
+    args: argparse.Namespace,
+    target: str | None = None,
+    features: Sequence[str] | None = None,
+) -> TableData:
+    """Read DATA with the --sep, --index-col and --id options; print the reader's notes."""
+    from viboost._utils.io import read_table_checked
+
+    data = read_table_checked(
+        args.data,
+        target,
+        features=features,
+        sep=args.sep,
+        index_col=args.index_col,
+        id_col=args.id_col,
+    )
+    for note in data.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    return data
+
+
+def _labels(values, limit: int = 10) -> str:
+    """Distinct labels as plain text (``str``, never a numpy repr), sorted where possible."""
+    try:
+        ordered = sorted(values)
+    except TypeError:
+        ordered = sorted(values, key=str)
+    text = ", ".join(str(v) for v in ordered[:limit])
+    return text + (f" and {len(ordered) - limit} more" if len(ordered) > limit else "")
+
+
+def _matches(values: np.ndarray, label: str) -> np.ndarray:
+    """Which ``values`` equal the command-line ``label`` (as text, or as a number)."""
+    match = np.array([str(v) == label for v in values], dtype=bool)
+    if not match.any() and np.issubdtype(values.dtype, np.number):
+        try:
+            match = values == float(label)
+        except ValueError:
+            pass
+    return np.asarray(match, dtype=bool)
+
+
+# ----------------------------------------------------------------------------- target and estimator
+def binary_target(y: pd.Series, args: argparse.Namespace) -> pd.Series:
+    """The labels to fit: checked for two classes here, so errors are CLI messages with plain
+    numbers; with --positive, LABEL against all others (one-vs-rest)."""
+    import pandas as pd
+
+    values = y.to_numpy()
+    where = f"target column {args.target!r} of {args.data}"
+    if args.positive is not None:
+        label = args.positive
+        match = _matches(values, label)
+        if not match.any():
+            raise CommandError(
+                f"--positive {label}: no row has that label in the {where}; its labels are "
+                f"{_labels(pd.unique(y))}"
+            )
+        if match.all():
+            raise CommandError(
+                f"--positive {label}: every row has that label in the {where}; there is no "
+                "other class to fit against"
+            )
+        if not OTHER < label:
+            raise CommandError(f"--positive {label}: the label must not sort before {OTHER!r}")
+        return pd.Series(np.where(match, label, OTHER), index=y.index, name=y.name)
+    classes = pd.unique(y)
+    if classes.size == 1:
+        raise CommandError(
+            f"the {where} has only one class ({_labels(classes)}, in all {len(y):,} rows); "
+            "viboost fits two classes"
+        )
+    if classes.size > 2:
+        raise CommandError(
+            f"the {where} has {classes.size} classes ({_labels(classes)}); viboost fits two: "
+            "give --positive LABEL to fit one label against all the others (one-vs-rest), or "
+            "filter or merge the classes first"
+        )
+    return y
+
+
+def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoostClassifier:
+    """The VIBoostClassifier of the hyperparameter options and ``--jobs``, with a progress bar
+    on stderr for long fits (see :func:`viboost.cli.options.add_fit_options`)."""
+    from viboost.estimator import VIBoostClassifier
+
+    return VIBoostClassifier(
+        n_estimators=args.n_estimators,
+        preset=args.preset,
+        learning_rate=args.learning_rate,
+        noise_model=noise_model,
+        alpha=args.alpha,
+        noise_fit=args.noise_fit,
+        cv=args.cv,
+        n_iter_no_change=args.n_iter_no_change,
+        max_bins=args.max_bins,
+        random_state=args.random_state,
+        n_jobs=args.jobs,
+        verbose=1,
+    )
+
+
+# --------------------------------------------------------------------------------------------- text
+def fmt(value: float | None, digits: int = 4) -> str:
+    """A number for people: ``digits`` significant digits, NaN as ``n/a``."""
+    if value is None or not np.isfinite(value):
+        return "n/a" if value is None or np.isnan(value) else str(value)
+    return f"{value:.{digits}g}"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    """A share as a percentage, NaN (or None) as ``n/a``."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    return f"{value:.{digits}%}"
+
+
+def interval(bounds: np.ndarray | None, level: float = 0.9) -> str:
+    """``"90% interval a%-b%"``, or ``"no interval"`` when the bounds are missing or NaN."""
+    if bounds is None or not np.all(np.isfinite(bounds)):
+        return "no interval"
+    return f"{level:.0%} interval {bounds[0]:.1%}-{bounds[1]:.1%}"
+
+
+def format_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """A text table, indented by two spaces; the columns in ``right`` are right-aligned."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def id_column_header(name: object, taken: Iterable[str]) -> str:
+    """The header of the passed-through id column: its own name, unless an output column has it."""
+    name = str(name)
+    return name if name not in set(taken) else f"id_{name}"
+
+
+# --------------------------------------------------------------------------- how a model was fitted
+def is_calibrated(model: VIBoostClassifier) -> bool:
+    """Whether the model's noise statistics were cross-fitted and calibrated."""
+    return getattr(model, "noise_calibration_", None) is not None
+
+
+def is_cross_fitted(model: VIBoostClassifier) -> bool:
+    """Whether the number of rounds was chosen by cross-fitting (the robust preset)."""
+    return np.size(getattr(model, "cv_rounds_", ())) > 0
+
+
+def uncalibrated_reason(model: VIBoostClassifier) -> str:
+    """Why the model's noise statistics are not calibrated, for the message that says so."""
+    preset = getattr(model, "preset", "paper")
+    if preset == "paper":
+        return "preset='paper'"
+    return "the noise model was fitted in-sample"
+
+
+def rounds_phrase(model: VIBoostClassifier) -> str:
+    """``"N rounds"``, with how N was chosen for a cross-fitted model."""
+    n_rounds = len(model.estimators_)
+    if not is_cross_fitted(model):
+        return f"{n_rounds} rounds"
+    return f"{n_rounds} rounds (chosen by cross-fitting, at most {model.plan_.n_estimators})"
+
+
+# -------------------------------------------------------------------------------------------- plots
+def write_model_plots(
+    model: VIBoostClassifier,
+    directory: str | None,
+    top: int,
+    labels: Sequence[str] | None = None,
+) -> list[str]:
+    """Write the model's plots into ``directory`` (if given); the lines that say where."""
+    if directory is None:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    from viboost.plotting import write_plots
+
+    paths = write_plots(model, directory, top=top, labels=labels)
+    return ["", f"Wrote {len(paths)} plots to {directory}: " + ", ".join(p.name for p in paths)]

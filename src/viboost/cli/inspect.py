@@ -1,0 +1,269 @@
+"""``viboost inspect``: describe a saved model.
+
+How it was fitted (its preset and ``plan_``), its rounds and classes, the noise statistics, the
+first stumps, a summary of the ELBO trajectory (with a sparkline) and, for a cross-fitted model,
+the out-of-fold log-likelihood at the chosen number of rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from viboost.cli.common import (
+    fmt,
+    format_table,
+    interval,
+    is_calibrated,
+    is_cross_fitted,
+    load_model,
+    pct,
+    rounds_phrase,
+    uncalibrated_reason,
+    write_model_plots,
+)
+from viboost.cli.options import add_plots_option, positive_int
+
+if TYPE_CHECKING:
+    from viboost.estimator import VIBoostClassifier
+
+# The marks of the ELBO sparkline, low to high; ASCII where stdout cannot encode the blocks.
+_SPARK_UNICODE = "▁▂▃▄▅▆▇█"
+_SPARK_ASCII = "_.-:=+*#"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Declare ``viboost inspect`` and its options; its handler is :func:`run`."""
+    parser = subparsers.add_parser(
+        "inspect",
+        help="describe a fitted model",
+        description="Print the preset and how the model was fitted, rounds, classes, the "
+        "noise statistics (share of wrong labels with its interval and the calibration for a "
+        "cross-fitted model; SNR, noise grade, eta, omega), the first stumps, a summary of the "
+        "ELBO trajectory (for a cross-fitted model: the core model's log evidence of the final "
+        "fit) and the cross-fitted log-likelihood at the chosen number of rounds.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="model file written by 'viboost fit'")
+    parser.add_argument(
+        "--stumps",
+        type=positive_int,
+        default=10,
+        metavar="N",
+        help="number of stumps to list (default: 10)",
+    )
+    add_plots_option(parser)
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print a description of the model file."""
+    model = load_model(args.model)
+    n_rounds = len(model.estimators_)
+    classes = ", ".join(str(c) for c in model.classes_)
+    rounds = rounds_phrase(model).removeprefix(f"{n_rounds} rounds")
+    lines = [
+        f"VIBoostClassifier from {args.model}",
+        *_fit_lines(model),
+        f"rounds: {n_rounds}{rounds}",
+        f"classes: {classes} (positive class, +1: {model.classes_[1]})",
+        f"features: {model.n_features_in_}",
+    ]
+    if model.noise_model:
+        eta1, eta2 = (float(v) for v in model.eta_)
+        omega1, omega2 = (float(v) for v in model.omega_)
+        lines += _noise_rate_lines(model)
+        lines += [
+            f"SNR (eta1/eta2): {fmt(model.snr_)} "
+            f"(expected share of labels drawn from the signal {eta1 / (eta1 + eta2):.1%})",
+            f"noise grade (log(omega2/omega1)): {fmt(model.noise_grade_)}",
+            f"eta: [{fmt(eta1, 6)}, {fmt(eta2, 6)}]",
+            f"omega: [{fmt(omega1, 6)}, {fmt(omega2, 6)}]",
+        ]
+    else:
+        lines += [
+            "SNR: n/a (noise model off)",
+            "noise grade: n/a (noise model off)",
+            "share of wrong labels: n/a (noise model off)",
+        ]
+    shown = min(args.stumps, n_rounds)
+    lines += [
+        "",
+        f"first {shown} of {n_rounds} stumps, h(x) = polarity if x[feature] > threshold else "
+        "-polarity",
+        "(+1 votes for the positive class; 'missing' is the side a NaN value goes to):",
+    ]
+    header = ["round", "feature", "threshold", "polarity", "alpha", "missing"]
+    lines += format_table(header, _stump_rows(model, shown), right={0, 2, 3, 4})
+    lines += ["", *_elbo_lines(model)]
+    cross = _cross_fit_lines(model)
+    if cross:
+        lines += ["", *cross]
+    lines += write_model_plots(model, args.plots, top=20)
+    print("\n".join(lines))
+    return 0
+
+
+def _feature_name(model: VIBoostClassifier, index: int) -> str:
+    names = getattr(model, "feature_names_in_", None)
+    return str(names[index]) if names is not None else f"x[{index}]"
+
+
+def _fit_lines(model: VIBoostClassifier) -> list[str]:
+    """How the model was fitted: the preset and its plan (``plan_``)."""
+    plan = model.plan_
+    preset = getattr(model, "preset", "paper")
+    if is_cross_fitted(model):
+        noise_fit = "cross-fit"
+        how = f"rounds chosen by cross-fitting, cv={getattr(model, 'cv', '?')}"
+        if model.noise_model:
+            how += ", noise model calibrated on out-of-fold margins"
+    else:
+        noise_fit = "in-sample"
+        how = "fixed rounds" + (", Algorithm 1's inner loop" if model.noise_model else "")
+    return [
+        f"preset: {preset} (noise_fit: {noise_fit}; {how})",
+        f"learning rate: {fmt(plan.learning_rate)}, alpha: {plan.alpha}, "
+        f"noise model: {'on' if model.noise_model else 'off'}",
+    ]
+
+
+def _noise_rate_lines(model: VIBoostClassifier) -> list[str]:
+    """The share of wrong labels and the flip rate of each class, NaN-safe."""
+    if not hasattr(model, "mislabel_proba_"):  # saved before viboost estimated flip rates
+        return ["share of wrong labels: n/a (the model predates it; refit to get it)"]
+    n_rows = model.mislabel_proba_.size
+    c0, c1 = (str(c) for c in model.classes_)
+    rate = float(model.noise_rate_)
+    flips = np.asarray(model.flip_rates_, dtype=float)
+    flip_intervals = np.asarray(model.flip_rates_interval_, dtype=float)
+    lines = [
+        f"share of wrong labels: {pct(rate)} ({interval(model.noise_rate_interval_)}), "
+        f"about {np.sum(model.mislabel_proba_):.1f} of {n_rows:,} rows",
+        f"  true {c0} labelled {c1}: {pct(flips[0])} ({interval(flip_intervals[0])})",
+        f"  true {c1} labelled {c0}: {pct(flips[1])} ({interval(flip_intervals[1])})",
+    ]
+    if is_calibrated(model):
+        calibration = model.noise_calibration_
+        lines += [
+            "calibration (empirical Bayes on the out-of-fold margins):",
+            f"  theta (share of labels drawn from the signal) {fmt(calibration.theta)}, noise "
+            f"grade xi {fmt(calibration.noise_grade)}, scale of the margin "
+            f"{fmt(calibration.scale)}",
+        ]
+    else:
+        lines.append(
+            f"  (a ranking statistic, not calibrated ({uncalibrated_reason(model)}): no intervals)"
+        )
+    return lines
+
+
+def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
+    rows = []
+    for t, (stump, alpha) in enumerate(
+        zip(model.estimators_[:count], model.alphas_[:count], strict=True)
+    ):
+        rows.append(
+            [
+                str(t + 1),
+                _feature_name(model, stump.feature),
+                fmt(stump.threshold, 6),
+                f"{stump.polarity:+d}",
+                fmt(alpha, 4),
+                "above" if stump.missing_right else "below",
+            ]
+        )
+    return rows
+
+
+def _elbo_lines(model: VIBoostClassifier) -> list[str]:
+    traces = [np.asarray(trace, dtype=float) for trace in model.elbo_]
+    recorded = [trace for trace in traces if trace.size]
+    if not recorded:
+        return ["ELBO: not recorded (fixed_vi_iter runs a fixed number of inner iterations)."]
+    last = np.array([trace[-1] for trace in recorded])
+    in_sample = model.noise_model and not is_cross_fitted(model)
+    if in_sample:
+        title = f"value after each round's last inner iteration, {last.size} rounds"
+    elif model.noise_model:  # cross-fitted: the final fit is the core model, rows weighted by phi
+        title = (
+            f"final fit: exact log evidence of the core model after each round, every row "
+            f"counted s_n phi_n times, {last.size} rounds"
+        )
+    else:
+        title = f"exact log evidence of the core model after each round, {last.size} rounds"
+    lines = [
+        f"ELBO trajectory ({title}):",
+        f"  first {fmt(last[0], 8)}, last {fmt(last[-1], 8)}, "
+        f"min {fmt(last.min(), 8)}, max {fmt(last.max(), 8)}",
+    ]
+    if in_sample:
+        fell = [t + 1 for t, trace in enumerate(traces) if np.any(np.diff(trace) < 0)]
+        where = f" (rounds {', '.join(map(str, fell[:10]))}{', ...' if len(fell) > 10 else ''})"
+        lines.append(
+            f"  rounds where the ELBO fell during the inner loop: {len(fell)} of {len(traces)}"
+            + (where if fell else "")
+        )
+        iters = np.asarray(model.n_vi_iter_)
+        lines.append(
+            f"  inner iterations per round: mean {iters.mean():.1f}, max {int(iters.max())}"
+        )
+    elif model.noise_model:
+        lines.append(
+            "  (no inner variational loop: the noise statistics come from cross-fitting, "
+            "not from this trajectory)"
+        )
+    else:
+        lines.append("  (noise_model=False: no inner variational loop)")
+    step = max(1, -(-last.size // 60))
+    lines.append(
+        f"  sparkline{f' (one mark per {step} rounds)' if step > 1 else ''}: "
+        f"{_sparkline(last[::step])}"
+    )
+    k = max(1, -(-last.size // 10))
+    lines.append(
+        f"  ELBO {'every ' + str(k) + ' rounds' if k > 1 else 'of each round'} (round: value):"
+    )
+    picks = list(range(0, last.size, k))
+    if picks[-1] != last.size - 1:
+        picks.append(last.size - 1)
+    lines.append("  " + ", ".join(f"{t + 1}: {fmt(last[t], 7)}" for t in picks))
+    return lines
+
+
+def _sparkline(values: np.ndarray) -> str:
+    encoding = getattr(sys.stdout, "encoding", None) or "ascii"
+    try:
+        _SPARK_UNICODE.encode(encoding)
+        ramp = _SPARK_UNICODE
+    except (UnicodeEncodeError, LookupError):
+        ramp = _SPARK_ASCII
+    lo, hi = float(np.min(values)), float(np.max(values))
+    if not hi > lo:
+        return ramp[len(ramp) // 2] * values.size
+    levels = np.floor((values - lo) / (hi - lo) * (len(ramp) - 1) + 0.5).astype(int)
+    return "".join(ramp[i] for i in levels)
+
+
+def _cross_fit_lines(model: VIBoostClassifier) -> list[str]:
+    """The cross-fitted log-likelihood at the chosen number of rounds."""
+    if not is_cross_fitted(model):
+        return []
+    rounds = np.asarray(model.cv_rounds_)
+    scores = np.asarray(model.cv_log_likelihood_, dtype=float)
+    n_rounds = len(model.estimators_)
+    chosen = np.flatnonzero(rounds == n_rounds)
+    at = scores[chosen[0]] if chosen.size else float("nan")
+    what = (
+        "marginal log-likelihood of the labels under the calibrated noise model"
+        if model.noise_model
+        else "logistic log-likelihood of the labels"
+    )
+    return [
+        f"Cross-fitted log-likelihood (out-of-fold margins; {what}):",
+        f"  {fmt(at, 8)} at the chosen {n_rounds} rounds; checked at {rounds.size} round "
+        f"counts from {int(rounds[0])} to {int(rounds[-1])}, max {fmt(scores.max(), 8)}",
+    ]

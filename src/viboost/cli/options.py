@@ -1,0 +1,253 @@
+"""Options of the ``viboost`` command line: argument types and the option groups commands share.
+
+The argument types (:func:`positive_int`, :func:`random_seed` and the private ones behind the
+hyperparameters) turn a command-line string into a checked value or raise
+:class:`argparse.ArgumentTypeError`, which argparse reports as a usage error (exit code 2).
+The ``add_*`` functions declare the options that several commands share:
+
+- :func:`add_data_and_target`: DATA and ``--target`` (fit, noise);
+- :func:`add_input_options`: ``--sep``, ``--index-col`` and ``--id`` (fit, predict, noise);
+- :func:`add_fit_options`: the estimator's hyperparameters (fit, noise);
+- :func:`add_jobs_option`: ``--jobs``, threads of the compiled kernels (fit, predict, noise);
+- :func:`add_plots_option`: ``--plots`` (inspect, noise).
+
+:data:`DATA_ARG` and :data:`DATA_HELP` describe the DATA argument in the commands' help.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+# ----------------------------------------------------------------------------------- argument types
+def _integer(text: str, expected: str = "an integer") -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (rounds, row counts, processes)."""
+    value = _integer(text, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _jobs(text: str) -> int:
+    value = _integer(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 threads: use a positive count, or -1 for all cores")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (value > 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _folds(text: str) -> int:
+    value = _integer(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"cross-fitting needs at least 2 folds, got {text!r}")
+    return value
+
+
+def _max_bins(text: str) -> int | None:
+    if text.lower() == "none":
+        return None
+    value = _integer(text, "an integer from 2 to 255 or 'none'")
+    if not 2 <= value <= 255:
+        raise argparse.ArgumentTypeError(f"expected an integer from 2 to 255, got {text!r}")
+    return value
+
+
+def _patience(text: str) -> int | None:
+    return None if text.lower() == "none" else positive_int(text)
+
+
+def random_seed(text: str) -> int:
+    """A seed for numpy's generators: an integer in ``[0, 2**32)``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"the seed must be in [0, 2**32), got {text!r}")
+    return value
+
+
+#: The names --sep accepts for a delimiter.
+_SEPARATORS = {"comma": ",", "semicolon": ";", "tab": "\t", "\\t": "\t", "pipe": "|", "space": " "}
+
+
+def _separator(text: str) -> str | None:
+    if text.lower() == "auto":
+        return None
+    value = _SEPARATORS.get(text.lower(), text)
+    if len(value) != 1 or value in '"\r\n':
+        raise argparse.ArgumentTypeError(
+            f"expected one character, tab, comma, semicolon, pipe, space or auto, got {text!r}"
+        )
+    return value
+
+
+# ----------------------------------------------------------------------------------- shared options
+#: The help of a DATA argument.
+DATA_ARG = "a delimited text file with a header row (CSV, semicolon, tab) or a Parquet file"
+#: The sentence about DATA that ends the description of fit, predict and noise.
+DATA_HELP = (
+    "DATA is a text file with a header row, its delimiter (comma, semicolon, tab or pipe) "
+    "sniffed unless --sep is given, or a Parquet file (.parquet, .pq; needs pyarrow: pip "
+    'install "viboost[parquet]").'
+)
+
+
+def add_data_and_target(parser: argparse.ArgumentParser) -> None:
+    """DATA and --target, shared by fit and noise."""
+    parser.add_argument("data", metavar="DATA", help=DATA_ARG)
+    parser.add_argument(
+        "--target",
+        required=True,
+        metavar="COL",
+        help="label column (2 classes, or use --positive)",
+    )
+
+
+def add_input_options(parser: argparse.ArgumentParser, id_help: str) -> None:
+    """--sep, --index-col and --id, shared by fit, predict and noise."""
+    parser.add_argument(
+        "--sep",
+        type=_separator,
+        default=None,
+        metavar="SEP",
+        help="delimiter of a text file: one character, or tab, comma, semicolon, pipe, space "
+        "(default: auto, sniffed from the first lines among , ; tab |); ignored for Parquet",
+    )
+    parser.add_argument(
+        "--index-col",
+        default=None,
+        metavar="COL",
+        help="column to use as the row index, never a feature (default: a leading column with "
+        "an empty header, the index pandas' to_csv() writes, is used as the index)",
+    )
+    parser.add_argument("--id", dest="id_col", default=None, metavar="COL", help=id_help)
+
+
+def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None:
+    """The estimator's hyperparameters, shared by fit and noise."""
+    parser.add_argument(
+        "--preset",
+        choices=["robust", "paper"],
+        default="robust",
+        help="robust (default): rounds and noise model chosen by cross-fitting, calibrated "
+        "noise statistics; paper: the paper's Algorithm 1 as printed",
+    )
+    parser.add_argument(
+        "--n-estimators",
+        type=positive_int,
+        default=None,
+        metavar="T",
+        help="boosting rounds (default: from the preset; robust: at most 1000, chosen by "
+        "cross-fitting; paper: 100)",
+    )
+    parser.add_argument(
+        "--random-state",
+        type=random_seed,
+        default=0,
+        metavar="SEED",
+        help="seed of the cross-fitting folds (and of the quantile-bin subsample above 200,000 "
+        "rows); default: 0, so the same file gives the same model",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=None,
+        metavar="LR",
+        help="shrinkage of each round's weight (default: from the preset; robust: 0.1, paper: 1)",
+    )
+    parser.add_argument(
+        "--cv",
+        type=_folds,
+        default=5,
+        metavar="K",
+        help="stratified folds of the cross-fitting that chooses the rounds and calibrates the "
+        "noise model under the robust preset (default: 5)",
+    )
+    parser.add_argument(
+        "--n-iter-no-change",
+        type=_patience,
+        default=100,
+        metavar="N",
+        help="with cross-fitting, stop once the out-of-fold log-likelihood has not risen for N "
+        "rounds (default: 100; none: try all --n-estimators rounds)",
+    )
+    parser.add_argument(
+        "--max-bins",
+        type=_max_bins,
+        default=255,
+        metavar="B",
+        help="bins per feature for the stump search, 2 to 255 (default: 255; none: exhaustive "
+        "search over all distinct values, slower)",
+    )
+    parser.add_argument(
+        "--alpha",
+        choices=["approx", "exact"],
+        default=None,
+        help="approximate (paper) or exact mode of the weight posterior (default: from the "
+        "preset; robust: exact, paper: approx)",
+    )
+    parser.add_argument(
+        "--noise-fit",
+        choices=["cross-fit", "in-sample"],
+        default=None,
+        help="how the noise model is fitted: from out-of-fold margins, or Algorithm 1's inner "
+        "loop in every round (default: from the preset; robust: cross-fit, paper: in-sample)",
+    )
+    if noise_switch:
+        parser.add_argument(
+            "--noise-model",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="model label noise (default); --no-noise-model fits the core model without "
+            "it (smoothed AdaBoost); with the robust preset its number of rounds is still "
+            "chosen by cross-fitting",
+        )
+    parser.add_argument(
+        "--positive",
+        default=None,
+        metavar="LABEL",
+        help="fit LABEL against all other labels of the target (one-vs-rest), which become "
+        "'(other)'; needed when the target has more than two classes",
+    )
+
+
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    """--jobs, the compiled kernels' threads, shared by fit, predict and noise."""
+    parser.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        metavar="J",
+        help="threads for the compiled kernels (default: 1; -1: all cores); data under about "
+        "10^6 cells runs on one thread anyway, and results do not depend on it",
+    )
+
+
+def add_plots_option(parser: argparse.ArgumentParser) -> None:
+    """--plots, shared by inspect and noise (see :func:`viboost.cli.common.write_model_plots`)."""
+    parser.add_argument(
+        "--plots",
+        metavar="DIR",
+        help="also write the model's plots as PNG files into DIR (created if needed): the "
+        "ELBO per round, the noise statistics over the rounds (or the cross-fitted round "
+        "choice), the histogram of P(label wrong) and the top suspects (viboost.plotting)",
+    )

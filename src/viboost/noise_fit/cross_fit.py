@@ -1,0 +1,327 @@
+"""Cross-fitting for the robust preset: the folds, the score of a round count, early stopping,
+and :class:`CrossFitter`, the driver that both estimators run.
+
+With ``noise_fit="cross-fit"`` (:mod:`viboost.presets`) one booster per fold, each on all folds
+but one, runs in lockstep (one :class:`~viboost.boosting.booster.Booster` of several
+ensembles); every :data:`CHECK_EVERY` rounds their out-of-fold margins are scored by the model's
+marginal likelihood (:func:`viboost.noise_fit.calibration.calibrate_noise`) and the best round
+count is kept (:class:`RoundCountSearch`). The calibration at that count gives every row its
+phi_n, and the final booster is fitted on all rows, each counted ``s_n phi_n`` times (S.4.1
+under that q(w)). :class:`viboost.VIBoostClassifier` and the distributed
+:class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source they hand the driver,
+so the two fit the same model.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+from scipy.special import log_expit
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import StratifiedKFold, check_cv
+from tqdm.auto import tqdm
+
+from viboost._utils.validation import RandomStateLike, check_random_state
+from viboost.boosting.booster import Booster, RowSource, run_rounds
+from viboost.noise_fit.calibration import NoiseCalibration, calibrate_noise
+from viboost.variational import RoundSettings, initial_state
+from viboost.variational.priors import ModelPriors
+
+__all__ = [
+    "CHECK_EVERY",
+    "CV_TOL",
+    "CrossFitResult",
+    "CrossFitter",
+    "RoundCountSearch",
+    "cross_fit_folds",
+    "fold_seed",
+    "score_out_of_fold",
+]
+
+#: A cross-fitted fit scores its out-of-fold margins every this many rounds.
+CHECK_EVERY = 10
+#: A score counts as an improvement if it is higher by this many nats per unit of weight.
+CV_TOL = 1e-5
+
+Folds = list[tuple[np.ndarray, np.ndarray]]
+
+
+def fold_seed(random_state: RandomStateLike) -> int | None:
+    """The folds' seed: ``random_state`` itself if an int (or None), else one draw from it."""
+    if random_state is None or isinstance(random_state, Integral):
+        return random_state
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+def cross_fit_folds(
+    cv: Any, y: np.ndarray, weighted: np.ndarray, random_state: RandomStateLike
+) -> Folds | None:
+    """The folds as (train, validation) row indices, training rows of zero weight left out.
+
+    An int ``cv`` gives stratified, shuffled folds over the rows of positive weight (seeded by
+    ``random_state``), or None, with a warning, when a class has fewer than 2 such rows; a
+    splitter or an iterable of splits is used as given (scikit-learn's ``cv``).
+    """
+    if not isinstance(cv, Integral):
+        splits = check_cv(cv, y, classifier=True).split(np.zeros((y.size, 1)), y)
+        folds = []
+        for train, val in splits:
+            train = np.asarray(train)[weighted[train]]
+            if np.unique(y[train]).size < 2:
+                raise ValueError(
+                    "Each training fold of cv needs both classes with positive sample "
+                    "weight; one has only one."
+                )
+            folds.append((train, np.asarray(val)))
+        return folds
+    n_splits = min(int(cv), int(np.bincount((y[weighted] > 0).astype(int)).min()))
+    if n_splits < 2:
+        warnings.warn(
+            "Too few rows in a class to cross-fit the noise model: it is fitted in-sample "
+            "(noise_fit='in-sample'), and its noise statistics rank rows but are not "
+            "calibrated.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return None
+    rows = np.flatnonzero(weighted)
+    splitter = StratifiedKFold(n_splits, shuffle=True, random_state=fold_seed(random_state))
+    return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
+
+
+def score_out_of_fold(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    priors: ModelPriors,
+    noise_model: bool,
+) -> tuple[float, NoiseCalibration | None]:
+    """The cross-fitted score of a round count: the marginal log-likelihood of the labels under
+    the calibrated noise model, or the logistic log-likelihood for the core model."""
+    if not noise_model:
+        return float(np.dot(sample_weight, log_expit(y * margin))), None
+    calibration = calibrate_noise(y, margin, sample_weight, priors)
+    return calibration.log_likelihood, calibration
+
+
+class RoundCountSearch:
+    """Early stopping over the scored round counts: the best so far, and when to stop.
+
+    A score counts as an improvement if it beats the best by more than :data:`CV_TOL` nats per
+    unit of weight (so that fits on separable data, whose log-likelihood creeps towards 0,
+    stop); the search stops once ``patience`` rounds (None: never) have passed since the best.
+    """
+
+    def __init__(self, patience: int | None, total_weight: float) -> None:
+        self.patience = patience
+        self._margin_of_gain = CV_TOL * float(total_weight)
+        self.best: tuple[int, float, Any] | None = None
+        self.checks: list[tuple[int, float]] = []
+
+    def update(self, rounds: int, score: float, payload: Any) -> bool:
+        """Record the score after ``rounds`` rounds (``payload`` is kept with the best);
+        return whether to stop."""
+        self.checks.append((rounds, score))
+        if self.best is None or score > self.best[1] + self._margin_of_gain:
+            self.best = (rounds, score, payload)
+            return False
+        return self.patience is not None and rounds - self.best[0] >= self.patience
+
+    @property
+    def rounds(self) -> np.ndarray:
+        """The round counts scored."""
+        return np.array([c[0] for c in self.checks], dtype=int)
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Their scores."""
+        return np.array([c[1] for c in self.checks], dtype=float)
+
+
+#: Builds the row source of a booster: ``make_rows(multiplicities, validation)`` with one row of
+#: multiplicities per ensemble (shape ``(n_ensembles, n_samples)``) and, for the fold boosters,
+#: each one's held-out rows (a boolean array of the same shape; None for the refit).
+MakeRows = Callable[[np.ndarray, "np.ndarray | None"], RowSource]
+
+
+@dataclass
+class CrossFitResult:
+    """What the cross-fitted noise fit found.
+
+    Attributes
+    ----------
+    n_rounds : int
+        The chosen round count.
+    calibration : NoiseCalibration or None
+        The calibration at that count (None for the core model).
+    out_of_fold : ndarray of shape (n_samples,)
+        Each row's out-of-fold ``H`` at that count (the final ensemble's for unscored rows).
+    clean_proba : ndarray of shape (n_samples,)
+        phi_n from the calibration at those margins (ones for the core model).
+    final : Booster
+        The final booster, fitted on every row counted ``s_n phi_n`` times.
+    rounds, scores : ndarray
+        The round counts scored and their out-of-fold scores.
+    """
+
+    n_rounds: int
+    calibration: NoiseCalibration | None
+    out_of_fold: np.ndarray
+    clean_proba: np.ndarray
+    final: Booster
+    rounds: np.ndarray
+    scores: np.ndarray
+
+
+class CrossFitter:
+    """The robust preset's fit: fold boosters in lockstep, the calibration every
+    :data:`CHECK_EVERY` rounds, early stopping, and the refit on ``s_n phi_n``.
+
+    Parameters
+    ----------
+    n_estimators : int
+        The most rounds tried.
+    learning_rate : float
+    patience : int or None
+        ``n_iter_no_change`` (:class:`RoundCountSearch`).
+    priors : ModelPriors
+    settings : RoundSettings
+        The rounds of the final booster; the fold boosters run the core model (phi = 1)
+        with no ELBO (``fixed_vi_iter=1``), as nothing reads their ELBO.
+    noise_model : bool
+        Whether the out-of-fold margins calibrate the noise model (else they are scored by the
+        logistic likelihood and every phi_n is 1).
+    init_eta : pair of float
+    verbose : int
+        Progress bars on stderr.
+    label : str, default=""
+        Appended to the progress bars' names (e.g. " (dask)").
+    """
+
+    def __init__(
+        self,
+        n_estimators: int,
+        learning_rate: float,
+        patience: int | None,
+        priors: ModelPriors,
+        settings: RoundSettings,
+        noise_model: bool,
+        init_eta: tuple[float, float],
+        verbose: int = 0,
+        label: str = "",
+    ) -> None:
+        self.n_estimators = int(n_estimators)
+        self.learning_rate = float(learning_rate)
+        self.patience = patience
+        self.priors = priors
+        self.settings = settings
+        self.noise_model = bool(noise_model)
+        self.init_eta = init_eta
+        self.verbose = verbose
+        self.label = label
+
+    def fit(
+        self,
+        make_rows: MakeRows,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        folds: list[tuple[np.ndarray, np.ndarray]],
+    ) -> CrossFitResult:
+        """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}."""
+        n_rows, n_folds = y.size, len(folds)
+        in_train = np.zeros((n_folds, n_rows), dtype=bool)
+        validation = np.zeros((n_folds, n_rows), dtype=bool)
+        for k, (train, val) in enumerate(folds):
+            in_train[k, train] = True
+            validation[k, val] = True
+        fold_weights = np.where(in_train, sample_weight, 0.0)
+        # A fold's booster carries its validation rows at zero weight: their margins are the
+        # out-of-fold H.
+        states = [
+            initial_state(y, weights, 1.0, self.init_eta, self.priors) for weights in fold_weights
+        ]
+        fold_settings = replace(self.settings, noise_model=False, fixed_vi_iter=1)
+        folds_booster = Booster(
+            make_rows(fold_weights, validation),
+            states,
+            self.priors,
+            fold_settings,
+            self.learning_rate,
+        )
+        # The scored rows in row order (a fixed order for the calibration's sums).
+        active = np.flatnonzero(validation.any(axis=0))
+        y_act, s_act = y[active], sample_weight[active]
+        stopping = RoundCountSearch(self.patience, s_act.sum())
+        done = 0
+        with tqdm(
+            total=self.n_estimators,
+            desc="VIBoost cross-fit" + self.label,
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            while done < self.n_estimators:
+                step = min(CHECK_EVERY, self.n_estimators - done)
+                for _ in range(step):
+                    folds_booster.add_round()
+                done += step
+                progress.update(step)
+                out_of_fold = folds_booster.out_of_fold()
+                score, calibration = score_out_of_fold(
+                    y_act, out_of_fold[active], s_act, self.priors, self.noise_model
+                )
+                if stopping.update(done, score, (calibration, out_of_fold)):
+                    break
+            n_rounds = stopping.best[0]
+            # The bar ends where the search stopped, and says which count it chose.
+            progress.total = done
+            progress.set_postfix_str(f"chose {n_rounds} rounds", refresh=False)
+        folds_booster = None  # the fold boosters' margins are released
+        n_rounds, _, (calibration, out_of_fold) = stopping.best
+        if n_rounds == self.n_estimators:
+            warnings.warn(
+                f"The cross-fitted score was still improving at n_estimators={n_rounds}, the "
+                "most rounds tried: the fit stopped at that cap, not at its best round count. "
+                "Raise n_estimators (or learning_rate) to let it find more.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+
+        # The final booster on every row, each counted s_n phi_n times.
+        if calibration is None:  # core model: no noise statistics to calibrate
+            clean = np.ones(n_rows)
+        else:
+            clean = calibration.clean_proba(y, out_of_fold)
+        multiplicity = sample_weight * clean
+        final = Booster(
+            make_rows(multiplicity[None, :], None),
+            [initial_state(y, multiplicity, 1.0, self.init_eta, self.priors)],
+            self.priors,
+            self.settings,
+            self.learning_rate,
+        )
+        run_rounds(final, n_rounds, "VIBoost refit" + self.label, self.verbose)
+        # Rows in no validation fold (those of zero weight, which no booster fitted, or rows a
+        # given cv leaves out) get the final ensemble's margin.
+        unscored = np.ones(n_rows, dtype=bool)
+        unscored[active] = False
+        if unscored.any():
+            out_of_fold[unscored] = final.margins()[unscored]
+            if calibration is not None:
+                clean = calibration.clean_proba(y, out_of_fold)
+        return CrossFitResult(
+            n_rounds=n_rounds,
+            calibration=calibration,
+            out_of_fold=out_of_fold,
+            clean_proba=clean,
+            final=final,
+            rounds=stopping.rounds,
+            scores=stopping.scores,
+        )
