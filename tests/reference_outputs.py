@@ -73,18 +73,25 @@ def _sample_weight(kind: str, n: int) -> np.ndarray:
     return weights
 
 
-def vi_outputs(name: str) -> dict[str, np.ndarray]:
-    """Every fitted attribute of one configuration, and the decision function on fresh rows."""
-    data, params, options = VI_CONFIGS[name]
+def _fit(config: tuple[str, dict, dict], **preset) -> tuple[VIBoostClassifier, np.ndarray]:
+    """The estimator of one configuration fitted on its data, and fresh rows to predict."""
+    data, params, options = config
     X, y = make_data(data)
     fit_kw = {}
     if options.get("sample_weight"):
         fit_kw["sample_weight"] = _sample_weight(options["sample_weight"], X.shape[0])
-    clf = VIBoostClassifier(preset="paper", **params)
+    clf = VIBoostClassifier(**preset, **params)
     if "warm_from" in options:
         clf.set_params(n_estimators=options["warm_from"]).fit(X, y, **fit_kw)
         clf.set_params(n_estimators=params["n_estimators"])
     clf.fit(X, y, **fit_kw)
+    return clf, X
+
+
+def vi_outputs(name: str) -> dict[str, np.ndarray]:
+    """Every fitted attribute of one configuration, and the decision function on fresh rows."""
+    data = VI_CONFIGS[name][0]
+    clf, _ = _fit(VI_CONFIGS[name], preset="paper")
     stumps = np.array(
         [[s.feature, s.threshold, s.polarity, float(s.missing_right)] for s in clf.estimators_]
     )
@@ -168,12 +175,8 @@ ROBUST_CONFIGS: dict[str, tuple[str, dict, dict]] = {
 
 def robust_outputs(name: str) -> dict[str, np.ndarray]:
     """The fitted model and noise statistics of one robust-preset configuration."""
-    data, params, options = ROBUST_CONFIGS[name]
-    X, y = make_data(data)
-    fit_kw = {}
-    if options.get("sample_weight"):
-        fit_kw["sample_weight"] = _sample_weight(options["sample_weight"], X.shape[0])
-    clf = VIBoostClassifier(**params).fit(X, y, **fit_kw)
+    data = ROBUST_CONFIGS[name][0]
+    clf, X = _fit(ROBUST_CONFIGS[name])
     X_new = make_data(data)[0][::3] * 1.1
     return {
         "n_rounds": np.array(len(clf.alphas_)),

@@ -1,15 +1,30 @@
-"""viboost.noise_fit.cross_fit: the folds, the score of a round count and the early-stopping
-rule."""
+"""viboost.noise_fit.cross_fit: the folds, the score of a round count, the early-stopping rule
+and the CrossFitter driver (out-of-fold margins against a fold booster fitted alone, the
+warning at the round cap, the progress bars)."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 from scipy.special import log_expit
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
 
-from viboost.noise_fit.cross_fit import CV_TOL, RoundCountSearch, cross_fit_folds, score_out_of_fold
-from viboost.variational import ModelPriors
+import viboost.boosting.booster
+import viboost.noise_fit.cross_fit
+from viboost.boosting.booster import Booster, InMemoryRows
+from viboost.boosting.stumps import BinnedStumpSearch
+from viboost.noise_fit.cross_fit import (
+    CHECK_EVERY,
+    CV_TOL,
+    CrossFitter,
+    RoundCountSearch,
+    cross_fit_folds,
+    score_out_of_fold,
+)
+from viboost.variational import ModelPriors, RoundSettings, initial_state
 
 
 def test_round_count_search_keeps_the_best_and_stops_after_patience():
@@ -69,3 +84,109 @@ def test_score_is_the_logistic_log_likelihood_for_the_core_model():
     assert score == pytest.approx(float(np.sum(weight * log_expit(y * margin))), rel=1e-12)
     score, calibration = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=True)
     assert score == calibration.log_likelihood
+
+
+# ---------------------------------------------------------------------------- the driver
+def _noisy_data(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, 1.0, -1.0)
+    flip = rng.random(n) < 0.15
+    y[flip] = -y[flip]
+    return X, y
+
+
+def _cross_fitter(n_estimators: int, patience: int | None, verbose: int = 0) -> CrossFitter:
+    return CrossFitter(
+        n_estimators=n_estimators,
+        learning_rate=0.1,
+        patience=patience,
+        priors=ModelPriors(),
+        settings=RoundSettings(alpha="exact", noise_model=False),
+        noise_model=True,
+        init_eta=(1.0, 1.0),
+        verbose=verbose,
+    )
+
+
+def _make_rows(X: np.ndarray, y: np.ndarray):
+    search = BinnedStumpSearch(X)
+
+    def make_rows(multiplicities, validation):
+        searches = [search.restricted(m > 0) for m in multiplicities]
+        return InMemoryRows(searches, y, list(multiplicities), validation=validation)
+
+    return make_rows
+
+
+def test_cross_fitter_refits_on_clean_proba_and_scores_each_row_out_of_fold():
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    result = _cross_fitter(200, patience=30).fit(_make_rows(X, y), y, s, folds)
+    assert result.n_rounds < 200 and result.n_rounds % CHECK_EVERY == 0
+    assert result.final.n_rounds == result.n_rounds
+    assert result.rounds[-1] - result.n_rounds >= 30  # stopped by patience
+    np.testing.assert_array_equal(
+        result.clean_proba, result.calibration.clean_proba(y, result.out_of_fold)
+    )
+    # A row's out-of-fold margin is its fold booster's, which never saw it: refitting that
+    # fold's booster alone for the chosen rounds gives the same margin.
+    train, val = folds[1]
+    weights = np.zeros(y.size)
+    weights[train] = 1.0
+    search = BinnedStumpSearch(X)
+    alone = Booster(
+        InMemoryRows([search.restricted(weights > 0)], y, [weights]),
+        [initial_state(y, weights, 1.0, (1.0, 1.0), ModelPriors())],
+        ModelPriors(),
+        RoundSettings(alpha="exact", noise_model=False, fixed_vi_iter=1),
+        learning_rate=0.1,
+    )
+    for _ in range(result.n_rounds):
+        alone.add_round()
+    np.testing.assert_array_equal(result.out_of_fold[val], alone.margins()[val])
+
+
+def test_cross_fitter_warns_when_the_best_round_count_is_the_cap():
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="n_estimators=20"):
+        result = _cross_fitter(20, patience=None).fit(_make_rows(X, y), y, s, folds)
+    assert result.n_rounds == 20
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert _cross_fitter(400, patience=30).fit(_make_rows(X, y), y, s, folds).n_rounds < 400
+
+
+def test_cross_fit_progress_bar_ends_at_the_rounds_run_and_names_the_choice(monkeypatch):
+    bars = []
+
+    class Bar:
+        def __init__(self, total, desc, **kwargs):
+            self.total, self.desc, self.n, self.postfix = total, desc, kwargs.get("initial", 0), ""
+            bars.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self, n=1):
+            self.n += n
+
+        def set_postfix_str(self, text, refresh=True):
+            self.postfix = text
+
+    monkeypatch.setattr(viboost.noise_fit.cross_fit, "tqdm", Bar)
+    monkeypatch.setattr(viboost.boosting.booster, "tqdm", Bar)
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    result = _cross_fitter(400, patience=30, verbose=1).fit(_make_rows(X, y), y, s, folds)
+    cross, refit = bars
+    assert cross.total == cross.n == result.rounds[-1] < 400
+    assert cross.postfix == f"chose {result.n_rounds} rounds"
+    assert refit.desc == "VIBoost refit" and refit.total == refit.n == result.n_rounds

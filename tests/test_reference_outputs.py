@@ -13,11 +13,13 @@ above 4,096 rows, warm start, and two Gibbs runs).
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import reference_outputs as ref
+from sklearn.exceptions import ConvergenceWarning
 
 SAVED = Path(__file__).parent / "data" / "reference_outputs.npz"
 
@@ -89,7 +91,14 @@ def saved_robust() -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("name", list(ref.ROBUST_CONFIGS))
 def test_robust_fit_is_bit_identical(saved_robust, name):
-    _assert_identical(saved_robust, name, ref.robust_outputs(name))
+    if name == "robust_pseudo_rows":  # its best round count is the cap, and fit says so
+        with pytest.warns(ConvergenceWarning, match="n_estimators=60"):
+            outputs = ref.robust_outputs(name)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            outputs = ref.robust_outputs(name)
+    _assert_identical(saved_robust, name, outputs)
 
 
 def test_saved_robust_outputs_cover_every_configuration(saved_robust):

