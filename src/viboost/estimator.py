@@ -41,17 +41,15 @@ from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_
 from viboost.boosting.learners import LearnerSearch
 from viboost.boosting.predictor import predict_ensemble
 from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
-from viboost.noise_fit.calibration import flip_rates_from_mislabel
+from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
 from viboost.noise_fit.cross_fit import (
     CrossFitResult,
     CrossFitter,
     MakeRows,
     cross_fit_folds,
-    fold_seed,
 )
 from viboost.presets import PRESETS, FitPlan, resolve_preset
 from viboost.variational import ModelPriors, RoundSettings, VariationalState, initial_state
-from viboost.variational.updates import update_eta, update_omega
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
@@ -529,6 +527,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             init_eta=init_eta,
             verbose=self.verbose,
             label=label,
+            random_state=self.random_state,
         )
 
     def _store_cross_fit(
@@ -542,7 +541,16 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.noise_calibration_ = result.calibration
         self.cv_decision_function_ = result.out_of_fold
         self.clean_proba_ = result.clean_proba
-        self._set_calibrated_noise_statistics(y, sample_weight, result.out_of_fold)
+        if result.calibration is None:  # core model: no noise statistics
+            self._set_flip_rates(y, sample_weight, None)
+            return
+        self._state = result.state
+        self._set_noise_statistics()
+        # The in-sample paths of Algorithm 1's inner loop do not exist in a cross-fitted fit.
+        self.snr_path_ = np.full(len(self.estimators_), np.nan)
+        self.noise_grade_path_ = np.full(len(self.estimators_), np.nan)
+        self.mislabel_proba_ = result.mislabel_proba
+        self._store_flip_rates(result.flip_rates, result.flip_rate_intervals)
 
     def _store_booster(self, booster: Booster, priors: ModelPriors) -> None:
         """The fitted ensemble and the records of ``booster``'s (only) ensemble."""
@@ -572,33 +580,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             noise_grade_path=list(self.noise_grade_path_),
         )
 
-    def _set_calibrated_noise_statistics(
-        self, y: np.ndarray, sample_weight: np.ndarray, out_of_fold: np.ndarray
-    ) -> None:
-        """eta, omega, the SNR and the noise grade from the calibrated phi by S.4.4 and S.4.2
-        (close to the calibration's theta and xi, which they would equal at its optimum but for
-        the intercept's dependence on them), and the flip rates with intervals."""
-        calibration = self.noise_calibration_
-        if calibration is None:  # core model: no noise statistics
-            self._set_noise_statistics()
-            self._set_flip_rates(y, sample_weight, None)
-            return
-        noise = 1.0 - self.clean_proba_
-        self._state = VariationalState(
-            eta=update_eta(sample_weight, self.clean_proba_, noise, self._priors.clean),
-            omega=update_omega(y, sample_weight, noise, self._priors.noise_grade),
-            clean=calibration.clean,
-        )
-        self._set_noise_statistics()
-        # The in-sample paths of Algorithm 1's inner loop do not exist in a cross-fitted fit.
-        self.snr_path_ = np.full(len(self.estimators_), np.nan)
-        self.noise_grade_path_ = np.full(len(self.estimators_), np.nan)
-        self.mislabel_proba_ = calibration.mislabel_proba(y, out_of_fold)
-        intervals = calibration.flip_rate_interval(
-            y, out_of_fold, sample_weight, random_state=fold_seed(self.random_state)
-        )
-        self._set_flip_rates(y, sample_weight, intervals)
-
     def _set_in_sample_noise_statistics(
         self, y: np.ndarray, sample_weight: np.ndarray, margin: np.ndarray
     ) -> None:
@@ -608,7 +589,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.cv_log_likelihood_ = np.empty(0)
         self.cv_decision_function_ = np.full(y.shape[0], np.nan)
         self.noise_calibration_ = None
-        self.mislabel_proba_ = (1.0 - self.clean_proba_) * expit(-y * margin)
+        self.mislabel_proba_ = mislabel_proba_in_sample(self.clean_proba_, y, margin)
         self._set_flip_rates(y, sample_weight, None)
 
     def _set_flip_rates(

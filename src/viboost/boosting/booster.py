@@ -193,9 +193,7 @@ class Booster:
         return self.rows.out_of_fold()
 
 
-def run_rounds(
-    booster: Booster, n_rounds: int, desc: str, verbose: int, done: int = 0
-) -> None:
+def run_rounds(booster: Booster, n_rounds: int, desc: str, verbose: int, done: int = 0) -> None:
     """Add rounds until ``booster`` has ``n_rounds``, with a progress bar on stderr when
     ``verbose`` and the fit lasts over two seconds (``done`` rounds were fitted before)."""
     with tqdm(

@@ -80,7 +80,6 @@ def _transpose(binned, block):  # pragma: no cover - compiled
     return out
 
 
-
 def binned_histogram(
     binned: np.ndarray, weights: np.ndarray, y: np.ndarray, active: np.ndarray
 ) -> np.ndarray:
@@ -97,7 +96,6 @@ def occupied_bins(binned: np.ndarray, active: np.ndarray) -> np.ndarray:
     n_samples = binned.shape[0]
     counts = binned_histogram(binned, active.astype(np.float64), np.ones(n_samples), active)
     return counts[:, :, 1] > 0.0
-
 
 
 def transpose_bins(binned: np.ndarray) -> np.ndarray:

@@ -137,9 +137,7 @@ class EnsemblePredictor:
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got an array of shape {X.shape}")
         if self.max_feature >= X.shape[1]:
-            raise ValueError(
-                f"a learner splits on a feature outside the {X.shape[1]} columns of X"
-            )
+            raise ValueError(f"a learner splits on a feature outside the {X.shape[1]} columns of X")
         if self.stumps_only:
             roots = self.roots
             return _stump_margin(

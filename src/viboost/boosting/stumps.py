@@ -171,7 +171,6 @@ def predict_stumps(stumps: list[DecisionStump], X: np.ndarray) -> np.ndarray:
     return out
 
 
-
 class ExactStumpSearch:
     """Exhaustive stump search over presorted feature values.
 
@@ -368,7 +367,6 @@ def _best_split(hist, n_bins, occupied, bin_values, tol):  # pragma: no cover - 
                 left_weight = cum_pos[position] + cum_neg[position]
                 best_missing_right = left_weight <= (pos_total + neg_total) / 2.0
     return best_j, best_p, best_polarity, best_missing_right, best_error
-
 
 
 @threaded_kernel(cache=True)
@@ -574,4 +572,3 @@ class BinnedStumpSearch:
         if stump.split_bin is None:
             stump = replace(stump, split_bin=self.split_bin(stump))
         return stump.binned_outputs(self.binned_columns_)
-

@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner, absent_values
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
-from viboost.noise_fit.calibration import flip_rate_sums
+from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
 from viboost.variational.updates import update_omega
@@ -328,7 +327,7 @@ def in_sample_noise(
     :func:`~viboost.noise_fit.calibration.flip_rate_sums` of the block."""
     margin = boosters[0].margins.margin
     phi = clean.proba(block.y, margin)
-    mislabel = (1.0 - phi) * expit(-block.y * margin)
+    mislabel = mislabel_proba_in_sample(phi, block.y, margin)
     return phi, mislabel, flip_rate_sums(mislabel, block.y, block.sample_weight)
 
 

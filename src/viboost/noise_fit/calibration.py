@@ -41,6 +41,7 @@ __all__ = [
     "flip_rate_sums",
     "flip_rates_from_mislabel",
     "flip_rates_from_sums",
+    "mislabel_proba_in_sample",
 ]
 
 # A weakly informative N(0, 3^2) prior on log b keeps b finite when the margins carry no signal
@@ -159,6 +160,15 @@ def equal_tailed_interval(draws: np.ndarray, level: float = 0.9) -> np.ndarray:
     """Equal-tailed ``level`` interval of each column of ``draws``, shape (n_columns, 2)."""
     tail = (1.0 - level) / 2.0
     return np.quantile(draws, [tail, 1.0 - tail], axis=0).T
+
+
+def mislabel_proba_in_sample(
+    clean_proba: np.ndarray, y: np.ndarray, margin: np.ndarray
+) -> np.ndarray:
+    """``(1 - phi_n) sigmoid(-y_n H_n)``: the probability that label ``y_n`` differs from the
+    row's true class under Algorithm 1's in-sample q(w) (phi_n) and the training margins (a
+    ranking, not calibrated: :meth:`NoiseCalibration.mislabel_proba` is the calibrated one)."""
+    return (1.0 - clean_proba) * expit(-y * margin)
 
 
 def flip_rate_sums(wrong: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:

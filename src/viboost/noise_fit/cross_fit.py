@@ -29,9 +29,14 @@ from tqdm.auto import tqdm
 
 from viboost._utils.validation import RandomStateLike, check_random_state
 from viboost.boosting.booster import Booster, RowSource, run_rounds
-from viboost.noise_fit.calibration import NoiseCalibration, calibrate_noise
-from viboost.variational import RoundSettings, initial_state
+from viboost.noise_fit.calibration import (
+    NoiseCalibration,
+    calibrate_noise,
+    flip_rates_from_mislabel,
+)
+from viboost.variational import RoundSettings, VariationalState, initial_state
 from viboost.variational.priors import ModelPriors
+from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
     "CHECK_EVERY",
@@ -168,6 +173,15 @@ class CrossFitResult:
         The final booster, fitted on every row counted ``s_n phi_n`` times.
     rounds, scores : ndarray
         The round counts scored and their out-of-fold scores.
+    state : VariationalState or None
+        eta and omega from the calibrated phi by S.4.4 and S.4.2 (close to the calibration's
+        theta and xi, which they would equal at its optimum but for the intercept's dependence
+        on them), with the calibration's q(w); None for the core model.
+    mislabel_proba : ndarray of shape (n_samples,) or None
+        The calibrated probability that each label is wrong; None for the core model.
+    flip_rates, flip_rate_intervals : ndarray of shape (3,) and (3, 2), or None
+        ``[share of wrong labels, flip rate of each true class]`` and their 90% credible
+        intervals; None for the core model.
     """
 
     n_rounds: int
@@ -177,6 +191,10 @@ class CrossFitResult:
     final: Booster
     rounds: np.ndarray
     scores: np.ndarray
+    state: VariationalState | None = None
+    mislabel_proba: np.ndarray | None = None
+    flip_rates: np.ndarray | None = None
+    flip_rate_intervals: np.ndarray | None = None
 
 
 class CrossFitter:
@@ -202,6 +220,8 @@ class CrossFitter:
         Progress bars on stderr.
     label : str, default=""
         Appended to the progress bars' names (e.g. " (dask)").
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draws of the credible intervals (:func:`fold_seed`).
     """
 
     def __init__(
@@ -215,6 +235,7 @@ class CrossFitter:
         init_eta: tuple[float, float],
         verbose: int = 0,
         label: str = "",
+        random_state: RandomStateLike = None,
     ) -> None:
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
@@ -225,6 +246,7 @@ class CrossFitter:
         self.init_eta = init_eta
         self.verbose = verbose
         self.label = label
+        self.random_state = random_state
 
     def fit(
         self,
@@ -316,7 +338,7 @@ class CrossFitter:
             out_of_fold[unscored] = final.margins()[unscored]
             if calibration is not None:
                 clean = calibration.clean_proba(y, out_of_fold)
-        return CrossFitResult(
+        result = CrossFitResult(
             n_rounds=n_rounds,
             calibration=calibration,
             out_of_fold=out_of_fold,
@@ -324,4 +346,24 @@ class CrossFitter:
             final=final,
             rounds=stopping.rounds,
             scores=stopping.scores,
+        )
+        if calibration is not None:
+            self._noise_statistics(result, y, sample_weight)
+        return result
+
+    def _noise_statistics(
+        self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray
+    ) -> None:
+        """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`)."""
+        calibration, clean = result.calibration, result.clean_proba
+        noise = 1.0 - clean
+        result.state = VariationalState(
+            eta=update_eta(sample_weight, clean, noise, self.priors.clean),
+            omega=update_omega(y, sample_weight, noise, self.priors.noise_grade),
+            clean=calibration.clean,
+        )
+        result.mislabel_proba = calibration.mislabel_proba(y, result.out_of_fold)
+        result.flip_rates = flip_rates_from_mislabel(result.mislabel_proba, y, sample_weight)
+        result.flip_rate_intervals = calibration.flip_rate_interval(
+            y, result.out_of_fold, sample_weight, random_state=fold_seed(self.random_state)
         )
