@@ -17,6 +17,7 @@ dd = pytest.importorskip("dask.dataframe")
 distributed = pytest.importorskip("distributed")
 
 from viboost import VIBoostClassifier  # noqa: E402
+from viboost.boosting.booster import Booster  # noqa: E402
 from viboost.dask import DaskVIBoostClassifier  # noqa: E402
 
 RTOL = 1e-9
@@ -234,9 +235,17 @@ def test_a_cluster_without_workers_times_out_with_a_clear_error():
 
 
 @pytest.mark.timeout(240)
-def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
+def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
     X, y = _data(2000, seed=4)
     want = VIBoostClassifier(25, preset="paper", random_state=0).fit(X, y)
+    rounds = []  # rounds the client has run so far (the fit's booster runs in this process)
+    add_round = Booster.add_round
+
+    def counting(booster: Booster) -> None:
+        add_round(booster)
+        rounds.append(booster.n_rounds)
+
+    monkeypatch.setattr(Booster, "add_round", counting)
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -259,7 +268,7 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly():
         thread = threading.Thread(target=fit, daemon=True)
         thread.start()
         deadline = time.monotonic() + 120
-        while len(getattr(model, "estimators_", [])) < 5 and time.monotonic() < deadline:
+        while len(rounds) < 5 and time.monotonic() < deadline:
             if not thread.is_alive():
                 break
             time.sleep(0.05)
