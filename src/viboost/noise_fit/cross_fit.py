@@ -256,66 +256,17 @@ class CrossFitter:
         folds: list[tuple[np.ndarray, np.ndarray]],
     ) -> CrossFitResult:
         """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}."""
-        n_rows, n_folds = y.size, len(folds)
-        in_train = np.zeros((n_folds, n_rows), dtype=bool)
-        validation = np.zeros((n_folds, n_rows), dtype=bool)
-        for k, (train, val) in enumerate(folds):
-            in_train[k, train] = True
-            validation[k, val] = True
-        fold_weights = np.where(in_train, sample_weight, 0.0)
-        # A fold's booster carries its validation rows at zero weight: their margins are the
-        # out-of-fold H.
-        states = [
-            initial_state(y, weights, 1.0, self.init_eta, self.priors) for weights in fold_weights
-        ]
-        fold_settings = replace(self.settings, noise_model=False, fixed_vi_iter=1)
-        folds_booster = Booster(
-            make_rows(fold_weights, validation),
-            states,
-            self.priors,
-            fold_settings,
-            self.learning_rate,
-        )
-        # The scored rows in row order (a fixed order for the calibration's sums).
-        active = np.flatnonzero(validation.any(axis=0))
-        y_act, s_act = y[active], sample_weight[active]
-        stopping = RoundCountSearch(self.patience, s_act.sum())
-        done = 0
-        with tqdm(
-            total=self.n_estimators,
-            desc="VIBoost cross-fit" + self.label,
-            unit="round",
-            disable=not self.verbose,
-            delay=2.0,
-            file=sys.stderr,
-        ) as progress:
-            while done < self.n_estimators:
-                step = min(CHECK_EVERY, self.n_estimators - done)
-                for _ in range(step):
-                    folds_booster.add_round()
-                done += step
-                progress.update(step)
-                out_of_fold = folds_booster.out_of_fold()
-                score, calibration = score_out_of_fold(
-                    y_act, out_of_fold[active], s_act, self.priors, self.noise_model
-                )
-                if stopping.update(done, score, (calibration, out_of_fold)):
-                    break
-            n_rounds = stopping.best[0]
-            # The bar ends where the search stopped, and says which count it chose.
-            progress.total = done
-            progress.set_postfix_str(f"chose {n_rounds} rounds", refresh=False)
-        folds_booster = None  # the fold boosters' margins are released
+        stopping, active = self._search_round_count(make_rows, y, sample_weight, folds)
         n_rounds, _, (calibration, out_of_fold) = stopping.best
         if n_rounds == self.n_estimators:
             warnings.warn(
-                f"The cross-fitted score was still improving at n_estimators={n_rounds}, the "
-                "most rounds tried: the fit stopped at that cap, not at its best round count. "
-                "Raise n_estimators (or learning_rate) to let it find more.",
+                f"The out-of-fold score was best at n_estimators={n_rounds}, the most rounds "
+                "tried, so more rounds would likely fit better: raise n_estimators (or "
+                "learning_rate).",
                 ConvergenceWarning,
                 stacklevel=3,  # the caller of the estimator's fit
             )
-
+        n_rows = y.size
         # The final booster on every row, each counted s_n phi_n times.
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
@@ -350,6 +301,65 @@ class CrossFitter:
         if calibration is not None:
             self._noise_statistics(result, y, sample_weight)
         return result
+
+    def _search_round_count(
+        self,
+        make_rows: MakeRows,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        folds: list[tuple[np.ndarray, np.ndarray]],
+    ) -> tuple[RoundCountSearch, np.ndarray]:
+        """The fold boosters in lockstep, scored every :data:`CHECK_EVERY` rounds until the
+        search stops; the search and the scored rows (those in a validation fold)."""
+        n_rows, n_folds = y.size, len(folds)
+        in_train = np.zeros((n_folds, n_rows), dtype=bool)
+        validation = np.zeros((n_folds, n_rows), dtype=bool)
+        for k, (train, val) in enumerate(folds):
+            in_train[k, train] = True
+            validation[k, val] = True
+        fold_weights = np.where(in_train, sample_weight, 0.0)
+        # A fold's booster carries its validation rows at zero weight: their margins are the
+        # out-of-fold H.
+        states = [
+            initial_state(y, weights, 1.0, self.init_eta, self.priors) for weights in fold_weights
+        ]
+        fold_settings = replace(self.settings, noise_model=False, fixed_vi_iter=1)
+        booster = Booster(
+            make_rows(fold_weights, validation),
+            states,
+            self.priors,
+            fold_settings,
+            self.learning_rate,
+        )
+        # The scored rows in row order (a fixed order for the calibration's sums).
+        active = np.flatnonzero(validation.any(axis=0))
+        y_act, s_act = y[active], sample_weight[active]
+        stopping = RoundCountSearch(self.patience, s_act.sum())
+        done = 0
+        with tqdm(
+            total=self.n_estimators,
+            desc="VIBoost cross-fit" + self.label,
+            unit="round",
+            disable=not self.verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress:
+            while done < self.n_estimators:
+                step = min(CHECK_EVERY, self.n_estimators - done)
+                for _ in range(step):
+                    booster.add_round()
+                done += step
+                progress.update(step)
+                out_of_fold = booster.out_of_fold()
+                score, calibration = score_out_of_fold(
+                    y_act, out_of_fold[active], s_act, self.priors, self.noise_model
+                )
+                if stopping.update(done, score, (calibration, out_of_fold)):
+                    break
+            # The bar ends where the search stopped, and says which count it chose.
+            progress.total = done
+            progress.set_postfix_str(f"chose {stopping.best[0]} rounds", refresh=False)
+        return stopping, active
 
     def _noise_statistics(
         self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray
