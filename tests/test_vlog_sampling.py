@@ -321,9 +321,7 @@ def test_extreme_densities_answer_or_raise(seed):
                 value = np.asarray(call())
             for warning in caught:
                 assert issubclass(warning.category, IntegrationWarning), warning
-                assert "cdf table: Chebyshev interpolation did not converge" in str(
-                    warning.message
-                )
+                assert "cdf table: Chebyshev interpolation did not converge" in str(warning.message)
         except FloatingPointError as err:  # SamplingError is a RuntimeError
             assert "float" in str(err)
             continue
