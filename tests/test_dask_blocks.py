@@ -73,7 +73,7 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
     weights = search_weights(block.y, np.zeros(300), weight, clean, 1.0, True)
     stump, _ = search.best(weights, block.y)
     occupied = blocks.occupied_by_booster(block, (booster,))[0]
-    got, _, _ = best_binned_stump(hist / total, binner, occupied)
+    got, _ = best_binned_stump(hist / total, binner, occupied)
     assert got == stump
     stump = got  # the stump with its split bin
     assert knots == (0.0, 0.0)

@@ -106,7 +106,7 @@ def test_binned_search_matches_exact_search(seed):
         stump, error = binned.best(d, y)
         assert stump == expected
         assert error == pytest.approx(expected_error, abs=1e-12)
-        assert binned.split_bin(stump) == binned.last_split_bin_
+        assert binned.split_bin(stump) == stump.split_bin
         np.testing.assert_array_equal(binned.outputs(stump), stump.predict(X))
 
 
@@ -231,8 +231,8 @@ def test_best_binned_stump_normalises_a_histogram_and_rejects_nan():
     search = BinnedStumpSearch(X)
     hist = binned_histogram(search.binned_, np.full(4, 5.0), y, np.ones(4, dtype=bool))
     occupied = occupied_bins(search.binned_, np.ones(4, dtype=bool))
-    stump, error, position = best_binned_stump(hist, search.binner_, occupied)
-    assert (stump.threshold, error, position) == (1.5, 0.0, 2)
+    stump, error = best_binned_stump(hist, search.binner_, occupied)
+    assert (stump.threshold, error, stump.split_bin + 1) == (1.5, 0.0, 2)
     hist[0, 0, 0] = np.nan
     with pytest.raises(ValueError, match="finite"):
         best_binned_stump(hist, search.binner_, occupied)

@@ -385,10 +385,10 @@ def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cov
 
 def best_binned_stump(
     hist: np.ndarray, binner: FeatureBinner, occupied: np.ndarray
-) -> tuple[DecisionStump, float, int]:
+) -> tuple[DecisionStump, float]:
     """The stump of least weighted error from a :func:`binned_histogram` of the weights.
 
-    Returns the stump, its error and its split position (bins ``< position`` go left).
+    Returns the stump (with its ``split_bin``: bins ``<= split_bin`` go left) and its error.
     ``occupied`` is :func:`occupied_bins` of the search's rows. Errors within
     :data:`TIE_TOLERANCE` are ties, broken as in :meth:`ExactStumpSearch.best`, except that a
     run of positions parted only by unoccupied bins gives its middle one. A
@@ -415,7 +415,7 @@ def best_binned_stump(
         split_bin=int(position) - 1,
         gain=1.0 - 2.0 * error,
     )
-    return stump, error, int(position)
+    return stump, error
 
 
 def binned_stump_outputs(column: np.ndarray, position: int, stump: DecisionStump) -> np.ndarray:
@@ -459,9 +459,6 @@ class BinnedStumpSearch:
         Bins of ``X``, row-major (read by the histogram).
     binned_columns_ : ndarray of uint8, shape (n_features, n_samples)
         The same bins, one contiguous row per feature (read by :meth:`outputs`).
-    last_split_bin_ : int
-        For the stump last returned by :meth:`best`: bins ``<= last_split_bin_`` of its feature
-        go left (-1 for the threshold ``-inf``).
 
     Examples
     --------
@@ -504,7 +501,6 @@ class BinnedStumpSearch:
         self._active = active
         # Which bins hold active rows (weight-free; column 255: missing values).
         self._occupied = occupied_bins(self.binned_, active)
-        self.last_split_bin_ = -1
 
     def restricted(self, active: np.ndarray) -> BinnedStumpSearch:
         """A search over the same bins for the rows ``active`` (a subset of this search's rows,
@@ -519,7 +515,6 @@ class BinnedStumpSearch:
         other.binned_columns_ = self.binned_columns_
         other._active = active
         other._occupied = occupied_bins(self.binned_, active)
-        other.last_split_bin_ = -1
         return other
 
     def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
@@ -538,9 +533,7 @@ class BinnedStumpSearch:
                 f"weights and y must have shape ({n_samples},), got {weights.shape} and {y.shape}"
             )
         hist = binned_histogram(self.binned_, weights, y, self._active)
-        stump, error, position = best_binned_stump(hist, self.binner_, self._occupied)
-        self.last_split_bin_ = position - 1
-        return stump, error
+        return best_binned_stump(hist, self.binner_, self._occupied)
 
     def split_bin(self, stump: DecisionStump) -> int:
         """The bin ``b`` such that ``stump`` sends bins ``<= b`` of its feature left.

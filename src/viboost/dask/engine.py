@@ -168,7 +168,7 @@ class BlockRows:
         learners, self._grids = [], []
         for k, occupied in enumerate(self.occupied):
             hist, low, high = _combine_histograms([part[k] for part in parts])
-            stump, _, _ = best_binned_stump(hist, self.binner, occupied)
+            stump, _ = best_binned_stump(hist, self.binner, occupied)
             learners.append(stump)
             self._grids.append(KnotGrid.covering(low, high) if self.compress[k] else None)
         return learners
