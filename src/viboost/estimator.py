@@ -41,6 +41,7 @@ from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_
 from viboost.boosting.learners import LearnerSearch
 from viboost.boosting.predictor import predict_ensemble
 from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
+from viboost.boosting.trees import TreeSearch
 from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
 from viboost.noise_fit.cross_fit import (
     CrossFitResult,
@@ -156,7 +157,23 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         distinct values is binned exactly, so the stumps are those of the exhaustive search;
         otherwise its thresholds are quantiles. Thresholds are in the units of ``X``. None uses
         the exhaustive search over all distinct values
-        (:class:`~viboost.boosting.stumps.ExactStumpSearch`).
+        (:class:`~viboost.boosting.stumps.ExactStumpSearch`; stumps only).
+    max_leaf_nodes : int or None, default=None
+        Most leaves of each round's tree (scikit-learn HGB's name), grown best-first
+        (:mod:`viboost.boosting.trees`). None: the preset's, 31 for ``"robust"`` and 2 for
+        ``"paper"``, whose 2-leaf tree with tied leaves is the paper's decision stump.
+    max_depth : int or None, default=None
+        Most splits from a tree's root to a leaf; None for no limit (on the paper preset, a
+        depth asks for trees of up to ``2 ** max_depth`` leaves).
+    min_samples_leaf : int or None, default=None
+        Fewest training rows (of positive weight) in a leaf. None: 20 for ``"robust"``, 1 for
+        ``"paper"``.
+    leaf_weights : {"per-leaf", "tied"} or None, default=None
+        ``"per-leaf"``: each leaf is a base classifier with its own weight and its own v-Log
+        posterior (the rows of the leaf, S.4.1), its value the posterior's mode, and the tree is
+        added times ``learning_rate``; a fit starts with an intercept (a one-leaf tree).
+        ``"tied"``: Algorithm 1 as printed, one weight per tree, leaves labelled +-1 by their
+        weighted majority. None: ``"per-leaf"`` for ``"robust"``, ``"tied"`` for ``"paper"``.
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -287,6 +304,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "update_alpha_once": ["boolean"],
         "warm_start": ["boolean"],
         "max_bins": [Interval(Integral, 2, 255, closed="both"), None],
+        "max_leaf_nodes": [Interval(Integral, 2, None, closed="left"), None],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), None],
+        "leaf_weights": [StrOptions({"per-leaf", "tied"}), None],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -315,6 +336,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         update_alpha_once: bool = False,
         warm_start: bool = False,
         max_bins: int | None = 255,
+        max_leaf_nodes: int | None = None,
+        max_depth: int | None = None,
+        min_samples_leaf: int | None = None,
+        leaf_weights: str | None = None,
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -339,6 +364,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.update_alpha_once = update_alpha_once
         self.warm_start = warm_start
         self.max_bins = max_bins
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.leaf_weights = leaf_weights
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -373,6 +402,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             ("noise_fit", None),
             ("cv", 5),
             ("n_iter_no_change", 100),
+            # Saved before trees: every base learner was a stump.
+            ("max_leaf_nodes", 2),
+            ("max_depth", None),
+            ("min_samples_leaf", 1),
+            ("leaf_weights", "tied"),
         ):
             state.setdefault(name, value)
         super().__setstate__(state)
@@ -429,9 +463,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
             )
 
-        plan = resolve_preset(
-            self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
-        )
+        plan = self._resolve_plan()
+        if not plan.stumps and self.max_bins is None:
+            raise ValueError(
+                "max_bins=None (the exhaustive search) builds decision stumps only; trees "
+                "(max_leaf_nodes > 2 or leaf_weights='per-leaf') need binned features: set "
+                "max_bins, e.g. 255."
+            )
         priors = self._model_priors(clean_prior)
         folds = None
         if plan.noise_fit == "cross-fit":
@@ -450,7 +488,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         with numba_threads(threads):
             # One binning for the whole fit (as LightGBM's cv): every booster searches the same
             # candidate thresholds, from the weighted rows' values (no labels are used).
-            search = self._learner_search(X, weighted)
+            search = self._learner_search(X, weighted, plan)
             if folds is None:
                 self._fit_in_sample(
                     search, X, classes, y_signed, sample_weight, priors, plan, init_eta
@@ -614,8 +652,40 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.flip_rates_ = rates[1:]
         self.flip_rates_interval_ = intervals[1:]
 
-    def _learner_search(self, X: np.ndarray, weighted: np.ndarray) -> LearnerSearch:
-        """The search engine of this fit, built once: binned, or exhaustive with max_bins=None."""
+    def _resolve_plan(self) -> FitPlan:
+        """The preset's settings with the explicitly set ones (:func:`resolve_preset`)."""
+        return resolve_preset(
+            self.preset,
+            self.n_estimators,
+            self.learning_rate,
+            self.alpha,
+            self.noise_fit,
+            self.max_leaf_nodes,
+            self.max_depth,
+            self.min_samples_leaf,
+            self.leaf_weights,
+        )
+
+    def _learner_search(self, X: np.ndarray, weighted: np.ndarray, plan: FitPlan) -> LearnerSearch:
+        """The search engine of this fit, built once: trees, binned stumps, or the exhaustive
+        stump search with max_bins=None."""
+        if not plan.stumps:
+            per_leaf = plan.leaf_weights == "per-leaf"
+            return TreeSearch(
+                X,
+                active=weighted,
+                max_bins=self.max_bins,
+                max_leaf_nodes=plan.max_leaf_nodes,
+                max_depth=plan.max_depth,
+                min_samples_leaf=plan.min_samples_leaf,
+                leaf_weights=plan.leaf_weights,
+                # The split score of the leaf values' mode (module docstring of trees).
+                criterion=("newton" if plan.alpha == "exact" else "smoothed")
+                if per_leaf
+                else "error",
+                weight_prior=float(self.weight_prior),
+                random_state=self.random_state,
+            )
         if self.max_bins is None:
             return ExactStumpSearch(X, active=weighted)
         return BinnedStumpSearch(

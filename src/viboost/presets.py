@@ -39,17 +39,40 @@ __all__ = ["PRESETS", "FitPlan", "resolve_preset"]
 
 @dataclass(frozen=True)
 class FitPlan:
-    """The resolved settings of one fit."""
+    """The resolved settings of one fit.
+
+    The base learner: ``max_leaf_nodes=2`` with ``leaf_weights="tied"`` is the paper's decision
+    stump (one split, +-1 leaves, one weight); anything else is a histogram tree
+    (:mod:`viboost.boosting.trees`). The tree fields default to the stump, the base learner of
+    every fit before trees existed (plans unpickled from viboost 0.2 read so).
+    """
 
     n_estimators: int
     learning_rate: float
     alpha: str
     noise_fit: str  # "in-sample" (Algorithm 1's inner loop) or "cross-fit"
+    max_leaf_nodes: int = 2
+    max_depth: int | None = None
+    min_samples_leaf: int = 1
+    leaf_weights: str = "tied"  # "per-leaf" (each leaf its own weight) or "tied" (Algorithm 1)
+
+    @property
+    def stumps(self) -> bool:
+        """Whether the base learners are the paper's decision stumps."""
+        return self.max_leaf_nodes == 2 and self.leaf_weights == "tied"
 
 
 PRESETS: dict[str, FitPlan] = {
     "paper": FitPlan(n_estimators=100, learning_rate=1.0, alpha="approx", noise_fit="in-sample"),
-    "robust": FitPlan(n_estimators=1000, learning_rate=0.1, alpha="exact", noise_fit="cross-fit"),
+    "robust": FitPlan(
+        n_estimators=1000,
+        learning_rate=0.1,
+        alpha="exact",
+        noise_fit="cross-fit",
+        max_leaf_nodes=31,
+        min_samples_leaf=20,
+        leaf_weights="per-leaf",
+    ),
 }
 
 
@@ -59,18 +82,34 @@ def resolve_preset(
     learning_rate: float | None,
     alpha: str | None,
     noise_fit: str | None,
+    max_leaf_nodes: int | None = None,
+    max_depth: int | None = None,
+    min_samples_leaf: int | None = None,
+    leaf_weights: str | None = None,
 ) -> FitPlan:
     """The plan of ``preset`` with every explicitly set (non-None) value taking precedence.
+
+    ``max_depth=None`` keeps the preset's (no limit in both). Setting ``max_leaf_nodes`` or
+    ``max_depth`` on the paper preset asks for trees: their leaves are then tied +-1 (Algorithm 1
+    with trees as printed) unless ``leaf_weights`` says otherwise.
 
     Examples
     --------
     >>> resolve_preset("paper", None, 0.5, None, None)
-    FitPlan(n_estimators=100, learning_rate=0.5, alpha='approx', noise_fit='in-sample')
+    FitPlan(n_estimators=100, learning_rate=0.5, alpha='approx', noise_fit='in-sample', max_leaf_nodes=2, max_depth=None, min_samples_leaf=1, leaf_weights='tied')
     """
     base = PRESETS[preset]
+    if max_depth is not None and max_leaf_nodes is None and base.max_leaf_nodes == 2:
+        max_leaf_nodes = 2 ** int(max_depth)  # a depth limit on the paper's stumps: full trees
     return FitPlan(
         n_estimators=base.n_estimators if n_estimators is None else int(n_estimators),
         learning_rate=base.learning_rate if learning_rate is None else float(learning_rate),
         alpha=base.alpha if alpha is None else alpha,
         noise_fit=base.noise_fit if noise_fit is None else noise_fit,
+        max_leaf_nodes=base.max_leaf_nodes if max_leaf_nodes is None else int(max_leaf_nodes),
+        max_depth=base.max_depth if max_depth is None else int(max_depth),
+        min_samples_leaf=(
+            base.min_samples_leaf if min_samples_leaf is None else int(min_samples_leaf)
+        ),
+        leaf_weights=base.leaf_weights if leaf_weights is None else leaf_weights,
     )

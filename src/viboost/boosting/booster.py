@@ -34,7 +34,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from viboost.boosting.learners import BaseLearner, LearnerSearch
-from viboost.boosting.reweighting import RowMargins
+from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.variational import (
     ModelPriors,
     RoundResult,
@@ -57,16 +57,31 @@ class RowSource(Protocol):
         """Set the search weights of the first round under each ensemble's q(w)."""
         ...
 
-    def best(self) -> list[BaseLearner]:
-        """Each ensemble's learner of least weighted error under its current weights."""
+    @property
+    def fits_intercept(self) -> bool:
+        """Whether the first round is the intercept ``c_0`` (trees with per-leaf weights)."""
         ...
 
-    def round_rows(self, learners: Sequence[BaseLearner]) -> list[RoundRows]:
-        """Each ensemble's rows of the round for its learner (weighted rows or pseudo-rows)."""
+    def best(self, intercept: bool = False) -> list[BaseLearner]:
+        """Each ensemble's learner of least weighted error under its current weights (the
+        one-leaf tree of the intercept when ``intercept``)."""
         ...
 
-    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
-        """``H += alpha h`` with the learners of the last :meth:`round_rows`, and the next
+    def round_rows(
+        self, learners: Sequence[BaseLearner]
+    ) -> tuple[list[RoundRows], list[BaseLearner]]:
+        """Each ensemble's rows of the round for its learner (weighted rows or pseudo-rows; by
+        leaf for per-leaf weights), and the learners with their training covers recorded."""
+        ...
+
+    def add(
+        self,
+        learners: Sequence[BaseLearner],
+        alphas: Sequence[float],
+        cleans: Sequence[CleanLogOdds],
+    ) -> None:
+        """``H += alpha h`` with the round's final learners (the learners of the last
+        :meth:`round_rows`, with their leaf values set for per-leaf weights), and the next
         round's search weights under each ensemble's q(w)."""
         ...
 
@@ -172,17 +187,27 @@ class Booster:
         # s phi exp(-tau y H) (S.6); for "exact", one Newton step from c = 0 on the exact
         # log-density, whose g''(0) is the same for every h, ranks by the error under
         # s phi sigmoid(-y H).
-        learners = self.rows.best()
-        round_rows = self.rows.round_rows(learners)
-        alphas = []
+        # Trees with per-leaf weights start with the intercept c_0: a one-leaf tree, its own
+        # v-Log posterior over all rows, added unshrunk.
+        intercept = self.n_rounds == 0 and self.rows.fits_intercept
+        round_rows, learners = self.rows.round_rows(self.rows.best(intercept))
+        rate = 1.0 if intercept else self.learning_rate
+        alphas, final = [], []
         for k, (learner, rows) in enumerate(zip(learners, round_rows, strict=True)):
             result = run_round(rows, self.states[k], self.priors, self.settings)
-            # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
-            alpha = self.learning_rate * result.alpha
+            if rows.per_leaf:
+                # Each leaf's value is the mode of its posterior; the tree's alpha_t is the
+                # shrinkage: H += learning_rate * c_leaf(x).
+                learner = learner.with_leaf_values(result.alpha)
+                alpha = rate
+            else:
+                # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
+                alpha = rate * result.alpha
             self.states[k] = result.state
             self.records[k].append(learner, alpha, result)
             alphas.append(alpha)
-        self.rows.add(alphas, self._cleans())
+            final.append(learner)
+        self.rows.add(final, alphas, self._cleans())
 
     def margins(self, k: int = 0) -> np.ndarray:
         """Ensemble ``k``'s margins ``H`` of every row."""
@@ -248,44 +273,86 @@ class InMemoryRows:
         # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
         self._compress = [int(np.count_nonzero(m > 0)) > COMPRESS_ABOVE for m in multiplicities]
         self.validation = validation
-        self._weights: list[np.ndarray] = []
-        self._outputs: list[np.ndarray] = []
+        self._weights: list[ScaledWeights] = []
+        self._outputs: list[np.ndarray | None] = []
+        self._leaves: list[np.ndarray | None] = []
+
+    @property
+    def fits_intercept(self) -> bool:
+        return bool(getattr(self.searches[0], "fits_intercept", False))
 
     def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
         self.tau, self.logistic = tau, logistic
         self._weights = [
-            margins.weights(clean, tau, logistic)
+            margins.scaled_weights(clean, tau, logistic)
             for margins, clean in zip(self._margins, cleans, strict=True)
         ]
 
-    def best(self) -> list[BaseLearner]:
-        return [
-            search.best(weights, self.y)[0]
-            for search, weights in zip(self.searches, self._weights, strict=True)
-        ]
-
-    def round_rows(self, learners: Sequence[BaseLearner]) -> list[RoundRows]:
-        self._outputs = [
-            search.outputs(learner) for search, learner in zip(self.searches, learners, strict=True)
-        ]
+    def best(self, intercept: bool = False) -> list[BaseLearner]:
+        if intercept:
+            return [search.intercept() for search in self.searches]
         out = []
-        for h, margins, compress in zip(self._outputs, self._margins, self._compress, strict=True):
-            if compress:
-                rows = RoundRows.pseudo(
-                    self.y, h, margins.margin, margins.sample_weight, margins.knot_range
-                )
+        for search, margins, scaled in zip(
+            self.searches, self._margins, self._weights, strict=True
+        ):
+            if getattr(search, "per_leaf", False):
+                # The weights' sum before normalisation puts the prior in their units.
+                with np.errstate(over="ignore"):
+                    total = scaled.total * float(np.exp(scaled.log_scale))
+                learner = search.best(scaled.normalized(), self.y, margins.margin, total)[0]
             else:
-                rows = RoundRows.weighted(self.y, h, margins.margin, margins.sample_weight)
-            out.append(rows)
+                learner = search.best(scaled.normalized(), self.y)[0]
+            out.append(learner)
         return out
 
-    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
-        self._weights = [
-            margins.add_and_reweight(alpha, h, clean, self.tau, self.logistic)
-            for margins, alpha, h, clean in zip(
-                self._margins, alphas, self._outputs, cleans, strict=True
-            )
-        ]
+    def round_rows(
+        self, learners: Sequence[BaseLearner]
+    ) -> tuple[list[RoundRows], list[BaseLearner]]:
+        out, covered = [], []
+        self._outputs, self._leaves = [], []
+        for search, learner, margins, compress in zip(
+            self.searches, learners, self._margins, self._compress, strict=True
+        ):
+            y, margin, weight = self.y, margins.margin, margins.sample_weight
+            if getattr(learner, "per_leaf", False):
+                leaf = search.leaf_index(learner)
+                n_leaves = learner.n_leaves
+                if compress:
+                    rows = RoundRows.pseudo(
+                        y, None, margin, weight, margins.knot_range, leaf, n_leaves
+                    )
+                else:
+                    rows = RoundRows.weighted(y, None, margin, weight, leaf, n_leaves)
+                h = None
+            else:
+                h = search.outputs(learner)
+                leaf = search.leaf_index(learner) if hasattr(search, "leaf_index") else None
+                if compress:
+                    rows = RoundRows.pseudo(y, h, margin, weight, margins.knot_range)
+                else:
+                    rows = RoundRows.weighted(y, h, margin, weight)
+            out.append(rows)
+            covered.append(_with_training_covers(learner, leaf, h, weight))
+            self._outputs.append(h)
+            self._leaves.append(leaf)
+        return out, covered
+
+    def add(
+        self,
+        learners: Sequence[BaseLearner],
+        alphas: Sequence[float],
+        cleans: Sequence[CleanLogOdds],
+    ) -> None:
+        weights = []
+        for margins, learner, alpha, h, leaf, clean in zip(
+            self._margins, learners, alphas, self._outputs, self._leaves, cleans, strict=True
+        ):
+            if h is None:  # per-leaf weights: each row moves by its leaf's value
+                h = learner.leaf_values[leaf]
+                weights.append(margins.add(alpha, h, clean, self.tau, self.logistic, unit=False))
+            else:
+                weights.append(margins.add(alpha, h, clean, self.tau, self.logistic))
+        self._weights = weights
 
     def margins(self, k: int = 0) -> np.ndarray:
         return self._margins[k].margin
@@ -296,3 +363,16 @@ class InMemoryRows:
             for margins, held_out in zip(self._margins, self.validation, strict=True):
                 out[held_out] = margins.margin[held_out]
         return out
+
+
+def _with_training_covers(
+    learner: BaseLearner, leaf: np.ndarray | None, h: np.ndarray | None, weight: np.ndarray
+) -> BaseLearner:
+    """``learner`` with the training weight that reached each of its nodes recorded (the
+    ``cover`` of :data:`~viboost.boosting.learners.NODE_DTYPE`): from each row's leaf, or, for a
+    stump, from its outputs (the left leaf is ``-polarity``)."""
+    if leaf is None:
+        right = float(weight[h > 0].sum()) if learner.polarity > 0 else float(weight[h < 0].sum())
+        left = float(weight.sum()) - right
+        return learner.with_covers(np.array([left, right]))
+    return learner.with_covers(np.bincount(leaf, weights=weight, minlength=learner.n_leaves))

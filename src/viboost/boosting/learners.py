@@ -23,8 +23,12 @@ Node arrays
 A learner is a binary tree of nodes, the root first. A split node sends a row left when its
 feature is ``<= threshold`` (in the units of ``X``), or, in the bins of the fit, when its bin is
 ``<= bin_threshold``; a missing value (NaN) goes left when ``missing_left``. A leaf holds the
-learner's output ``value`` there (+-1 for a stump). ``gain`` is the split's score from the
-search (0 for leaves).
+learner's output ``value`` there (+-1 for a stump, the mode of the leaf's weight posterior for a
+tree with per-leaf weights). ``gain`` is the split's score from the search (0 for leaves).
+``cover`` is the training weight that reached the node when the learner was fitted (the
+multiplicities of the booster that fitted it: ``s_n``, or ``s_n phi_n`` in a refit); NaN where
+it was not recorded. Path-dependent TreeSHAP (:mod:`viboost.explain`) weighs the two sides of a
+split by their covers.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ NODE_DTYPE = np.dtype(
         ("right", np.int64),
         ("is_leaf", np.bool_),
         ("gain", np.float64),
+        ("cover", np.float64),
     ]
 )
 

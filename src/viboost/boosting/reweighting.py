@@ -190,9 +190,11 @@ def scaled_search_weights(
 
 @threaded_kernel(cache=True)
 def _add_kernel(
-    y, sample_weight, h, alpha, margin, exp_knot, offset_neg, offset_pos, logistic, out
+    y, sample_weight, h, alpha, margin, exp_knot, offset_neg, offset_pos, logistic, unit, out
 ):  # pragma: no cover - compiled
     """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (slope-1 q(w), tau = 1).
+
+    With ``unit`` (outputs in {-1, +1}) the factor is one of two precomputed exponentials.
 
     With ``E = exp(u)``, ``u = -y H``, phi is rational in E (:func:`inverse_clean_proba`), so
     ``phi e^u = E phi`` and ``phi sigma(u) = E phi / (1 + E)`` need no exponential per row.
@@ -213,7 +215,10 @@ def _add_kernel(
         for i in range(c * size, min(n, (c + 1) * size)):
             yi = y[i]
             margin[i] += alpha * h[i]
-            e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
+            if unit:
+                e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
+            else:
+                e = exp_knot[i] * math.exp(-alpha * yi * h[i])
             exp_knot[i] = e
             max_abs_margin = max(max_abs_margin, abs(margin[i]))
             s = sample_weight[i]
@@ -288,15 +293,29 @@ class RowMargins:
         return scaled_search_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
 
     def add_and_reweight(
-        self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
+        self,
+        alpha: float,
+        h: np.ndarray,
+        clean: CleanLogOdds,
+        tau: float,
+        logistic: bool,
+        unit: bool = True,
     ) -> np.ndarray:
         """``H += alpha h``; return the next round's normalised weights under q(w) ``clean``."""
-        return self.add(alpha, h, clean, tau, logistic).normalized()
+        return self.add(alpha, h, clean, tau, logistic, unit).normalized()
 
     def add(
-        self, alpha: float, h: np.ndarray, clean: CleanLogOdds, tau: float, logistic: bool
+        self,
+        alpha: float,
+        h: np.ndarray,
+        clean: CleanLogOdds,
+        tau: float,
+        logistic: bool,
+        unit: bool = True,
     ) -> ScaledWeights:
-        """``H += alpha h``; return the next round's weights, before normalisation."""
+        """``H += alpha h``; return the next round's weights, before normalisation. ``unit``:
+        whether ``h`` is in {-1, +1} (a stump or a tree with tied weights), which saves an
+        exponential per row."""
         fast = (
             self._cache_ok
             and clean.slope == 1.0
@@ -317,6 +336,7 @@ class RowMargins:
                 clean.offset_neg,
                 clean.offset_pos,
                 logistic,
+                bool(unit),
                 out,
             )
             self.knot_range = (low, high)

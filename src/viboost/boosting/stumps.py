@@ -74,6 +74,9 @@ class DecisionStump:
     gain : float, default=nan
         The search's score of the stump: its edge ``1 - 2 * error`` under the round's weights.
         Not part of the stump's identity.
+    covers : (float, float) or None, default=None
+        The training weight that went left and right when the stump was fitted (recorded by
+        the booster; the ``cover`` of its leaves). Not part of the stump's identity.
 
     Examples
     --------
@@ -91,6 +94,7 @@ class DecisionStump:
     missing_right: bool
     split_bin: int | None = field(default=None, compare=False, repr=False)
     gain: float = field(default=float("nan"), compare=False, repr=False)
+    covers: tuple[float, float] | None = field(default=None, compare=False, repr=False)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Return ``h(x)`` in {-1.0, +1.0} for each row of the 2-D array ``X``."""
@@ -118,10 +122,18 @@ class DecisionStump:
             2,
             False,
             0.0 if np.isnan(self.gain) else self.gain,
+            np.nan,
         )
-        nodes[1] = (-float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0)
-        nodes[2] = (float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0)
+        nodes[1] = (-float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
+        nodes[2] = (float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
+        if self.covers is not None:
+            left, right = self.covers
+            nodes["cover"] = [left + right, left, right]
         return nodes
+
+    def with_covers(self, leaf_covers: np.ndarray) -> DecisionStump:
+        """The stump with the training weight of its left and right leaf recorded."""
+        return replace(self, covers=(float(leaf_covers[0]), float(leaf_covers[1])))
 
     @property
     def is_constant(self) -> bool:

@@ -26,7 +26,12 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["unit_slope_log_normalizer", "unit_slope_mode"]
+__all__ = [
+    "grouped_unit_slope_log_normalizers",
+    "grouped_unit_slope_modes",
+    "unit_slope_log_normalizer",
+    "unit_slope_mode",
+]
 
 _TAYLOR_ORDER = 24
 #: The expansion is used only where g(c* +- x) reaches _TAIL_RISE within |x| <= _TAYLOR_REACH: the
@@ -250,3 +255,104 @@ def unit_slope_log_normalizer(
         slope_sign, knot, weight, float(start), _TAIL_RISE, max(64, 2_000_000 // weight.size)
     )
     return float(value)
+
+
+@numba.njit(cache=True)
+def _with_prior(slope_sign, knot, weight, start, stop, prior):  # pragma: no cover - compiled
+    """The terms ``[start, stop)`` after the two prior terms ``softplus(-+c)`` of weight
+    ``prior``: one group's v-Log (a leaf's weight posterior, S.4.1)."""
+    m = stop - start + 2
+    s = np.empty(m)
+    k = np.zeros(m)
+    w = np.empty(m)
+    s[0], s[1] = -1.0, 1.0
+    w[0], w[1] = prior, prior
+    s[2:] = slope_sign[start:stop]
+    k[2:] = knot[start:stop]
+    w[2:] = weight[start:stop]
+    return s, k, w
+
+
+@numba.njit(cache=True)
+def _grouped_modes(offsets, slope_sign, knot, weight, prior):  # pragma: no cover - compiled
+    n_groups = offsets.shape[0] - 1
+    modes = np.empty(n_groups)
+    for g in range(n_groups):
+        s, k, w = _with_prior(slope_sign, knot, weight, offsets[g], offsets[g + 1], prior)
+        mode, curv = unit_slope_mode(s, k, w, 0.0)
+        modes[g] = mode if curv > 0.0 and math.isfinite(mode) else np.nan
+    return modes
+
+
+@numba.njit(cache=True)
+def _grouped_log_normalizers(
+    offsets, slope_sign, knot, weight, prior, starts, polys, reach, rise
+):  # pragma: no cover - compiled
+    n_groups = offsets.shape[0] - 1
+    out = np.empty(n_groups)
+    for g in range(n_groups):
+        s, k, w = _with_prior(slope_sign, knot, weight, offsets[g], offsets[g + 1], prior)
+        value = _taylor_log_normalizer(s, k, w, starts[g], polys, reach, rise)
+        if not math.isfinite(value):
+            value = _direct_log_normalizer(
+                s, k, w, starts[g], rise, max(64, 2_000_000 // w.shape[0])
+            )
+        out[g] = value
+    return out
+
+
+def grouped_unit_slope_modes(
+    offsets: np.ndarray,
+    slope_sign: np.ndarray,
+    knot: np.ndarray,
+    weight: np.ndarray,
+    prior: float,
+) -> np.ndarray:
+    """The mode of each group's v-Log, the terms of group ``g`` being ``[offsets[g],
+    offsets[g + 1])`` together with the prior terms ``prior softplus(c) + prior softplus(-c)``
+    (one compiled call for all groups: the leaves of a tree, S.4.1 per leaf). NaN where
+    :func:`unit_slope_mode` declines (the caller falls back to the v-Log's root finder).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> # Two groups of one term each, 3 softplus(-c) and 3 softplus(c), prior 1: e^c = 4, 1/4.
+    >>> modes = grouped_unit_slope_modes(
+    ...     np.array([0, 1, 2]), np.array([1.0, -1.0]), np.zeros(2), np.array([3.0, 3.0]), 1.0)
+    >>> bool(abs(modes[0] - np.log(4.0)) < 1e-12 and abs(modes[1] + np.log(4.0)) < 1e-12)
+    True
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if not (np.isfinite(weight.sum()) and weight.size and weight.max() < 1e200):
+        return np.full(offsets.size - 1, np.nan)
+    return _grouped_modes(offsets, slope_sign, knot, weight, float(prior))
+
+
+def grouped_unit_slope_log_normalizers(
+    offsets: np.ndarray,
+    slope_sign: np.ndarray,
+    knot: np.ndarray,
+    weight: np.ndarray,
+    prior: float,
+    starts: np.ndarray,
+) -> np.ndarray:
+    """:func:`unit_slope_log_normalizer` of each group of :func:`grouped_unit_slope_modes`
+    (``starts``: guesses of the modes), NaN where it declines.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import betaln
+    >>> # Group 0: prior (1, 1) plus softplus(-c) of weight 1: the v-Log integrates to B(2, 1).
+    >>> out = grouped_unit_slope_log_normalizers(
+    ...     np.array([0, 1]), np.array([1.0]), np.zeros(1), np.ones(1), 1.0, np.zeros(1))
+    >>> bool(abs(out[0] - betaln(2.0, 1.0)) < 1e-10)
+    True
+    """
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if not (np.isfinite(weight.sum()) and (weight.size == 0 or weight.max() < 1e200)):
+        return np.full(offsets.size - 1, np.nan)
+    return _grouped_log_normalizers(
+        offsets, slope_sign, knot, weight, float(prior),
+        np.ascontiguousarray(starts, dtype=np.float64), _SIGMOID_POLYS, _TAYLOR_REACH, _TAIL_RISE,
+    )  # fmt: skip

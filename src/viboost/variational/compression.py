@@ -46,6 +46,7 @@ __all__ = [
     "knot_moments",
     "knot_range",
     "pseudo_rows",
+    "pseudo_rows_by_leaf",
 ]
 
 #: Above this many weighted rows, each round's inner loop runs on the pseudo-rows instead of the
@@ -109,20 +110,25 @@ def _bin_of(u, edges, half, width, log_step_inv, offset):  # pragma: no cover - 
 
 
 @threaded_kernel(cache=True)
-def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, offset):
+def _accumulate(
+    y, h, margin, sample_weight, leaf, n_leaves, edges, half, width, log_step_inv, offset
+):  # pragma: no cover - compiled
     """Per (group, bin): sum s, s d, s d^2, s d^3 (d: offset from the bin centre in units of the
-    bin width), min and max of u; flat per-chunk arrays of 6 slots per (group, bin)."""  # noqa: D205
+    bin width), min and max of u; flat per-chunk arrays of 6 slots per (group, bin). Group
+    ``4 leaf + 2 [y > 0] + [y h > 0]`` (``leaf`` empty: every row in leaf 0)."""  # noqa: D205
     n = y.shape[0]
+    n_groups = 4 * n_leaves
+    has_leaf = leaf.shape[0] > 0
     n_bins = edges.shape[0] - 1
     last = n_bins - 1
     n_core = int(round(2.0 * half / width))
     inv_width = 1.0 / width
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
-    partial = np.zeros((n_chunks, 4 * n_bins * 6))
+    partial = np.zeros((n_chunks, n_groups * n_bins * 6))
     for c in numba.prange(n_chunks):
         m = partial[c]
-        for k in range(4 * n_bins):
+        for k in range(n_groups * n_bins):
             m[6 * k + 4] = np.inf
             m[6 * k + 5] = -np.inf
         for i in range(c * size, min(n, (c + 1) * size)):
@@ -140,6 +146,8 @@ def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, o
                 else:
                     d = x - (j + 0.5)
                 group = (2 if yi > 0.0 else 0) + (1 if yi * h[i] > 0.0 else 0)
+                if has_leaf:
+                    group += 4 * leaf[i]
                 base = 6 * (group * n_bins + k)
                 sd = s * d
                 m[base] += s
@@ -151,12 +159,12 @@ def _accumulate(y, h, margin, sample_weight, edges, half, width, log_step_inv, o
     total = partial[0].copy()
     for c in range(1, n_chunks):  # fixed order
         m = partial[c]
-        for k in range(4 * n_bins):
+        for k in range(n_groups * n_bins):
             for r in range(4):
                 total[6 * k + r] += m[6 * k + r]
             total[6 * k + 4] = min(total[6 * k + 4], m[6 * k + 4])
             total[6 * k + 5] = max(total[6 * k + 5], m[6 * k + 5])
-    return total.reshape((4, n_bins, 6))
+    return total.reshape((n_groups, n_bins, 6))
 
 
 @numba.njit(cache=True)
@@ -261,17 +269,26 @@ def knot_range(y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> 
 
 
 def knot_moments(
-    y: np.ndarray, h: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, grid: KnotGrid
+    y: np.ndarray,
+    h: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    grid: KnotGrid,
+    leaf: np.ndarray | None = None,
+    n_leaves: int = 1,
 ) -> np.ndarray:
     """Per (group, bin) of ``grid``: the weight, its first three moments about the bin centre
-    and the least and largest knot, shape ``(4, n_bins, 6)``. Moments of disjoint sets of rows
-    combine by :func:`combine_knot_moments`."""
+    and the least and largest knot, shape ``(4 n_leaves, n_bins, 6)``; group
+    ``4 leaf + 2 [y > 0] + [y h > 0]`` (``leaf``: each row's leaf of a tree with per-leaf
+    weights, None for one). Moments of disjoint sets of rows combine by
+    :func:`combine_knot_moments`."""
     y, h, margin, sample_weight = (
         np.ascontiguousarray(a, dtype=np.float64) for a in (y, h, margin, sample_weight)
     )
+    leaf = np.empty(0, dtype=np.int64) if leaf is None else np.ascontiguousarray(leaf, np.int64)
     return _accumulate(
-        y, h, margin, sample_weight, grid.edges, CORE_HALF_WIDTH, grid.width,
-        1.0 / grid.log_step, grid.offset,
+        y, h, margin, sample_weight, leaf, int(n_leaves), grid.edges, CORE_HALF_WIDTH,
+        grid.width, 1.0 / grid.log_step, grid.offset,
     )  # fmt: skip
 
 
@@ -289,11 +306,20 @@ def pseudo_rows(
     moments: np.ndarray, grid: KnotGrid
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pseudo-rows ``(y, h, margin, sample_weight)`` of :func:`knot_moments`: the two-point
-    Gauss rule of each bin's weighted knots."""
+    Gauss rule of each bin's weighted knots, in group order (so sorted by leaf)."""
+    y_p, h_p, margin_p, weights, _ = pseudo_rows_by_leaf(moments, grid)
+    return y_p, h_p, margin_p, weights
+
+
+def pseudo_rows_by_leaf(
+    moments: np.ndarray, grid: KnotGrid
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`pseudo_rows` and the leaf of each pseudo-row (sorted by leaf)."""
     groups, knots, weights = _gauss_nodes(moments, grid.edges)
-    y_p = np.where(groups >= 2, 1.0, -1.0)
-    v_p = np.where(groups % 2 == 1, 1.0, -1.0)
-    return y_p, y_p * v_p, -y_p * knots, weights
+    local = groups % 4
+    y_p = np.where(local >= 2, 1.0, -1.0)
+    v_p = np.where(local % 2 == 1, 1.0, -1.0)
+    return y_p, y_p * v_p, -y_p * knots, weights, groups // 4
 
 
 def compress_round(
@@ -303,7 +329,9 @@ def compress_round(
     sample_weight: np.ndarray,
     bin_width: float = DEFAULT_BIN_WIDTH,
     knot_range: tuple[float, float] | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    leaf: np.ndarray | None = None,
+    n_leaves: int = 1,
+) -> tuple[np.ndarray, ...]:
     """Pseudo-rows ``(y, h, margin, sample_weight)`` standing for the rows of one round.
 
     Parameters
@@ -320,6 +348,11 @@ def compress_round(
     knot_range : (float, float), optional
         Min and max of ``-y H`` over the weighted rows, when the caller already has them (saves
         a pass).
+    leaf : ndarray of int, shape (n_samples,), optional
+        Each row's leaf, for a tree with per-leaf weights (rows are then grouped by leaf too,
+        and the leaf of each pseudo-row is returned as a fifth array, sorted).
+    n_leaves : int, default=1
+        The number of leaves.
 
     Returns
     -------
@@ -352,6 +385,9 @@ def compress_round(
     lo, hi = _knot_range(y, margin, sample_weight) if knot_range is None else knot_range
     if not np.isfinite(lo):  # no row carries weight
         empty = np.empty(0)
-        return empty, empty, empty, empty
+        return (empty,) * 4 if leaf is None else (empty,) * 4 + (np.empty(0, np.int64),)
     grid = KnotGrid.covering(lo, hi, bin_width)
-    return pseudo_rows(knot_moments(y, h, margin, sample_weight, grid), grid)
+    moments = knot_moments(y, h, margin, sample_weight, grid, leaf, n_leaves)
+    if leaf is None:
+        return pseudo_rows(moments, grid)
+    return pseudo_rows_by_leaf(moments, grid)

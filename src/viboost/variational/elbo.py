@@ -14,11 +14,14 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betaln, digamma, gammaln, xlogy
 
-from viboost.distributions.unit_slope_vlog import unit_slope_log_normalizer
+from viboost.distributions.unit_slope_vlog import (
+    grouped_unit_slope_log_normalizers,
+    unit_slope_log_normalizer,
+)
 from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import weight_posterior
 
-__all__ = ["core_elbo", "elbo", "log_normalizer_c"]
+__all__ = ["core_elbo", "elbo", "leaf_log_normalizer", "log_normalizer_c"]
 
 
 def elbo(
@@ -118,3 +121,33 @@ def log_normalizer_c(
     if np.isfinite(value):
         return value
     return weight_posterior(y, margin, h, multiplicity, weight_prior).log_normalizer()
+
+
+def leaf_log_normalizer(
+    offsets: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    multiplicity: np.ndarray,
+    weight_prior: float,
+    start: np.ndarray,
+) -> float:
+    """The ``log B_c`` term of a round whose tree has per-leaf weights, in the units of
+    :func:`elbo` and :func:`core_elbo` (which subtract one ``log B(mu_0, mu_0)``).
+
+    q(c) factorises over the leaves, so the ELBO gains one ``log B_l - log B(mu_0, mu_0)`` per
+    leaf: this returns ``sum_l log B_l - (L - 1) log B(mu_0, mu_0)``. Rows are sorted by leaf
+    (leaf ``l``: ``[offsets[l], offsets[l + 1])``, ``h = +1``); each ``log B_l`` is
+    :func:`log_normalizer_c` on the leaf's rows (one compiled call for all leaves, the reference
+    quadrature where it declines). ``start`` holds guesses of the leaves' modes.
+    """
+    values = grouped_unit_slope_log_normalizers(
+        offsets, y, -y * margin, multiplicity, weight_prior, start
+    )
+    ones = np.ones_like(y)
+    for leaf in np.flatnonzero(~np.isfinite(values)):
+        part = slice(offsets[leaf], offsets[leaf + 1])
+        values[leaf] = log_normalizer_c(
+            y[part], margin[part], ones[part], multiplicity[part], weight_prior, start[leaf]
+        )
+    n_leaves = offsets.size - 1
+    return float(values.sum() - (n_leaves - 1) * betaln(weight_prior, weight_prior))

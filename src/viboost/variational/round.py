@@ -19,12 +19,14 @@ from typing import NamedTuple
 import numpy as np
 
 from viboost.variational.compression import compress_round
-from viboost.variational.elbo import core_elbo, elbo, log_normalizer_c
+from viboost.variational.elbo import core_elbo, elbo, leaf_log_normalizer, log_normalizer_c
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds, VariationalState
 from viboost.variational.updates import (
     approx_alpha,
     exact_alpha,
+    leaf_approx_alphas,
+    leaf_exact_alphas,
     update_clean_proba,
     update_eta,
     update_omega,
@@ -35,21 +37,52 @@ __all__ = ["RoundResult", "RoundRows", "RoundSettings", "initial_state", "run_ro
 
 @dataclass(frozen=True, eq=False)
 class RoundRows:
-    """The rows of one round: labels and stump outputs in {-1, +1}, the ensemble ``H`` before
-    the round, and positive multiplicities (sample weights)."""
+    """The rows of one round: labels and base-learner outputs in {-1, +1}, the ensemble ``H``
+    before the round, and positive multiplicities (sample weights).
+
+    For a tree with per-leaf weights (each leaf a base classifier, section 4's prior on each
+    weight), ``leaf_offsets`` is set: the rows are sorted by leaf, leaf ``l`` holding
+    ``[leaf_offsets[l], leaf_offsets[l + 1])``, and ``h = +1`` (the leaf's indicator).
+    """
 
     y: np.ndarray
     h: np.ndarray
     margin: np.ndarray
     sample_weight: np.ndarray
+    leaf_offsets: np.ndarray | None = None
+
+    @property
+    def per_leaf(self) -> bool:
+        """Whether the round's weights are one per leaf."""
+        return self.leaf_offsets is not None
+
+    @property
+    def leaf(self) -> np.ndarray:
+        """Each row's leaf (rows sorted by leaf)."""
+        offsets = self.leaf_offsets
+        return np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
 
     @classmethod
     def weighted(
-        cls, y: np.ndarray, h: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+        cls,
+        y: np.ndarray,
+        h: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        leaf: np.ndarray | None = None,
+        n_leaves: int = 1,
     ) -> RoundRows:
-        """The rows of positive weight themselves."""
+        """The rows of positive weight themselves (sorted by ``leaf`` when given)."""
         act = sample_weight > 0
-        return cls(y[act], h[act], margin[act], sample_weight[act])
+        if leaf is None:
+            return cls(y[act], h[act], margin[act], sample_weight[act])
+        leaf = leaf[act]
+        order = np.argsort(leaf, kind="stable")
+        offsets = _offsets(leaf, n_leaves)
+        return cls(
+            y[act][order], np.ones(order.size), margin[act][order], sample_weight[act][order],
+            offsets,
+        )  # fmt: skip
 
     @classmethod
     def pseudo(
@@ -59,11 +92,25 @@ class RoundRows:
         margin: np.ndarray,
         sample_weight: np.ndarray,
         knot_range: tuple[float, float] | None = None,
+        leaf: np.ndarray | None = None,
+        n_leaves: int = 1,
     ) -> RoundRows:
         """The pseudo-rows of knot aggregation
-        (:func:`~viboost.variational.compression.compress_round`):
-        every sum of the round within ~1e-9 relative, ``O(bins)`` of them."""
-        return cls(*compress_round(y, h, margin, sample_weight, knot_range=knot_range))
+        (:func:`~viboost.variational.compression.compress_round`, per leaf when ``leaf`` is
+        given): every sum of the round within ~1e-9 relative, ``O(bins)`` of them."""
+        if leaf is None:
+            return cls(*compress_round(y, h, margin, sample_weight, knot_range=knot_range))
+        y_p, h_p, margin_p, weight_p, leaf_p = compress_round(
+            y, np.ones_like(y), margin, sample_weight, knot_range=knot_range, leaf=leaf,
+            n_leaves=n_leaves,
+        )  # fmt: skip
+        return cls(y_p, h_p, margin_p, weight_p, _offsets(leaf_p, n_leaves))
+
+
+def _offsets(sorted_or_not: np.ndarray, n_leaves: int) -> np.ndarray:
+    """Start of each leaf's rows once sorted by leaf, and the end: ``n_leaves + 1`` offsets."""
+    counts = np.bincount(sorted_or_not, minlength=n_leaves)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -86,9 +133,10 @@ class RoundSettings:
 
 
 class RoundResult(NamedTuple):
-    """What a round returns: alpha_t, the state after it, its ELBO trace and iterations run."""
+    """What a round returns: alpha_t (one per leaf for per-leaf rows), the state after it, its
+    ELBO trace and iterations run."""
 
-    alpha: float
+    alpha: float | np.ndarray
     state: VariationalState
     elbo_trace: np.ndarray
     n_iter: int
@@ -143,15 +191,32 @@ def run_round(
     log_weight = np.log(weight)
     log_clean, log_noise = state.clean.log_proba(y, margin)
     eta, omega, clean = state.eta, state.omega, state.clean
+    # Per-leaf weights: q(c) factorises over the leaves; each leaf's factor is S.4.1 on its rows.
+    offsets = rows.leaf_offsets
+    leaf = rows.leaf if offsets is not None else None
 
-    def alpha_now() -> float:
+    def alpha_now() -> float | np.ndarray:
         if exact_mode:
-            return exact_alpha(y, margin, h, weight * np.exp(log_clean), priors.weight)
+            multiplicity = weight * np.exp(log_clean)
+            if offsets is not None:
+                return leaf_exact_alphas(offsets, y, margin, multiplicity, priors.weight)
+            return exact_alpha(y, margin, h, multiplicity, priors.weight)
         # log(s_n phi_n) - tau y_n H(x_n): the weights of the approximate mode (S.6).
-        return approx_alpha(y, h, log_weight + log_clean - tau * y * margin, priors.weight, tau)
+        log_w = log_weight + log_clean - tau * y * margin
+        if offsets is not None:
+            return leaf_approx_alphas(offsets, y, log_w, priors.weight, tau)
+        return approx_alpha(y, h, log_w, priors.weight, tau)
 
-    def elbo_now(alpha: float) -> float:
-        log_b = log_normalizer_c(y, margin, h, weight * np.exp(log_clean), priors.weight, alpha)
+    def step(alpha: float | np.ndarray) -> np.ndarray:
+        """The round's base learners times their weights at each row."""
+        return alpha[leaf] if offsets is not None else alpha * h
+
+    def elbo_now(alpha: float | np.ndarray) -> float:
+        multiplicity = weight * np.exp(log_clean)
+        if offsets is not None:
+            log_b = leaf_log_normalizer(offsets, y, margin, multiplicity, priors.weight, alpha)
+        else:
+            log_b = log_normalizer_c(y, margin, h, multiplicity, priors.weight, alpha)
         if not settings.noise_model:
             return core_elbo(log_b, priors.weight)
         return elbo(log_b, y, weight, log_clean, log_noise, eta, omega, priors)
@@ -164,14 +229,15 @@ def run_round(
 
     track = settings.fixed_vi_iter is None
     n_iter = settings.max_vi_iter if track else settings.fixed_vi_iter
-    trace = [elbo_now(0.0)] if track else []
-    alpha, it = 0.0, 0
+    alpha = 0.0 if offsets is None else np.zeros(offsets.size - 1)
+    trace = [elbo_now(alpha)] if track else []
+    it = 0
     for it in range(n_iter):
         if it == 0 or not settings.update_alpha_once:
             alpha = alpha_now()
         omega = update_omega(y, weight, np.exp(log_noise), priors.noise_grade)
         # phi from (alpha, omega, the previous eta); the same q(w) holds between rounds.
-        clean, log_clean, log_noise = update_clean_proba(y, margin + alpha * h, eta, omega)
+        clean, log_clean, log_noise = update_clean_proba(y, margin + step(alpha), eta, omega)
         eta = update_eta(weight, np.exp(log_clean), np.exp(log_noise), priors.clean)
         if track:
             trace.append(elbo_now(alpha))

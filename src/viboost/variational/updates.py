@@ -7,6 +7,8 @@ parameters of one factor; nothing is mutated. Every per-row sum carries the samp
 - :func:`weight_posterior`: q(c) = v-Log(beta(h), gamma(H, h), mu(phi)), S.4.1 eqs. (67)-(68);
 - :func:`approx_alpha`: its approximate mode, section 5 eq. (17) (S.6, eq. (106));
   :func:`exact_alpha`: its exact mode;
+- :func:`leaf_approx_alphas`, :func:`leaf_exact_alphas`: the same for each leaf of a tree with
+  per-leaf weights (q(c) factorises over the leaves: S.4.1 on each leaf's rows, ``h = +1``);
 - :func:`update_omega`: q(xi), S.4.2 eqs. (73)-(74);
 - :func:`update_clean_proba`: q(w), S.4.3 eq. (79), through the one definition of phi_n in
   :class:`viboost.variational.state.CleanLogOdds`;
@@ -19,12 +21,14 @@ import numpy as np
 
 from viboost._utils.special import log_sum_exp
 from viboost.distributions import BinaryLogistic, VersatileLogistic
-from viboost.distributions.unit_slope_vlog import unit_slope_mode
+from viboost.distributions.unit_slope_vlog import grouped_unit_slope_modes, unit_slope_mode
 from viboost.variational.state import CleanLogOdds
 
 __all__ = [
     "approx_alpha",
     "exact_alpha",
+    "leaf_approx_alphas",
+    "leaf_exact_alphas",
     "update_clean_proba",
     "update_eta",
     "update_omega",
@@ -96,6 +100,54 @@ def exact_alpha(
         if curvature > 0.0 and np.isfinite(mode):
             return float(mode)
     return weight_posterior(y, margin, h, multiplicity, weight_prior).mode()
+
+
+def leaf_exact_alphas(
+    offsets: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    multiplicity: np.ndarray,
+    weight_prior: float,
+) -> np.ndarray:
+    """The exact mode of each leaf's weight posterior, rows sorted by leaf (leaf ``l``'s rows
+    are ``[offsets[l], offsets[l + 1])``; ``h = +1`` on them).
+
+    One compiled call for all leaves (:func:`grouped_unit_slope_modes`); a leaf where it
+    declines gets :func:`exact_alpha` on its rows.
+    """
+    ones = np.ones_like(y)
+    modes = grouped_unit_slope_modes(offsets, y, -y * margin, multiplicity, weight_prior)
+    for leaf in np.flatnonzero(~np.isfinite(modes)):
+        part = slice(offsets[leaf], offsets[leaf + 1])
+        modes[leaf] = exact_alpha(
+            y[part], margin[part], ones[part], multiplicity[part], weight_prior
+        )
+    return modes
+
+
+def leaf_approx_alphas(
+    offsets: np.ndarray,
+    y: np.ndarray,
+    log_weight: np.ndarray,
+    weight_prior: float,
+    tau: float,
+) -> np.ndarray:
+    """:func:`approx_alpha` of each leaf (rows sorted by leaf as in :func:`leaf_exact_alphas`):
+    ``1/(2 tau) log[(mu_0 + W+) / (mu_0 + W-)]`` with ``W+-`` the leaf's weights of labels +-1,
+    Schapire and Singer's smoothed confidence-rated leaf."""
+    n_leaves = offsets.size - 1
+    leaf = np.repeat(np.arange(n_leaves), np.diff(offsets))
+    group = 2 * leaf + (y > 0)
+    top = np.full(2 * n_leaves, -np.inf)
+    np.maximum.at(top, group, log_weight)
+    shift = np.where(np.isfinite(top), top, 0.0)
+    sums = np.bincount(group, np.exp(log_weight - shift[group]), minlength=2 * n_leaves)
+    with np.errstate(divide="ignore"):
+        log_sums = np.log(sums) + shift
+    log_prior = np.log(weight_prior)
+    log_right = np.logaddexp(log_prior, log_sums[1::2])
+    log_wrong = np.logaddexp(log_prior, log_sums[0::2])
+    return (log_right - log_wrong) / (2.0 * tau)
 
 
 def update_omega(
