@@ -95,8 +95,11 @@ def resolve_preset(
 
     Examples
     --------
-    >>> resolve_preset("paper", None, 0.5, None, None)
-    FitPlan(n_estimators=100, learning_rate=0.5, alpha='approx', noise_fit='in-sample', max_leaf_nodes=2, max_depth=None, min_samples_leaf=1, leaf_weights='tied')
+    >>> plan = resolve_preset("paper", None, 0.5, None, None)
+    >>> plan.learning_rate, plan.alpha, plan.stumps
+    (0.5, 'approx', True)
+    >>> resolve_preset("robust", None, None, None, None, max_leaf_nodes=15).max_leaf_nodes
+    15
     """
     base = PRESETS[preset]
     if max_depth is not None and max_leaf_nodes is None and base.max_leaf_nodes == 2:
