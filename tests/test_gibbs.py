@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from numba import njit
 from oracles import compiled_log_gamma_draws
 from scipy import stats
 from scipy.special import expit, log_expit
+from sklearn.exceptions import ConvergenceWarning
 
 from viboost import GibbsSampler, VIBoostClassifier
+from viboost.boosting.stumps import DecisionStump
+from viboost.boosting.trees import HistogramTree
 from viboost.distributions import VersatileLogistic
+from viboost.gibbs.base_classifiers import LeafIndicator, base_outputs, leaf_regions
 from viboost.gibbs.generative import sample_model
 from viboost.gibbs.kernels import HULL_SIZE, draw_weight, weight_log_density
+from viboost.gibbs.sampler import weight_conditional
 
 
 # ---------------------------------------------------------------------- kernels
@@ -274,10 +281,12 @@ def test_from_a_fitted_viboost_classifier():
     y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, "spam", "ham")
     flip = rng.random(300) < 0.1
     y[flip] = np.where(y[flip] == "spam", "ham", "spam")
-    clf = VIBoostClassifier(n_estimators=15).fit(X, y)
+    clf = VIBoostClassifier(n_estimators=15, preset="paper").fit(X, y)
     gibbs = GibbsSampler(n_draws=200, n_burnin=100, n_chains=2, classifier=clf, random_state=0)
     gibbs.fit(X, y)
     stumps = gibbs.base_classifiers_
+    assert all(isinstance(s, DecisionStump) for s in stumps)
+    assert gibbs.base_classifier_names_[0] == "stump0"
     keys = {(s.feature, s.threshold, s.missing_right) for s in stumps}
     assert len(keys) == len(stumps) <= len(clf.estimators_)
     assert gibbs.weight_draws_.shape == (2, 200, len(stumps))
@@ -304,7 +313,7 @@ def test_from_a_fitted_viboost_classifier():
 @pytest.mark.parametrize(
     "X, y, match",
     [
-        (np.array([[1.0, 0.5], [-1.0, 1.0]]), [0, 1], "every entry -1 or \\+1; found 0.5"),
+        (np.array([[1.0, 0.5], [-1.0, 1.0]]), [0, 1], "every entry -1, 0 or \\+1; found 0.5"),
         (np.ones((3, 2)), [0, 1], "3 rows but y has 2"),
         (np.ones((3, 2)), [0, 1, 2], "exactly 2 classes"),
         (np.ones((3, 2)), [2, 2, 2], "exactly 2 classes"),
@@ -418,3 +427,219 @@ def test_one_classifier_many_rows_against_3d_quadrature():
         # Within 4 Monte Carlo standard errors (plus the grid's resolution).
         assert abs(draws.mean() - mean) < 4 * mcse + 0.01 * sd, (name, draws.mean(), mean, mcse)
         assert draws.std() == pytest.approx(sd, rel=0.15)
+
+
+# ---------------------------------------------------------------------- trees
+def _route(nodes, x):
+    """The node a row reaches, walking the node arrays here (x <= threshold: left; NaN: the
+    missing side)."""
+    node = 0
+    while not nodes["is_leaf"][node]:
+        v = x[nodes["feature"][node]]
+        go_left = nodes["missing_left"][node] if np.isnan(v) else v <= nodes["threshold"][node]
+        node = nodes["left"][node] if go_left else nodes["right"][node]
+    return node
+
+
+def _leaf_of_rows(tree, X):
+    """Each row's leaf number (in leaf order), by :func:`_route`."""
+    number = {int(node): k for k, node in enumerate(np.flatnonzero(tree.nodes["is_leaf"]))}
+    return np.array([number[_route(tree.nodes, x)] for x in X])
+
+
+def _tree_data(seed=0, n=200):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    X[rng.random(n) < 0.05, 1] = np.nan
+    score = X[:, 0] * np.nan_to_num(X[:, 1]) + 0.5 * X[:, 2]
+    y = np.where(score + 0.3 * rng.normal(size=n) > 0, "yes", "no")
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def tree_fit():
+    X, y = _tree_data()
+    with warnings.catch_warnings():  # "more rounds would likely fit better": not the point here
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = VIBoostClassifier(20, max_leaf_nodes=4, min_samples_leaf=5, random_state=0)
+        clf.fit(X, y)
+    return X, y, clf
+
+
+def test_leaf_weight_conditional_against_an_oracle(tree_fit):
+    """The conditional of a leaf's weight is the v-Log over the rows of that leaf: the sum of
+    log sigmoid(y_n (F_n - c h_n + c')) over its clean rows plus the prior, up to a constant."""
+    X, y, clf = tree_fit
+    gibbs = GibbsSampler(n_draws=5, n_burnin=0, n_chains=1, classifier=clf, random_state=0)
+    gibbs.fit(X, y)
+    outputs = gibbs._base_outputs(X, fitting=False)
+    n, m_count = outputs.shape
+    rng = np.random.default_rng(1)
+    c = rng.normal(0.0, 2.0, m_count)
+    clean = rng.random(n) < 0.8
+    y_signed = np.where(y == "yes", 1.0, -1.0)
+    # The margin and each leaf's rows, written here from the node arrays.
+    learners = gibbs.base_classifiers_
+    h = np.column_stack([_leaf_of_rows(leaf.tree, X) == leaf.leaf for leaf in learners]).astype(
+        float
+    )
+    np.testing.assert_array_equal(outputs.toarray(), h)
+    margin = h @ c
+    grid = np.linspace(-8.0, 8.0, 41)
+    for m in (0, 1, 5, m_count - 1):  # the intercept and some leaves
+        mu0 = 0.7
+        rows = (h[:, m] == 1.0) & clean
+        rest = margin[rows] - c[m]
+        oracle = np.array([np.sum(log_expit(y_signed[rows] * (rest + z))) for z in grid]) - mu0 * (
+            np.logaddexp(0.0, grid) + np.logaddexp(0.0, -grid)
+        )
+        dist = weight_conditional(outputs, y_signed, c, clean, m, weight_prior=mu0)
+        assert dist.n_terms == 2 + rows.sum()  # the prior and the leaf's clean rows only
+        diff = dist.unnormalized_logpdf(grid) - oracle
+        assert np.ptp(diff) < 1e-9 * (1.0 + np.abs(oracle).max()), (learners[m].name, np.ptp(diff))
+        # A KS check of the compiled draw from these terms.
+        # h = 1 on the leaf: log sigmoid(a c + b) with a = y_n and b = y_n (rest of F_n).
+        a, b = y_signed[rows], y_signed[rows] * rest
+        draws, _ = _draws(0.0, a, b, mu0, 1500, np.random.default_rng(m), False)
+        assert stats.kstest(draws, dist.cdf).pvalue > 1e-3
+
+
+def test_plus_minus_one_columns_keep_their_conditional():
+    # A +-1 column (stump, tied tree) beside leaf indicators: all rows, slopes -y f.
+    rng = np.random.default_rng(2)
+    n = 60
+    f = rng.choice([-1.0, 1.0], n)
+    leaf = (rng.random(n) < 0.4).astype(float)
+    outputs = np.column_stack([f, leaf, np.ones(n)])
+    y = rng.choice([-1.0, 1.0], n)
+    c = np.array([0.8, -1.2, 0.3])
+    clean = rng.random(n) < 0.7
+    grid = np.linspace(-6.0, 6.0, 25)
+    margin = outputs @ c
+    rest = margin - c[0] * f
+    oracle = np.array([np.sum(log_expit(y * (rest + z * f))[clean]) for z in grid])
+    oracle -= np.logaddexp(0.0, grid) + np.logaddexp(0.0, -grid)
+    for matrix in (outputs, sp.csr_matrix(outputs)):
+        dist = weight_conditional(matrix, y, c, clean, 0)
+        assert np.ptp(dist.unnormalized_logpdf(grid) - oracle) < 1e-9
+
+
+def test_simulation_based_calibration_of_leaf_weights():
+    """Talts et al. (2018) on an intercept and two leaf indicators (0/1 outputs), data drawn from
+    the model of section 4 written here."""
+    rng = np.random.default_rng(20261125)
+    n_rows = 12
+    leaf = rng.random(n_rows) < 0.5
+    outputs = np.column_stack([np.ones(n_rows), leaf, ~leaf]).astype(float)
+    outputs[:3, 1] = 1.0  # rows 0-2 in both "leaves"
+    n_sims, n_draws = 200, 99
+    ranks = {"theta": [], "c0": [], "c1": []}
+    for sim in range(n_sims):
+        c = np.log(rng.gamma(1.0, size=3)) - np.log(rng.gamma(1.0, size=3))
+        xi = math.log(rng.gamma(1.0)) - math.log(rng.gamma(1.0))
+        theta = rng.beta(2.0, 2.0)
+        clean = rng.random(n_rows) < theta
+        y = np.where(rng.random(n_rows) < expit(np.where(clean, outputs @ c, xi)), 1.0, -1.0)
+        gibbs = GibbsSampler(
+            n_draws=n_draws, n_burnin=50, thin=4, n_chains=1, clean_prior=(2.0, 2.0),
+            store_row_draws=False, random_state=sim,
+        ).fit(outputs, y)  # fmt: skip
+        ranks["theta"].append(np.sum(gibbs.clean_rate_draws_ < theta))
+        ranks["c0"].append(np.sum(gibbs.weight_draws_[..., 0] < c[0]))
+        ranks["c1"].append(np.sum(gibbs.weight_draws_[..., 1] < c[1]))
+    for name, values in ranks.items():
+        counts = np.bincount(np.asarray(values) // 10, minlength=10)
+        p = stats.chisquare(counts).pvalue
+        assert p > 1e-3, (name, counts, p)
+
+
+def test_sparse_and_dense_zero_one_outputs_give_the_same_draws():
+    rng = np.random.default_rng(4)
+    leaves = rng.integers(0, 3, 150)
+    outputs = np.column_stack([np.ones(150)] + [leaves == k for k in range(3)]).astype(float)
+    y = np.where(rng.random(150) < expit(2.0 * (leaves - 1)), 1, -1)
+    kwargs = dict(n_draws=50, n_burnin=20, n_chains=2, random_state=3)
+    dense = GibbsSampler(**kwargs).fit(outputs, y)
+    sparse = GibbsSampler(**kwargs).fit(sp.csr_matrix(outputs), y)
+    np.testing.assert_array_equal(dense.weight_draws_, sparse.weight_draws_)
+    np.testing.assert_array_equal(dense.clean_proba_, sparse.clean_proba_)
+    np.testing.assert_allclose(
+        dense.predict_proba(outputs), sparse.predict_proba(sp.csc_matrix(outputs)), rtol=1e-12
+    )
+
+
+def test_from_a_fitted_tree_classifier(tree_fit):
+    X, y, clf = tree_fit
+    assert all(isinstance(t, HistogramTree) and t.per_leaf for t in clf.estimators_)
+    kwargs = dict(n_draws=150, n_burnin=100, n_chains=2, classifier=clf, random_state=0)
+    gibbs = GibbsSampler(**kwargs).fit(X, y)
+    learners, names = gibbs.base_classifiers_, gibbs.base_classifier_names_
+    assert all(isinstance(leaf, LeafIndicator) for leaf in learners)
+    assert names[0] == "intercept" and names[1] == "tree1_leaf0"
+    assert names == [leaf.name for leaf in learners]
+    n_leaves = sum(t.n_leaves for t in clf.estimators_)
+    assert len(learners) < n_leaves  # some leaves recur in later trees
+    assert gibbs.weight_draws_.shape == (2, 150, len(learners))
+    # Merged leaves are the same indicator as a kept one, wherever x is (NaN included); kept
+    # leaves are distinct regions.
+    rng = np.random.default_rng(9)
+    wide = rng.normal(0.0, 2.0, size=(3000, 3))
+    wide[rng.random(3000) < 0.1, 1] = np.nan
+    kept = {(leaf.estimator, leaf.leaf) for leaf in learners}
+    columns = base_outputs(learners, wide).toarray()
+    regions = [leaf_regions(leaf.tree)[leaf.leaf] for leaf in learners]
+    assert len(set(regions)) == len(regions)
+    for t, tree in enumerate(clf.estimators_):
+        for leaf in range(tree.n_leaves):
+            if (t, leaf) not in kept:
+                column = (_leaf_of_rows(tree, wide) == leaf).astype(float)
+                assert (columns == column[:, None]).all(axis=0).any(), (t, leaf)
+    # Reproducible for a seed, different for another.
+    again = GibbsSampler(**kwargs).fit(X, y)
+    np.testing.assert_array_equal(gibbs.weight_draws_, again.weight_draws_)
+    other = GibbsSampler(**{**kwargs, "random_state": 1}).fit(X, y)
+    assert not np.array_equal(gibbs.weight_draws_, other.weight_draws_)
+    # The posterior mean margin agrees in sign with the fit on most training rows.
+    assert np.mean(np.sign(gibbs.decision_function(X)) == np.sign(clf.decision_function(X))) > 0.8
+    assert gibbs.score(X, y) > 0.8
+    new = X[:7].copy()
+    new[0] = np.nan
+    proba = gibbs.predict_proba(new)
+    assert proba.shape == (7, 2) and np.all(np.isfinite(proba))
+    draws = gibbs.weight_draws_.reshape(-1, len(learners))
+    leaf_columns = base_outputs(learners, new).toarray()
+    np.testing.assert_allclose(proba[:, 1], expit(leaf_columns @ draws.T).mean(axis=1))
+    # ArviZ: the weights are named by tree and leaf.
+    idata = gibbs.to_inference_data(include_rows=False)
+    assert list(idata.posterior["classifier"].values) == names
+    restored = pickle.loads(pickle.dumps(gibbs))
+    np.testing.assert_array_equal(restored.predict_proba(new), proba)
+    from sklearn.frozen import FrozenEstimator
+
+    frozen = GibbsSampler(n_draws=5, n_burnin=0, n_chains=1, classifier=FrozenEstimator(clf))
+    assert frozen.fit(X, y).base_classifier_names_ == names
+
+
+def test_from_a_fitted_tied_tree_classifier():
+    X, y = _tree_data(seed=3, n=150)
+    clf = VIBoostClassifier(
+        8, max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="tied", random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf.fit(X, y)
+    gibbs = GibbsSampler(n_draws=100, n_burnin=50, n_chains=2, classifier=clf, random_state=0).fit(
+        X, y
+    )
+    trees = gibbs.base_classifiers_
+    assert all(isinstance(t, HistogramTree) and not t.per_leaf for t in trees)
+    assert gibbs.base_classifier_names_[0] == "tree0"
+    outputs = gibbs._base_outputs(X, fitting=False)
+    assert isinstance(outputs, np.ndarray) and set(np.unique(outputs)) <= {-1.0, 1.0}
+    assert np.mean(gibbs.predict(X) == clf.predict(X)) > 0.8
+    # A tree and its negation are one base classifier up to the sign of its weight.
+    from viboost.gibbs.base_classifiers import distinct_base_classifiers
+
+    negated = trees[0].with_leaf_values(-trees[0].leaf_values)
+    learners, names = distinct_base_classifiers([trees[0], negated, trees[0]])
+    assert learners == [trees[0]] and names == ["tree0"]

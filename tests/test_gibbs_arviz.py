@@ -100,6 +100,29 @@ def test_datatree_groups_variables_and_shapes(arviz1, fitted):
     assert "row" not in without_rows.posterior.dims
 
 
+def test_datatree_names_the_weights_of_a_tree_fit(arviz1):
+    from sklearn.exceptions import ConvergenceWarning
+
+    from viboost import VIBoostClassifier
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 2))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = VIBoostClassifier(5, max_leaf_nodes=3, min_samples_leaf=5, random_state=0)
+        clf.fit(X, y)
+    gibbs = GibbsSampler(n_draws=30, n_burnin=10, n_chains=2, classifier=clf, random_state=0)
+    dt = gibbs.fit(X, y).to_inference_data(include_rows=False)
+    names = gibbs.base_classifier_names_
+    assert names[0] == "intercept" and names[1] == "tree1_leaf0"
+    assert list(dt.posterior["classifier"].values) == names
+    assert dict(dt.posterior["c"].sizes) == {"chain": 2, "draw": 30, "classifier": len(names)}
+    np.testing.assert_array_equal(
+        dt.posterior["c"].sel(classifier="intercept").to_numpy(), gibbs.weight_draws_[..., 0]
+    )
+
+
 def test_datatree_diagnostics(arviz1, fitted):
     gibbs, _ = fitted
     dt = gibbs.to_inference_data(include_rows=False)

@@ -6,7 +6,10 @@ Structure of this module
   weight is the v-Log of S.3, eq. (59), with slopes ``-y_n f_i(x_n)`` (all +-1), knots
   ``-f~_i(x_n) f_i(x_n)`` and multiplicities ``w_n``, times the prior v-Log(u, 0, mu_0 1); here it
   is written as ``h(c) = -mu_0 [softplus(c) + softplus(-c)] + sum_k log sigmoid(a_k c + b_k)``
-  over the rows with ``w_n = 1`` (``a_k = y_n f_i(x_n)``, ``b_k = y_n f~_i(x_n)``).
+  over the rows with ``w_n = 1`` (``a_k = y_n f_i(x_n)``, ``b_k = y_n f~_i(x_n)``).  An output
+  may also be 0 (a tree's leaf indicator ``1{x in leaf}`` outside its leaf): such a row does not
+  depend on ``c_i`` and carries no term, so a leaf's weight has the v-Log over the rows of its
+  leaf. :func:`weight_terms` builds the ``a_k, b_k`` of one weight.
 - :func:`draw_weight`: an exact draw from that log-concave density by adaptive rejection
   sampling (Gilks and Wild 1992, the method the paper used): a few safeguarded Newton steps
   towards the mode from the chain's current value, tangents at the mode and at +-1.5 curvature
@@ -16,9 +19,11 @@ Structure of this module
   ``log G``, ``G ~ Gamma``, by :func:`viboost.distributions.log_gamma.log_gamma_variate`
   (``sigmoid(Z) ~ Beta``), i.e. exactly, in log-odds form.
 - :func:`run_chain`: one chain of Algorithm 2 (weights ``c_1..c_M`` in turn, then ``xi``, then
-  each ``w_n``, then ``theta``), with burn-in and thinning; it records the kept draws and, for
-  each kept sweep, the conditional probabilities ``P(w_n = 1 | c, xi, theta, y)`` whose average
-  is the Rao-Blackwellised posterior probability that label ``n`` is true.
+  each ``w_n``, then ``theta``), with burn-in and thinning, over the outputs stored by columns
+  (dense, or compressed sparse columns for leaf indicators, whose weights then cost the rows of
+  their leaf only); it records the kept draws and, for each kept sweep, the conditional
+  probabilities ``P(w_n = 1 | c, xi, theta, y)`` whose average is the Rao-Blackwellised posterior
+  probability that label ``n`` is true.
 
 Random numbers come from a ``numpy.random.Generator`` passed in (numba supports them), one per
 chain, so a chain is reproducible from its seed whichever thread runs it.
@@ -284,8 +289,36 @@ def draw_weight(x0, a, b, exp_abs_b, n_active, mu0, xs, hs, dhs, zs, cum, rng):
 
 
 @njit(cache=True, nogil=True)
+def weight_terms(indptr, indices, values, dense, y, margin, clean, m, cm, a, b, exp_abs_b):
+    """The data terms of the conditional of ``c_m`` (S.3, eq. (59)); returns their number ``k``.
+
+    Classifier ``m``'s outputs are ``values[indptr[m]:indptr[m + 1]]``, at the rows
+    ``indices[...]`` (or, when ``dense``, at every row in order). A row carries a term when
+    ``w_n = 1`` and ``f_m(x_n) != 0`` (a leaf indicator is 0 outside its leaf: those rows do not
+    depend on ``c_m``): ``a[k] = y_n f_m(x_n)`` in {-1, +1} and ``b[k] = y_n (F_n - c_m f_m(x_n))``,
+    the label times the rest of the margin, so the term is ``log sigmoid(a_k c + b_k)``;
+    ``exp_abs_b[k] = exp(-|b_k|)``.  ``margin`` holds ``F_n`` at ``c_m = cm``.
+    """
+    start = indptr[m]
+    k = np.int64(0)
+    for p in range(start, indptr[m + 1]):
+        i = p - start if dense else indices[p]
+        f = values[p]
+        if clean[i] and f != 0.0:
+            a[k] = y[i] * f
+            bk = y[i] * (margin[i] - cm * f)
+            b[k] = bk
+            exp_abs_b[k] = math.exp(-abs(bk))
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
 def run_chain(
-    outputs_t,
+    indptr,
+    indices,
+    values,
+    dense,
     y,
     c,
     xi,
@@ -308,8 +341,11 @@ def run_chain(
 ):
     """Run one chain of Algorithm 2 in place.
 
-    ``outputs_t`` is the ``(M, N)`` matrix of base-classifier outputs ``f_m(x_n)``, ``rng`` a
-    ``numpy.random.Generator``; ``c``, ``xi``,
+    The ``(M, N)`` matrix of base-classifier outputs ``f_m(x_n)`` in {-1, 0, +1} is given by
+    columns of the ``N x M`` matrix (compressed sparse columns): classifier ``m``'s nonzero outputs
+    are ``values[indptr[m]:indptr[m + 1]]`` at the rows ``indices[...]``, in increasing order;
+    with ``dense`` (``indices`` then unused) ``values`` is the whole ``(M, N)`` matrix, raveled,
+    and ``indptr[m] = m N``. ``rng`` is a ``numpy.random.Generator``; ``c``, ``xi``,
     ``logit_theta`` and ``clean`` (``w``, uint8) are the initial state (``c`` and ``clean`` are
     updated in place).  Kept sweeps ``t = n_burnin + k * thin`` fill ``out_c[k]``, ``out_xi[k]``,
     ``out_logit_theta[k]`` (``log theta - log(1 - theta)``), ``out_clean_proba[k]``
@@ -319,12 +355,15 @@ def run_chain(
     final ``(xi, logit_theta)``.
     """
     store_rows = out_clean_proba.shape[0] > 0
-    m_count, n_rows = outputs_t.shape
+    m_count = c.shape[0]
+    n_rows = y.shape[0]
     margin = np.zeros(n_rows)
     for m in range(m_count):
         cm = c[m]
-        for i in range(n_rows):
-            margin[i] += cm * outputs_t[m, i]
+        start = indptr[m]
+        for p in range(start, indptr[m + 1]):
+            i = p - start if dense else indices[p]
+            margin[i] += cm * values[p]
     a = np.empty(n_rows)
     b = np.empty(n_rows)
     exp_abs_b = np.empty(n_rows)
@@ -338,24 +377,20 @@ def run_chain(
         keep = t >= n_burnin and (t - n_burnin) % thin == 0
         slot = (t - n_burnin) // thin
         evals = 0
-        # c_i ~ v-Log(...), i = 1..M: only rows with w_n = 1 carry a term.
+        # c_i ~ v-Log(...), i = 1..M: only rows with w_n = 1 and f_i(x_n) != 0 carry a term.
         for m in range(m_count):
             cm = c[m]
-            k = np.int64(0)  # not 0: see draw_weight (one compilation of it, not two)
-            for i in range(n_rows):
-                if clean[i]:
-                    f = outputs_t[m, i]
-                    a[k] = y[i] * f
-                    bk = y[i] * (margin[i] - cm * f)
-                    b[k] = bk
-                    exp_abs_b[k] = math.exp(-abs(bk))
-                    k += 1
+            k = weight_terms(
+                indptr, indices, values, dense, y, margin, clean, m, cm, a, b, exp_abs_b
+            )
             new, used = draw_weight(cm, a, b, exp_abs_b, k, mu0, xs, hs, dhs, zs, cum, rng)
             evals += used
             step = new - cm
             if step != 0.0:
-                for i in range(n_rows):
-                    margin[i] += step * outputs_t[m, i]
+                start = indptr[m]
+                for p in range(start, indptr[m + 1]):
+                    i = p - start if dense else indices[p]
+                    margin[i] += step * values[p]
             c[m] = new
         # xi ~ v-Log(u, 0, [mu0' + #noisy -1 labels, mu0' + #noisy +1 labels]) (S.3, eq. (61)):
         # sigmoid(xi) ~ Beta(mu0' + #noisy +1, mu0' + #noisy -1).

@@ -4,9 +4,12 @@ Structure of this module
 ------------------------
 - :class:`GibbsSampler` holds the hyperparameters (the priors of section 4 and the chain
   settings), validates the input at ``fit``, builds the ``N x M`` matrix of base-classifier
-  outputs -- given directly, or from the stumps of a fitted
-  :class:`~viboost.VIBoostClassifier` -- and runs the chains, one call of the compiled
-  :func:`viboost.gibbs.kernels.run_chain` each (in threads when ``n_jobs`` asks for them).
+  outputs -- given directly, or from the base classifiers of a fitted
+  :class:`~viboost.VIBoostClassifier` (:mod:`viboost.gibbs.base_classifiers`: its stumps, its
+  tied trees, or each leaf of its per-leaf trees as the indicator ``1{x in leaf}``) -- and runs
+  the chains, one call of the compiled :func:`viboost.gibbs.kernels.run_chain` each (in threads
+  when ``n_jobs`` asks for them). Outputs are +-1, or 0/1 for leaf indicators (then stored as a
+  sparse matrix, and a leaf's weight costs the rows of its leaf only).
   A sweep draws ``c_1..c_M`` (each an exact v-Log draw by adaptive rejection sampling, the
   method the paper used and found "too time consuming" in Matlab), then ``xi`` (a two-term
   v-Log, drawn exactly through ``sigmoid(xi) ~ Beta``), each ``w_n`` (Bernoulli) and ``theta``
@@ -18,6 +21,8 @@ Structure of this module
   ``xarray.DataTree`` under ArviZ 1.x, an ``arviz.InferenceData`` under ArviZ 0.2x (same groups,
   variables and coordinates), for ``arviz.summary``, the trace plots, R-hat and effective
   sample sizes.
+- :func:`weight_conditional` returns the exact conditional of one weight as a
+  :class:`~viboost.distributions.VersatileLogistic`, from the chains' own compiled terms.
 - Prediction averages over the draws: ``predict_proba`` is the posterior mean of
   ``sigmoid(F(x))``, the probability of a *true* label (section 2), and ``decision_function``
   the posterior mean of ``F(x) = sum_m c_m f_m(x)``.
@@ -33,6 +38,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from joblib import Parallel, delayed
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -42,12 +48,15 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from viboost._utils.parallel import numba_threads, resolve_n_jobs
 from viboost._utils.validation import check_pair, check_random_state, spawn_generator
-from viboost.boosting.stumps import DecisionStump, predict_stumps
+from viboost.boosting.stumps import DecisionStump
+from viboost.boosting.trees import HistogramTree
+from viboost.distributions import VersatileLogistic
 from viboost.estimator import VIBoostClassifier
+from viboost.gibbs.base_classifiers import base_outputs, distinct_base_classifiers
 from viboost.gibbs.generative import sample_two_term_vlog
-from viboost.gibbs.kernels import run_chain
+from viboost.gibbs.kernels import run_chain, weight_terms
 
-__all__ = ["GibbsSampler"]
+__all__ = ["GibbsSampler", "weight_conditional"]
 
 # Rows of new X per block in ``predict_proba`` (a block holds rows x draws margins).
 _PREDICT_BLOCK_ELEMENTS = 1 << 22
@@ -70,32 +79,102 @@ def arviz_uses_datatree(arviz) -> bool:
     return major.isdigit() and int(major) >= 1
 
 
-def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
-    """The distinct base classifiers among ``stumps``, in order of first selection.
+def _column_storage(outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The ``N x M`` outputs by columns, as :func:`viboost.gibbs.kernels.run_chain` takes them:
+    ``(indptr, indices, values, dense)``, compressed sparse columns for a sparse matrix (zeros
+    dropped), else the dense transpose raveled (``indices`` empty)."""
+    if sp.issparse(outputs):
+        columns = sp.csc_matrix(outputs, dtype=np.float64, copy=True)
+        columns.eliminate_zeros()
+        columns.sort_indices()
+        return (
+            columns.indptr.astype(np.int64),
+            columns.indices.astype(np.int64),
+            np.ascontiguousarray(columns.data, dtype=np.float64),
+            False,
+        )
+    outputs_t = np.ascontiguousarray(np.asarray(outputs, dtype=np.float64).T)
+    n_classifiers, n_rows = outputs_t.shape
+    indptr = np.arange(n_classifiers + 1, dtype=np.int64) * n_rows
+    return indptr, np.empty(0, dtype=np.int64), outputs_t.reshape(-1), True
 
-    A stump and its negation (same feature, threshold and side of missing values, opposite
-    polarity) are one base classifier up to the sign of its weight; section 2 assumes ``h`` and
-    ``-h`` are not both in the set, so the first polarity seen is kept.
+
+def weight_conditional(
+    outputs, y, weights, is_clean, m: int, weight_prior: float = 1.0
+) -> VersatileLogistic:
+    """The exact conditional of the weight ``c_m`` given the rest (S.3, eq. (59)), as a v-Log.
+
+    It is built by the compiled code the chains use (:func:`viboost.gibbs.kernels.weight_terms`):
+    one term ``log sigmoid(a_n c + b_n)`` per row with ``w_n = 1`` and ``f_m(x_n) != 0``, i.e.
+    slope ``-y_n f_m(x_n)``, knot ``-f_m(x_n) (F_n - c_m f_m(x_n))`` (the rest of the margin) and
+    multiplicity 1, plus the prior terms v-Log([+1, -1], [0, 0], [mu_0, mu_0]). For a leaf
+    indicator (0 outside its leaf, 1 inside) the terms are those of the leaf's rows only.
+
+    Parameters
+    ----------
+    outputs : array-like or scipy.sparse matrix of shape (N, M)
+        ``f_m(x_n)`` in {-1, 0, +1}.
+    y : array-like of shape (N,)
+        Labels in {-1, +1}.
+    weights : array-like of shape (M,)
+        The current weights ``c`` (``c_m`` itself only shifts the knots' reference).
+    is_clean : array-like of bool, shape (N,)
+        The type selectors ``w_n``.
+    m : int
+        Which weight.
+    weight_prior : float, default=1.0
+        ``mu_0``.
+
+    Returns
+    -------
+    VersatileLogistic
+        The conditional density of ``c_m``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.gibbs.sampler import weight_conditional
+    >>> leaf = np.array([[1.0], [1.0], [0.0]])  # rows 0 and 1 in the leaf
+    >>> dist = weight_conditional(leaf, [1.0, -1.0, 1.0], [0.5], [True, True, True], 0)
+    >>> dist.n_terms  # the two prior terms and one per row of the leaf
+    4
     """
-    seen: set[tuple[int, float, bool]] = set()
-    out = []
-    for stump in stumps:
-        key = (int(stump.feature), float(stump.threshold), bool(stump.missing_right))
-        if key not in seen:
-            seen.add(key)
-            out.append(stump)
-    return out
+    if not sp.issparse(outputs):
+        outputs = np.asarray(outputs, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    clean = np.asarray(is_clean, dtype=bool).astype(np.uint8)
+    n_rows = y.shape[0]
+    if outputs.ndim != 2 or outputs.shape != (n_rows, weights.shape[0]) or clean.shape != y.shape:
+        raise ValueError(
+            f"outputs must be N x M with y and is_clean of length N and weights of length M; got "
+            f"{outputs.shape}, {y.shape}, {clean.shape} and {weights.shape}."
+        )
+    storage = _column_storage(outputs)
+    margin = np.asarray(outputs @ weights, dtype=np.float64).reshape(n_rows)
+    a, b, exp_abs_b = np.empty(n_rows), np.empty(n_rows), np.empty(n_rows)
+    k = weight_terms(*storage, y, margin, clean, int(m), float(weights[m]), a, b, exp_abs_b)
+    a, b = a[:k], b[:k]
+    mu0 = float(weight_prior)
+    return VersatileLogistic(
+        np.concatenate([[1.0, -1.0], -a]),
+        np.concatenate([[0.0, 0.0], -a * b]),
+        np.concatenate([[mu0, mu0], np.ones(k)]),
+    )
 
 
 class GibbsSampler(ClassifierMixin, BaseEstimator):
     """Posterior draws of the noise model of section 4 by Gibbs sampling (Algorithm 2).
 
-    Given ``M`` base classifiers (their ``+-1`` outputs on the ``N`` training rows) and the
-    labels, the sampler draws from the joint posterior of the weights ``c_1..c_M``, the noise
-    grade ``xi``, the type selectors ``w_1..w_N`` and the type prior ``theta``. Where VIBoost
-    (:class:`~viboost.VIBoostClassifier`) fits a factorised variational approximation while it
-    chooses its stumps, the sampler takes a fixed set of base classifiers -- for instance the
-    stumps a VIBoost fit selected -- and returns draws whose spread is the posterior uncertainty.
+    Given ``M`` base classifiers (their outputs on the ``N`` training rows: ``+-1``, or 0/1 for
+    the indicator of a tree's leaf) and the labels, the sampler draws from the joint posterior of
+    the weights ``c_1..c_M``, the noise grade ``xi``, the type selectors ``w_1..w_N`` and the type
+    prior ``theta``. Where VIBoost (:class:`~viboost.VIBoostClassifier`) fits a factorised
+    variational approximation while it chooses its base classifiers, the sampler takes a fixed
+    set of them -- for instance those a VIBoost fit selected -- and returns draws whose spread is
+    the posterior uncertainty. A weight whose classifier is 0 on a row (a leaf indicator outside
+    its leaf) has the v-Log conditional over the other rows only; the other conditionals are
+    those of Algorithm 2.
 
     Parameters
     ----------
@@ -114,11 +193,14 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     clean_prior : pair of float, default=(1.0, 1.0)
         zeta: theta, the probability that a label is true, has the prior Beta(zeta_1, zeta_2).
     classifier : VIBoostClassifier or None, default=None
-        A fitted VIBoost classifier whose distinct stumps are the base classifiers; ``X`` is then
+        A fitted VIBoost classifier whose distinct base classifiers are the sampler's
+        (:func:`viboost.gibbs.base_classifiers.distinct_base_classifiers`): each stump, each tree
+        with tied leaves (one +-1 classifier), and each leaf of a tree with per-leaf weights (its
+        indicator, 0 or 1; the one-leaf tree of a per-leaf fit is the intercept); ``X`` is then
         the feature matrix. With None, ``X`` is the matrix of base-classifier outputs itself
-        (``X[n, m] = f_m(x_n)`` in {-1, +1}). It is used as fitted, never refitted; since
-        ``sklearn.base.clone`` (as in cross-validation) returns an unfitted copy, pass
-        ``sklearn.frozen.FrozenEstimator(classifier)`` there.
+        (``X[n, m] = f_m(x_n)`` in {-1, 0, +1}; a numpy array or a scipy.sparse matrix). It is
+        used as fitted, never refitted; since ``sklearn.base.clone`` (as in cross-validation)
+        returns an unfitted copy, pass ``sklearn.frozen.FrozenEstimator(classifier)`` there.
     store_row_draws : bool, default=True
         Keep, for every kept sweep, each row's ``P(w_n = 1 | c, xi, theta, y)``
         (``n_chains * n_draws * n_samples`` float32 values) so that ``clean_proba`` is a
@@ -161,8 +243,17 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     evaluations_per_draw_ : float
         Mean number of evaluations of a weight's log density per exact draw (adaptive
         rejection sampling; a diagnostic of the sampler's cost).
-    base_classifiers_ : list of DecisionStump or None
-        The distinct stumps of ``classifier``, in order of first selection; None without one.
+    base_classifiers_ : list or None
+        The distinct base classifiers of ``classifier``, in order of first selection:
+        ``DecisionStump``, ``HistogramTree`` (tied leaves) or
+        :class:`~viboost.gibbs.base_classifiers.LeafIndicator` (a leaf of a per-leaf tree);
+        None without a classifier. Equal ones (a stump or tied tree, or its negation; a leaf of
+        the same region) are listed once.
+    base_classifier_names_ : list of str or None
+        Their names, the ``classifier`` coordinate of :meth:`to_inference_data`: ``"stump{t}"``,
+        ``"tree{t}"``, ``"tree{t}_leaf{l}"`` or ``"intercept"``, ``t`` the position in the
+        classifier's ``estimators_`` and ``l`` the leaf's number in that tree (the first
+        occurrence of a merged one); None without a classifier.
     classes_ : ndarray of shape (2,)
         Class labels; ``classes_[1]`` is the positive class (+1 in the paper).
     n_features_in_ : int
@@ -237,16 +328,22 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ base classifiers
-    def _base_outputs(self, X, fitting: bool) -> np.ndarray:
-        """The ``(n_samples, n_classifiers)`` matrix of ``f_m(x_n)`` in {-1.0, +1.0}."""
+    def _base_outputs(self, X, fitting: bool):
+        """The ``(n_samples, n_classifiers)`` matrix of ``f_m(x_n)`` in {-1.0, 0.0, +1.0}: a dense
+        array, or a CSR matrix (sparse input, or the leaf indicators of a tree fit)."""
         clf = self.classifier
         if clf is None:
-            outputs = check_array(X, dtype=np.float64, ensure_min_features=0)
-            if outputs.size and not np.all(np.abs(outputs) == 1.0):
-                bad = float(outputs[np.abs(outputs) != 1.0][0])
+            outputs = check_array(
+                X, accept_sparse=("csr", "csc"), dtype=np.float64, ensure_min_features=0
+            )
+            if sp.issparse(outputs):
+                outputs = sp.csr_matrix(outputs)
+            entries = outputs.data if sp.issparse(outputs) else outputs
+            bad = entries[(entries != 1.0) & (entries != -1.0) & (entries != 0.0)]
+            if bad.size:
                 raise ValueError(
                     "Without a classifier, X must be the matrix of base-classifier outputs, "
-                    f"with every entry -1 or +1; found {bad!r}."
+                    f"with every entry -1, 0 or +1; found {float(bad[0])!r}."
                 )
             n_columns = outputs.shape[1]
             expected = n_columns if fitting else self.n_features_in_
@@ -254,13 +351,16 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         else:
             if fitting:
                 check_is_fitted(clf)
-                stumps = getattr(clf, "estimators_", None)
-                if not stumps or not all(isinstance(s, DecisionStump) for s in stumps):
+                estimators = getattr(clf, "estimators_", None)
+                if not estimators or not all(
+                    isinstance(e, (DecisionStump, HistogramTree)) for e in estimators
+                ):
                     raise TypeError(
                         "classifier must be a fitted VIBoostClassifier (or a "
                         f"sklearn.frozen.FrozenEstimator of one); got {type(clf).__name__}."
                     )
-                self.base_classifiers_ = unique_stumps(stumps)
+                learners, names = distinct_base_classifiers(estimators)
+                self.base_classifiers_, self.base_classifier_names_ = learners, names
             features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
             n_columns, expected = features.shape[1], clf.n_features_in_
             what = "features (as the classifier)"
@@ -269,8 +369,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 f"X has {n_columns} columns, but GibbsSampler is expecting {expected} {what}."
             )
         if clf is not None:
-            outputs = predict_stumps(self.base_classifiers_, features).T
-        return np.ascontiguousarray(outputs)
+            outputs = base_outputs(self.base_classifiers_, features)
+        return outputs if sp.issparse(outputs) else np.ascontiguousarray(outputs)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y) -> GibbsSampler:
@@ -279,7 +379,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_classifiers) or (n_samples, n_features)
-            Base-classifier outputs in {-1, +1} or, with ``classifier``, the features.
+            Base-classifier outputs in {-1, 0, +1} or, with ``classifier``, the features.
         y : array-like of shape (n_samples,)
             Labels of two classes (with ``classifier``: of its ``classes_``). Labels in
             {-1, +1} are the paper's signs and may all be of one class.
@@ -292,7 +392,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         self._validate_params()
         zeta = check_pair("clean_prior", self.clean_prior)
         if self.classifier is None:
-            self.base_classifiers_ = None
+            self.base_classifiers_ = self.base_classifier_names_ = None
         outputs = self._base_outputs(X, fitting=True)
         y = column_or_1d(y, warn=True)
         if y.shape[0] != outputs.shape[0]:
@@ -364,7 +464,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     ) -> list[tuple]:
         """Run each chain of Algorithm 2 from its start; one tuple of outputs per chain."""
         n_rows, n_classifiers = outputs.shape
-        outputs_t = np.ascontiguousarray(outputs.T)
+        indptr, indices, values, dense = _column_storage(outputs)
         mu0, mu0_noise = float(self.weight_prior), float(self.noise_grade_prior)
         n_draws, store = int(self.n_draws), bool(self.store_row_draws)
         # Threads: one per running chain, at most n_jobs in all; a chain's kernel is serial, and
@@ -384,7 +484,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             out_evals = np.empty(n_draws)
             with numba_threads(inner):
                 run_chain(
-                    outputs_t, y_signed, c0.copy(), xi0, logit_theta0, clean0.copy(),
+                    indptr, indices, values, dense, y_signed, c0.copy(), xi0, logit_theta0,
+                    clean0.copy(),
                     mu0, mu0_noise, zeta[0], zeta[1],
                     int(self.n_burnin), n_draws, int(self.thin), chain_rng,
                     out_c, out_xi, out_logit, out_rows, proba_sum, out_evals,
@@ -423,7 +524,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         """The draws in ArviZ's format: an ``xarray.DataTree`` (ArviZ 1.x) or an
         ``arviz.InferenceData`` (ArviZ 0.2x), whichever the installed ArviZ uses.
 
-        The ``posterior`` group holds ``c`` (dims ``chain, draw, classifier``), ``xi`` (the noise
+        The ``posterior`` group holds ``c`` (dims ``chain, draw, classifier``; the classifiers
+        are numbered, or, with ``classifier``, named by ``base_classifier_names_``, e.g.
+        ``"intercept"`` and ``"tree3_leaf1"`` for a tree fit), ``xi`` (the noise
         grade), ``theta`` (the probability that a label is true), ``snr``
         (``theta / (1 - theta)``) and, when row draws were stored and ``include_rows``,
         ``clean_proba`` (dims ``chain, draw, row``: ``P(w_n = 1 | c, xi, theta, y)``, whose mean
@@ -476,7 +579,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         }
         dims = {"c": ["classifier"], "clean_proba": ["row"], "y": ["row"]}
         n_rows = self._y_signed.shape[0]
-        coords = {"classifier": np.arange(self.weight_draws_.shape[2]), "row": np.arange(n_rows)}
+        names = getattr(self, "base_classifier_names_", None)
+        classifiers = np.arange(self.weight_draws_.shape[2]) if names is None else np.array(names)
+        coords = {"classifier": classifiers, "row": np.arange(n_rows)}
         attrs = {
             "inference_library": "viboost",
             "model": "Lorbert et al. noise model, section 4; Gibbs sampler, Algorithm 2",
@@ -506,7 +611,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
             The posterior mean log-odds of a true +1 label.
         """
         check_is_fitted(self)
-        return self._base_outputs(X, fitting=False) @ self.weights_
+        return np.asarray(self._base_outputs(X, fitting=False) @ self.weights_).reshape(-1)
 
     def predict_proba(self, X) -> np.ndarray:
         """Posterior-mean probability of each class for a *true* label.
@@ -531,7 +636,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         proba = np.empty(outputs.shape[0])
         block = max(1, _PREDICT_BLOCK_ELEMENTS // max(1, draws.shape[1]))
         for start in range(0, outputs.shape[0], block):
-            margins = outputs[start : start + block] @ draws
+            margins = np.asarray(outputs[start : start + block] @ draws)
             proba[start : start + block] = expit(margins).mean(axis=1)
         return np.column_stack([1.0 - proba, proba])
 
