@@ -59,23 +59,33 @@ from viboost.datasets import (
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 OUT_DIR = Path(__file__).resolve().parent
-DATASETS = ("spambase", "dna", "satellite", "breast_cancer", "reuters")
-TRAIN_SIZE = {"spambase": 0.1, "dna": 0.1, "satellite": 0.1, "breast_cancer": 0.5, "reuters": 0.5}
+DATASETS = ("spambase", "dna", "satellite", "breast_cancer", "reuters", "interactions")
+TRAIN_SIZE = {
+    "spambase": 0.1,
+    "dna": 0.1,
+    "satellite": 0.1,
+    "breast_cancer": 0.5,
+    "reuters": 0.5,
+    "interactions": 0.25,
+}
 SETTINGS = ("0", "10", "20", "30", "cc")
 SETTING_LABEL = {"0": "0%", "10": "10%", "20": "20%", "30": "30%", "cc": "cc 30/10"}
 #: Model name -> its settings as written in the report; :func:`make_model` builds them.
 MODELS = {
     "viboost": "VIBoostClassifier(random_state=seed) (the library default)",
+    "viboost-stumps": 'VIBoostClassifier(max_leaf_nodes=2, leaf_weights="tied", '
+    "min_samples_leaf=1, random_state=seed) (the default before trees)",
     "viboost-paper": 'VIBoostClassifier(preset="paper", random_state=seed)',
     "adaboost": "AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=200, "
     "random_state=seed)",
     "lgbm-stumps": "LGBMClassifier(n_estimators=200, num_leaves=2, learning_rate=0.1, "
     "min_child_samples=5, verbose=-1, random_state=seed, n_jobs=1)",
     "lgbm": "LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1)",
+    "hgb": "HistGradientBoostingClassifier(random_state=seed)",
     "cleanlab": "CleanLearning(LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1), seed=seed, "
     'find_label_issues_kwargs={"n_jobs": 1})',
 }
-DETECTORS = ("viboost", "viboost-paper", "cleanlab")
+DETECTORS = ("viboost", "viboost-stumps", "viboost-paper", "cleanlab")
 BASELINES = ("adaboost", "lgbm-stumps", "lgbm", "cleanlab")
 METRICS = ("test_error", "auroc", "precision_at_k", "rate_est", "rate_abs_err", "covered")
 DNA_JUNCTIONS = ("ei", "ie")
@@ -87,7 +97,21 @@ BINARISATION = {
     "red soil, cotton crop, vegetation stubble (0); 54% positive",
     "breast_cancer": "scikit-learn's target: benign (1) vs malignant (0), 63% positive",
     "reuters": "crude (1) vs acq (0), 29% positive",
+    "interactions": "synthetic (`make_interactions`): 20,000 rows x 20 standard normal features, "
+    "P(y = 1 | x) = sigmoid(4 F(x)) with F = x0 x1 + sign(x2) x3 + 0.5 x4 - 0.5 |x5|; 50% positive",
 }
+#: Clean-label references: the better of these two defaults (the target is within 0.3 points).
+CLEAN_REFERENCES = ("lgbm", "hgb")
+
+
+def make_interactions(n_samples: int = 20_000, seed: int = 12345) -> tuple[np.ndarray, np.ndarray]:
+    """A synthetic set that needs interactions: a stump ensemble (additive in the features)
+    cannot fit ``x0 x1`` or ``sign(x2) x3``; trees of a few leaves can."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_samples, 20))
+    F = X[:, 0] * X[:, 1] + np.sign(X[:, 2]) * X[:, 3] + 0.5 * X[:, 4] - 0.5 * np.abs(X[:, 5])
+    y = (rng.random(n_samples) < 1.0 / (1.0 + np.exp(-4.0 * F))).astype(np.int64)
+    return X, y
 
 
 def note(message: str) -> None:
@@ -103,6 +127,8 @@ def load_dataset(name: str, data_dir: Path) -> tuple[np.ndarray, np.ndarray] | N
         X, y = load_breast_cancer(return_X_y=True)
     elif name == "reuters":
         X, y = load_reuters_acq_crude(return_X_y=True)
+    elif name == "interactions":
+        X, y = make_interactions()
     else:
         path = data_dir / f"{name}.csv.gz"
         if not path.is_file():
@@ -137,8 +163,16 @@ def make_model(name: str, seed: int) -> Any:
     """
     if name == "viboost":
         return VIBoostClassifier(random_state=seed)
+    if name == "viboost-stumps":
+        return VIBoostClassifier(
+            max_leaf_nodes=2, leaf_weights="tied", min_samples_leaf=1, random_state=seed
+        )
     if name == "viboost-paper":
         return VIBoostClassifier(preset="paper", random_state=seed)
+    if name == "hgb":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        return HistGradientBoostingClassifier(random_state=seed)
     if name == "adaboost":
         return adaboost(seed)
     from lightgbm import LGBMClassifier
@@ -299,8 +333,10 @@ def targets_table(summary: pd.DataFrame) -> str:
         vb = part.loc["viboost"]
         yes_no = {True: "yes", False: "no"}
         if setting == "0":
-            ref = part["test_error"].get("adaboost", np.nan)
-            ref_text, ok = f"adaboost {fmt(ref, 2)} + 0.3", vb.test_error <= ref + 0.3
+            errors = part["test_error"].reindex([b for b in CLEAN_REFERENCES if b in part.index])
+            best = errors.idxmin() if errors.notna().any() else None
+            ref = errors.min() if best else np.nan
+            ref_text, ok = f"{best} {fmt(ref, 2)} + 0.3", vb.test_error <= ref + 0.3
         else:
             errors = part["test_error"].reindex([b for b in BASELINES if b in part.index])
             best = errors.idxmin() if errors.notna().any() else None
@@ -450,7 +486,8 @@ def report(results: pd.DataFrame, summary: pd.DataFrame, command: str) -> str:
         "",
         "## Targets",
         "",
-        "Error target: at 0% flips `viboost` is at most 0.3 points worse than `adaboost`; at "
+        "Error target: at 0% flips `viboost` is at most 0.3 points worse than the better of "
+        "`lgbm` and `hgb` (LightGBM's and HistGradientBoosting's defaults); at "
         "10-30% and cc, its error is at most the best baseline's (adaboost, lgbm-stumps, lgbm, "
         "cleanlab). AUROC target: `viboost` >= `cleanlab`. Rate target: mean |flip-rate "
         "error| <= 0.03.",

@@ -10,17 +10,38 @@ from viboost.presets import PRESETS, FitPlan, resolve_preset
 
 def test_paper_preset_is_algorithm_1_as_printed():
     assert PRESETS["paper"] == FitPlan(100, 1.0, "approx", "in-sample")
+    assert PRESETS["paper"].stumps  # the paper's decision stumps, one tied weight each
 
 
 def test_robust_preset():
-    assert PRESETS["robust"] == FitPlan(1000, 0.1, "exact", "cross-fit")
+    assert PRESETS["robust"] == FitPlan(
+        1000, 0.1, "exact", "cross-fit", max_leaf_nodes=31, min_samples_leaf=20,
+        leaf_weights="per-leaf",
+    )  # fmt: skip
+    assert not PRESETS["robust"].stumps
 
 
 @pytest.mark.parametrize("preset", ["paper", "robust"])
 def test_explicit_values_win(preset):
-    plan = resolve_preset(preset, 7, 0.3, "approx", "in-sample")
-    assert plan == FitPlan(7, 0.3, "approx", "in-sample")
+    plan = resolve_preset(preset, 7, 0.3, "approx", "in-sample", 5, 3, 2, "tied")
+    assert plan == FitPlan(7, 0.3, "approx", "in-sample", 5, 3, 2, "tied")
     assert resolve_preset(preset, None, None, None, None) == PRESETS[preset]
+
+
+def test_a_depth_on_the_paper_preset_asks_for_tied_trees():
+    plan = resolve_preset("paper", None, None, None, None, max_depth=3)
+    assert (plan.max_leaf_nodes, plan.max_depth, plan.leaf_weights) == (8, 3, "tied")
+    assert not plan.stumps
+
+
+def test_plans_saved_before_trees_read_as_stumps():
+    old = FitPlan.__new__(FitPlan)
+    object.__setattr__(
+        old,
+        "__dict__",
+        {"n_estimators": 10, "learning_rate": 0.1, "alpha": "exact", "noise_fit": "cross-fit"},
+    )
+    assert old.stumps and old.min_samples_leaf == 1
 
 
 def test_unknown_preset_is_rejected_with_the_choices():

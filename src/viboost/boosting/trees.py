@@ -232,11 +232,14 @@ class HistogramTree:
     >>> from viboost.boosting.trees import TreeSearch
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(400, 2))
-    >>> y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)  # an interaction: no stump fits it
-    >>> search = TreeSearch(X, max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="tied")
-    >>> tree, error = search.best(np.full(400, 1 / 400), y)
-    >>> tree.n_leaves, bool(error < 0.1)
-    (4, True)
+    >>> y = np.where((X[:, 0] > 0) & (X[:, 1] > 0), 1.0, -1.0)  # an interaction
+    >>> search = TreeSearch(X, max_leaf_nodes=4, min_samples_leaf=5)
+    >>> tree, _ = search.best(np.full(400, 1 / 400), y)
+    >>> tree.n_leaves, sorted(set(tree.split_gains()[0].tolist()))
+    (3, [0, 1])
+    >>> leaf = search.leaf_index(tree)  # the leaf of x0 > 0 and x1 > 0 holds the positives
+    >>> bool(np.all(y[leaf == leaf[np.argmax(y)]] > 0))
+    True
     """
 
     nodes: np.ndarray

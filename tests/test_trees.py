@@ -1,0 +1,361 @@
+"""viboost.boosting.trees: the grower against a reference written here, per-leaf rounds against
+quadrature and optimisation oracles, and tree fits through the estimator (edge cases, bad input,
+pickling, warm start, thread counts)."""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize
+from scipy.special import betaln, expit, log_expit
+from sklearn.utils._param_validation import InvalidParameterError
+
+from viboost import VIBoostClassifier
+from viboost._utils.parallel import numba_threads
+from viboost.boosting.binning import MISSING_BIN
+from viboost.boosting.booster import Booster, InMemoryRows, run_rounds
+from viboost.boosting.predictor import predict_ensemble
+from viboost.boosting.trees import HistogramTree, TreeSearch
+from viboost.variational import ModelPriors, RoundRows, RoundSettings, initial_state, run_round
+from viboost.variational.compression import compress_round
+
+
+def _data(n=600, d=5, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    F = 2.0 * X[:, 0] * X[:, 1] + X[:, 2]
+    y = np.where(rng.random(n) < expit(2.0 * F), 1.0, -1.0)
+    X[rng.random((n, d)) < nan] = np.nan
+    return X, y
+
+
+# --- the grower against a reference grower --------------------------------------------------------
+
+
+def _reference_tree(binned, n_bins, first, second, rows, max_leaves, min_leaf, prior, max_depth):
+    """Best-first growth by brute force over every (feature, position, missing side), with the
+    Newton score; returns the leaves as sorted row sets and the splits in order."""
+
+    def score(a, b):
+        return a * a / (b + prior)
+
+    def best_split(idx):
+        a, b = first[idx].sum(), second[idx].sum()
+        parent = score(a, b)
+        best = None
+        for j in range(binned.shape[1]):
+            col = binned[idx, j]
+            missing = col == MISSING_BIN
+            for p in range(1, n_bins[j] + 1):
+                for missing_left in (True, False):
+                    if not missing.any() and not missing_left:
+                        continue
+                    left = (col < p) & ~missing
+                    if missing_left:
+                        left |= missing
+                    nl = left.sum()
+                    if nl < min_leaf or idx.size - nl < min_leaf:
+                        continue
+                    la, lb = first[idx][left].sum(), second[idx][left].sum()
+                    gain = score(la, lb) + score(a - la, b - lb) - parent
+                    if best is None or gain > best[0] + 1e-9 * abs(parent):
+                        best = (gain, j, p, left)
+        return best if best is not None and best[0] > 1e-12 * abs(parent) else None
+
+    heap, leaves, counter = [], [], 0
+    split = best_split(rows)
+    heapq.heappush(heap, (-(split[0] if split else -np.inf), counter, rows, split, 0))
+    n_leaves, splits = 1, []
+    done = []
+    while heap and n_leaves < max_leaves:
+        _, _, idx, split, depth = heapq.heappop(heap)
+        if split is None:
+            done.append(idx)
+            continue
+        _, j, p, left = split
+        splits.append((j, p))
+        for child in (idx[left], idx[~left]):
+            counter += 1
+            s = best_split(child) if depth + 1 < max_depth and child.size >= 2 * min_leaf else None
+            heapq.heappush(heap, (-(s[0] if s else -np.inf), counter, child, s, depth + 1))
+        n_leaves += 1
+    leaves = done + [item[2] for item in heap]
+    return sorted(tuple(sorted(leaf)) for leaf in leaves), splits
+
+
+@pytest.mark.parametrize(
+    "max_leaves, min_leaf, max_depth", [(6, 10, np.inf), (8, 25, 2), (2, 1, 1)]
+)
+def test_grower_matches_a_brute_force_reference(max_leaves, min_leaf, max_depth):
+    X, y = _data(n=300, d=4, seed=1)
+    rng = np.random.default_rng(2)
+    weights = rng.random(300)
+    weights /= weights.sum()
+    margin = rng.normal(size=300)
+    search = TreeSearch(
+        X,
+        max_bins=16,
+        max_leaf_nodes=max_leaves,
+        min_samples_leaf=min_leaf,
+        max_depth=None if np.isinf(max_depth) else int(max_depth),
+    )
+    tree, _ = search.best(weights, y, margin, total=1.0)
+    first, second = y * weights, weights * expit(y * margin)
+    leaves, splits = _reference_tree(
+        search.binned_, search.binner_.n_bins_, first, second, np.arange(300),
+        max_leaves, min_leaf, 0.5, max_depth,
+    )  # fmt: skip
+    leaf = search.leaf_index(tree)
+    got = sorted(tuple(np.flatnonzero(leaf == k)) for k in range(tree.n_leaves))
+    assert got == leaves
+    assert tree.n_leaves == len(splits) + 1
+    assert min(len(g) for g in got) >= min_leaf
+    # The node arrays route raw features exactly as the bins do.
+    np.testing.assert_array_equal(tree.predict(X), tree.binned_outputs(search.binned_columns_))
+
+
+def test_zero_weight_rows_change_nothing_and_never_count():
+    X, y = _data(n=400, seed=3)
+    s = np.ones(400)
+    s[::3] = 0.0
+    a = VIBoostClassifier(
+        15,
+        preset="paper",
+        max_leaf_nodes=8,
+        min_samples_leaf=10,
+        leaf_weights="per-leaf",
+        alpha="exact",
+        learning_rate=0.3,
+    )
+    full = a.fit(X, y, sample_weight=s)
+    kept = VIBoostClassifier(**a.get_params()).fit(X[s > 0], y[s > 0])
+    np.testing.assert_allclose(full.decision_function(X), kept.decision_function(X), rtol=1e-9)
+    search = TreeSearch(X, active=s > 0, max_leaf_nodes=8, min_samples_leaf=10)
+    tree, _ = search.best(np.where(s > 0, 1.0, 0.0) / (s > 0).sum(), y)
+    counts = np.bincount(search.leaf_index(tree)[s > 0], minlength=tree.n_leaves)
+    assert counts.min() >= 10
+
+
+def test_trees_are_the_same_for_any_thread_count():
+    X, y = _data(n=40_000, d=8, seed=4)
+    weights = np.full(40_000, 1 / 40_000)
+    search = TreeSearch(X, max_leaf_nodes=31, min_samples_leaf=20)
+    with numba_threads(1):
+        one, _ = search.best(weights, y)
+    with numba_threads(2):
+        two, _ = search.best(weights, y)
+    assert one.nodes.tobytes() == two.nodes.tobytes()
+
+
+# --- per-leaf rounds against oracles -------------------------------------------------------------
+
+
+def _leaf_rows(seed=5, n=120, leaves=3):
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.6, 1.0, -1.0)
+    margin = rng.normal(0.0, 1.5, n)
+    weight = rng.uniform(0.5, 2.0, n)
+    leaf = rng.integers(0, leaves, n)
+    return y, margin, weight, leaf
+
+
+def _neg_log_post(c, y, margin, weight, mu):
+    return -(mu * (log_expit(c) + log_expit(-c)) + np.sum(weight * log_expit(y * (margin + c))))
+
+
+def test_per_leaf_modes_maximise_each_leafs_posterior():
+    y, margin, weight, leaf = _leaf_rows()
+    rows = RoundRows.weighted(y, None, margin, weight, leaf, 3)
+    state = initial_state(y, weight, 1.0, (1.0, 1.0), ModelPriors())
+    result = run_round(
+        rows, state, ModelPriors(weight=2.0), RoundSettings(alpha="exact", noise_model=False)
+    )
+    for k in range(3):
+        m = leaf == k
+        ref = optimize.minimize_scalar(
+            _neg_log_post, args=(y[m], margin[m], weight[m], 2.0), bracket=(-1, 1), tol=1e-12
+        )
+        assert abs(result.alpha[k] - ref.x) < 1e-6
+
+
+def test_per_leaf_core_elbo_is_the_sum_of_each_leafs_log_evidence():
+    y, margin, weight, leaf = _leaf_rows(seed=6, n=60)
+    rows = RoundRows.weighted(y, None, margin, weight, leaf, 3)
+    state = initial_state(y, weight, 1.0, (1.0, 1.0), ModelPriors())
+    result = run_round(rows, state, ModelPriors(), RoundSettings(alpha="exact", noise_model=False))
+    total = 0.0
+    for k in range(3):
+        m = leaf == k
+        mode = result.alpha[k]
+        peak = _neg_log_post(mode, y[m], margin[m], weight[m], 1.0)
+        value, _ = integrate.quad(lambda c: np.exp(peak - _neg_log_post(c, y[m], margin[m], weight[m], 1.0)),
+                                  -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=200)  # fmt: skip
+        total += np.log(value) - peak - betaln(1.0, 1.0)
+    assert abs(result.elbo_trace[0] - total) < 1e-8 * abs(total)
+
+
+def test_one_leaf_round_is_the_stump_round_with_h_one():
+    y, margin, weight, _ = _leaf_rows(seed=7)
+    leaf = np.zeros(y.size, dtype=np.int64)
+    priors = ModelPriors()
+    state = initial_state(y, weight, 0.9, (2.0, 1.0), priors)
+    for alpha in ("exact", "approx"):
+        settings = RoundSettings(alpha=alpha)
+        per_leaf = run_round(
+            RoundRows.weighted(y, None, margin, weight, leaf, 1), state, priors, settings
+        )
+        plain = run_round(
+            RoundRows.weighted(y, np.ones_like(y), margin, weight), state, priors, settings
+        )
+        assert abs(per_leaf.alpha[0] - plain.alpha) < 1e-10
+        np.testing.assert_allclose(per_leaf.elbo_trace, plain.elbo_trace, rtol=1e-10)
+        np.testing.assert_allclose(per_leaf.state.eta, plain.state.eta, rtol=1e-10)
+
+
+def test_per_leaf_approximate_mode_is_eq_17_on_each_leaf():
+    y, margin, weight, leaf = _leaf_rows(seed=8)
+    rows = RoundRows.weighted(y, None, margin, weight, leaf, 3)
+    state = initial_state(y, weight, 1.0, (1.0, 1.0), ModelPriors())
+    result = run_round(
+        rows, state, ModelPriors(), RoundSettings(alpha="approx", noise_model=False, tau=0.5)
+    )
+    for k in range(3):
+        m = leaf == k
+        w = weight[m] * np.exp(-0.5 * y[m] * margin[m])
+        ref = np.log((1 + w[y[m] > 0].sum()) / (1 + w[y[m] < 0].sum())) / (2 * 0.5)
+        assert abs(result.alpha[k] - ref) < 1e-12
+
+
+def test_compression_by_leaf_keeps_every_leaf_sum():
+    rng = np.random.default_rng(9)
+    n = 50_000
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    margin = rng.normal(0.0, 2.0, n)
+    leaf = rng.integers(0, 7, n)
+    yp, _, mp, sp, lp = compress_round(y, np.ones(n), margin, np.ones(n), leaf=leaf, n_leaves=7)
+    assert np.all(np.diff(lp) >= 0) and yp.size < 20_000
+    for k in range(7):
+        exact = np.logaddexp(0.0, -y[leaf == k] * (margin[leaf == k] + 0.3)).sum()
+        approx = (sp[lp == k] * np.logaddexp(0.0, -yp[lp == k] * (mp[lp == k] + 0.3))).sum()
+        assert abs(approx - exact) < 1e-9 * exact
+
+
+# --- the booster and the estimator with trees ---------------------------------------------------
+
+
+def test_booster_margins_equal_the_predictor_on_the_training_rows():
+    X, y = _data(n=500, seed=10)
+    s = np.ones(500)
+    priors = ModelPriors()
+    search = TreeSearch(X, max_leaf_nodes=8, min_samples_leaf=5)
+    booster = Booster(InMemoryRows([search], y, [s]), [initial_state(y, s, 0.9, (1.0, 1.0), priors)],
+                      priors, RoundSettings(alpha="exact"), learning_rate=0.2)  # fmt: skip
+    run_rounds(booster, 12, "test", 0)
+    records = booster.records[0]
+    assert records.learners[0].n_leaves == 1  # the intercept
+    assert records.alphas[0] == 1.0 and records.alphas[1] == pytest.approx(0.2)
+    np.testing.assert_allclose(
+        predict_ensemble(X, records.learners, records.alphas),
+        booster.margins(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    for tree in records.learners:  # covers recorded: a split's is its children's sum
+        nodes = tree.nodes
+        assert nodes["cover"][0] == pytest.approx(500.0)
+        split = ~nodes["is_leaf"]
+        np.testing.assert_allclose(
+            nodes["cover"][split],
+            nodes["cover"][nodes["left"][split]] + nodes["cover"][nodes["right"][split]],
+        )
+
+
+def test_default_fit_uses_trees_and_everything_works():
+    X, y = _data(n=400, seed=11)
+    clf = VIBoostClassifier(random_state=0, n_estimators=60).fit(X, (y > 0).astype(int))
+    assert isinstance(clf.estimators_[1], HistogramTree) and clf.estimators_[1].per_leaf
+    assert clf.plan_.max_leaf_nodes == 31
+    staged = list(clf.staged_decision_function(X))
+    np.testing.assert_allclose(staged[-1], clf.decision_function(X), rtol=1e-12, atol=1e-12)
+    assert clf.feature_importances_.sum() == pytest.approx(1.0)
+    assert np.argmax(clf.feature_importances_) in (0, 1, 2)
+    again = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(again.decision_function(X), clf.decision_function(X))
+
+
+def test_warm_start_with_trees_continues_the_same_run():
+    X, y = _data(n=300, seed=12)
+    params = dict(
+        preset="paper",
+        max_leaf_nodes=6,
+        min_samples_leaf=5,
+        leaf_weights="per-leaf",
+        alpha="exact",
+        learning_rate=0.3,
+    )
+    one = VIBoostClassifier(20, **params).fit(X, y)
+    two = VIBoostClassifier(10, warm_start=True, **params).fit(X, y)
+    two.set_params(n_estimators=20).fit(X, y)
+    np.testing.assert_allclose(
+        two.decision_function(X), one.decision_function(X), rtol=1e-10, atol=1e-12
+    )
+
+
+def test_tied_trees_are_algorithm_1_with_one_weight_per_tree():
+    X, y = _data(n=300, seed=13)
+    clf = VIBoostClassifier(10, preset="paper", max_depth=2).fit(X, y)
+    tree = clf.estimators_[0]
+    assert not tree.per_leaf and tree.n_leaves <= 4
+    assert set(np.unique(tree.leaf_values)) <= {-1.0, 1.0}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"max_leaf_nodes": 1}, {"max_depth": 0}, {"min_samples_leaf": 0}, {"leaf_weights": "each"}],
+)
+def test_invalid_tree_sizes_get_parameter_errors(params):
+    with pytest.raises(InvalidParameterError):
+        VIBoostClassifier(**params).fit([[0.0], [1.0], [2.0], [3.0]], [0, 1, 0, 1])
+
+
+def test_exhaustive_search_is_for_stumps_only():
+    with pytest.raises(ValueError, match="max_bins=None"):
+        VIBoostClassifier(max_bins=None).fit([[0.0], [1.0], [2.0], [3.0]], [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize(
+    "case", ["separable", "constant", "all_nan", "huge_weights", "one_row_class"]
+)
+def test_edge_cases_give_finite_models(case):
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] > 0).astype(int)
+    s = None
+    if case == "constant":
+        X[:, 1] = 3.0
+    elif case == "all_nan":
+        X[:, 2] = np.nan
+    elif case == "huge_weights":
+        s = np.where(rng.random(120) < 0.5, 1e300, 0.0)
+        s[:2] = 1e300
+        y[:2] = [0, 1]
+    elif case == "one_row_class":
+        y[:] = 0
+        y[0] = 1
+    with pytest.warns() if case == "one_row_class" else _no_warning():
+        clf = VIBoostClassifier(40, random_state=0).fit(X, y, sample_weight=s)
+    margin = clf.decision_function(X)
+    assert np.all(np.isfinite(margin)) and np.all(np.isfinite(clf.mislabel_proba_))
+    if case == "separable":
+        assert clf.score(X, y) == 1.0
+
+
+class _no_warning:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
