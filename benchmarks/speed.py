@@ -5,14 +5,19 @@ Run from the repository root::
     python benchmarks/speed.py                                   # N = 1e4, 1e5, 1e6; 100 rounds
     python benchmarks/speed.py --sizes 2000 5000 --rounds 10     # quick check
     python benchmarks/speed.py --models lightgbm xgboost --sizes 1000000 --repeats 3
+    python benchmarks/speed.py --models trees --sizes 10000 100000   # the 31-leaf tree rows only
 
-Options: ``--sizes N ...`` (training rows), ``--rounds T`` (boosting rounds, default 100),
-``--repeats R`` (best of R fits, default 1), ``--models KEY ...`` (a subset of ``viboost``,
-``viboost-1iter``, ``adaboost``, ``lightgbm``, ``xgboost``), ``--test-rows`` (default 100,000),
+Options: ``--sizes N ...`` (training rows; ``--rows`` is the same option), ``--rounds T``
+(boosting rounds, default 100), ``--repeats R`` (best of R fits, and of R predictions of the
+tree rows; default 1), ``--models KEY ...`` (a subset of ``viboost``, ``viboost-1iter``,
+``adaboost``, ``lightgbm``, ``xgboost``, ``lightgbm-trees``, ``xgboost-trees``,
+``viboost-trees``, or the groups ``stumps`` and ``trees``), ``--test-rows`` (default 100,000),
 ``--predict-rows`` (default 1,000,000), ``--out PATH`` (default ``benchmarks/speed.md``).
 The table is printed on stdout and written atomically to ``--out``; progress goes to stderr.
+A model whose library is not installed (XGBoost, LightGBM: ``pip install ".[bench]"``) is
+skipped with a note on stderr and in the report.
 
-Models, all with T = ``--rounds`` rounds of depth-1 trees (stumps):
+Stump rows, all with T = ``--rounds`` rounds of depth-1 trees (stumps):
 
 - ``viboost``: ``VIBoostClassifier(n_estimators=T, preset="paper", random_state=0,
   n_jobs=-1)``: the engine at fixed rounds: preset='paper' (Algorithm 1 as printed, exactly T
@@ -25,7 +30,28 @@ Models, all with T = ``--rounds`` rounds of depth-1 trees (stumps):
 - ``lightgbm``: ``LGBMClassifier(n_estimators=T, num_leaves=2, max_depth=1, verbose=-1)``;
 - ``xgboost``: ``XGBClassifier(n_estimators=T, tree_method="hist", max_depth=1)``.
 
-Every library runs with its default threading (LightGBM, XGBoost and numba use all cores).
+Every library of the stump rows runs with its default threading (LightGBM, XGBoost and numba
+use all cores).
+
+Tree rows, T = ``--rounds`` trees of up to 31 leaves grown best-first, learning rate 0.1, every
+library on all cores (``n_jobs=-1``):
+
+- ``lightgbm-trees``: ``LGBMClassifier(n_estimators=T, num_leaves=31, learning_rate=0.1,
+  n_jobs=-1, verbose=-1)`` (at least 20 rows per leaf, its default);
+- ``xgboost-trees``: ``XGBClassifier(n_estimators=T, tree_method="hist", max_leaves=31,
+  grow_policy="lossguide", max_depth=0, learning_rate=0.1, n_jobs=-1)`` (``max_depth=0``: no
+  depth limit, as LightGBM's and VIBoost's);
+- ``viboost-trees``: ``VIBoostClassifier(n_estimators=T + 1, preset="paper",
+  max_leaf_nodes=31, leaf_weights="per-leaf", alpha="exact", learning_rate=0.1,
+  noise_model=False, min_samples_leaf=20, random_state=0, n_jobs=-1)``: one booster fitted
+  in-sample (``preset="paper"`` fixes the rounds; no cross-fitting), the core model (no noise
+  model, as the others have none), per-leaf weights at the mode of their exact posterior. Its
+  first learner is the intercept (a one-leaf tree), so T + 1 learners are T trees after it, as
+  LightGBM's and XGBoost's T trees follow their initial score.
+
+The tree rows also time the prediction (``predict_proba``) of the N training rows, after a
+warm-up call on 1,000 rows, best of ``--repeats``; the report gives each tree row's fit and
+predict times against LightGBM's at the same N (VIBoost/LightGBM, XGBoost/LightGBM).
 
 Data (deterministic, regenerated in every child process): D = 50 features, float64, i.i.d.
 standard normal, C-contiguous. With w = (1, -1, 0.5, 0.5, -0.5) and e a standard-normal noise
@@ -50,11 +76,13 @@ one at a time, never two fits at once. A child:
    read after the data and after the fit is used instead and the report says so;
 5. with ``--repeats R``, steps 3-4 run R times on fresh estimators: the best fit time and the
    largest RSS increase are kept;
-6. computes the test accuracy and, for VIBoost at the largest N, times ``decision_function`` on
-   ``--predict-rows`` rows (best of 3, after a small warm-up call).
+6. for a tree row, times ``predict_proba`` on the N training rows (see above);
+7. computes the test accuracy and, for VIBoost's stump rows at the largest N, times
+   ``decision_function`` on ``--predict-rows`` rows (best of 3, after a small warm-up call).
 
 MB means 10^6 bytes throughout. The "x LightGBM" column is fit seconds over LightGBM's fit
-seconds at the same N in the same run. The per-round time exponent of a model is the least
+seconds at the same N in the same run: the stump rows against LightGBM with stumps, the tree
+rows against LightGBM with 31-leaf trees. The per-round time exponent of a model is the least
 squares slope of log(ms per round) against log N over the sizes it ran.
 """
 
@@ -64,6 +92,7 @@ import argparse
 import datetime
 import gc
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -100,8 +129,44 @@ MODELS: dict[str, str] = {
     "adaboost": "sklearn AdaBoost",
     "viboost": "VIBoost (paper preset)",
     "viboost-1iter": "VIBoost (1 inner iteration)",
+    "lightgbm-trees": "LightGBM (31-leaf trees)",
+    "xgboost-trees": "XGBoost (31-leaf trees)",
+    "viboost-trees": "VIBoost (31-leaf trees)",
 }
+#: VIBoost's stump rows (the targets, the inner iterations and the predict-time section).
 VIBOOST_KEYS = ("viboost", "viboost-1iter")
+#: The rows of 31-leaf trees, compared with LightGBM's 31-leaf trees (fit and predict).
+TREE_KEYS = ("lightgbm-trees", "xgboost-trees", "viboost-trees")
+#: ``--models`` groups.
+GROUPS = {
+    "stumps": tuple(key for key in MODELS if key not in TREE_KEYS),
+    "trees": TREE_KEYS,
+}
+#: The LightGBM row each row's "x LightGBM" ratios are taken against.
+BASELINE = {key: "lightgbm-trees" if key in TREE_KEYS else "lightgbm" for key in MODELS}
+#: The module each model needs (skipped with a note when it is missing).
+REQUIRES = {
+    "lightgbm": "lightgbm",
+    "xgboost": "xgboost",
+    "adaboost": "sklearn",
+    "viboost": "viboost",
+    "viboost-1iter": "viboost",
+    "lightgbm-trees": "lightgbm",
+    "xgboost-trees": "xgboost",
+    "viboost-trees": "viboost",
+}
+#: What to install for a missing module.
+INSTALL = {
+    "lightgbm": 'pip install lightgbm, or the bench extra: pip install ".[bench]"',
+    "xgboost": 'pip install xgboost, or the bench extra: pip install ".[bench]"',
+    "sklearn": "pip install scikit-learn",
+    "viboost": "pip install -e .",
+}
+TREE_LEAVES = 31
+TREE_LEARNING_RATE = 0.1
+TREE_MIN_SAMPLES_LEAF = 20
+# Rows of the warm-up prediction before the timed prediction of the training rows.
+PREDICT_WARMUP_ROWS = 1_000
 
 # Targets of the project.
 TARGET_N_RATIO = 1_000_000
@@ -169,6 +234,46 @@ def make_model(key: str, rounds: int) -> Any:
         from xgboost import XGBClassifier
 
         return XGBClassifier(n_estimators=rounds, tree_method="hist", max_depth=1)
+    if key == "lightgbm-trees":
+        from lightgbm import LGBMClassifier
+
+        return LGBMClassifier(
+            n_estimators=rounds,
+            num_leaves=TREE_LEAVES,
+            learning_rate=TREE_LEARNING_RATE,
+            n_jobs=-1,
+            verbose=-1,
+        )
+    if key == "xgboost-trees":
+        from xgboost import XGBClassifier
+
+        return XGBClassifier(
+            n_estimators=rounds,
+            tree_method="hist",
+            max_leaves=TREE_LEAVES,
+            grow_policy="lossguide",
+            max_depth=0,  # no depth limit, as LightGBM's and VIBoost's trees
+            learning_rate=TREE_LEARNING_RATE,
+            n_jobs=-1,
+        )
+    if key == "viboost-trees":
+        from viboost import VIBoostClassifier
+
+        # One in-sample booster (preset='paper': fixed rounds, no cross-fitting) of the core
+        # model with 31-leaf per-leaf trees; its first learner is the intercept, so rounds + 1
+        # learners are `rounds` trees, as LightGBM's follow its initial score.
+        return VIBoostClassifier(
+            n_estimators=rounds + 1,
+            preset="paper",
+            max_leaf_nodes=TREE_LEAVES,
+            leaf_weights="per-leaf",
+            alpha="exact",
+            learning_rate=TREE_LEARNING_RATE,
+            noise_model=False,
+            min_samples_leaf=TREE_MIN_SAMPLES_LEAF,
+            random_state=0,
+            n_jobs=-1,
+        )
     raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
 
 
@@ -259,8 +364,21 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     if key in VIBOOST_KEYS:
         out["n_stumps"] = len(model.estimators_)
         out["inner_iterations"] = int(np.sum(model.n_vi_iter_))
+    if key == "viboost-trees":
+        out["n_learners"] = len(model.estimators_)
+        out["mean_leaves"] = float(np.mean([tree.n_leaves for tree in model.estimators_[1:]]))
 
-    # 6. accuracy on the clean test set.
+    # 6. a tree row: predict the N training rows.
+    if key in TREE_KEYS:
+        model.predict_proba(X[:PREDICT_WARMUP_ROWS])
+        predict_times = []
+        for _ in range(spec["repeats"]):
+            start = time.perf_counter()
+            model.predict_proba(X)
+            predict_times.append(time.perf_counter() - start)
+        out["train_predict_s"] = min(predict_times)
+
+    # 7. accuracy on the clean test set.
     X_test, y_test = make_data(spec["test_rows"], TEST_SEED)
     out["test_accuracy"] = float(np.mean(model.predict(X_test) == y_test))
     del X_test, y_test
@@ -380,7 +498,8 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         f"- Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         *machine_lines(),
         versions_line(),
-        "- Threads: library defaults (LightGBM, XGBoost and numba use all cores).",
+        "- Threads: stump rows: library defaults (LightGBM, XGBoost and numba use all cores); "
+        "tree rows: n_jobs=-1 (all cores) for every library.",
         f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
         f"{load_average():.2f} (other processes on the machine slow every fit down).",
         f"- Command: `{shlex.join(['python', *sys.argv])}`",
@@ -388,7 +507,9 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         f"y = 1[X[:, :5] @ {tuple(WEIGHTS.tolist())} + {NOISE_SCALE} * e > 0], e ~ N(0, 1); "
         f"{FLIP_RATE:.0%} of the training labels flipped (exactly floor(0.1 N), uniformly); "
         f"test set: {args.test_rows:,} rows with clean labels, the same for every N.",
-        f"- Rounds: {args.rounds} (depth-1 trees); fit time: best of {args.repeats}; each "
+        f"- Rounds: {args.rounds} (stump rows: depth-1 trees; tree rows: trees of up to "
+        f"{TREE_LEAVES} leaves, VIBoost's after its intercept); fit time: best of "
+        f"{args.repeats}; each "
         "(model, N) in a fresh process, one at a time, after warm-up fits ("
         + ", ".join(f"{rows:,} rows x {rounds} rounds" for rows, rounds in WARMUP_FITS)
         + ") so numba JIT compilation is excluded from the timed fit.",
@@ -400,6 +521,8 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     methods = {r["memory_method"] for r in ok}
     if any(not m.startswith("VmHWM") for m in methods):
         lines += [f"- NOTE: memory measured as: {'; '.join(sorted(methods))}", ""]
+    for note in getattr(args, "skipped", []):
+        lines += [f"- Skipped: {note}", ""]
 
     lines += [
         "| N | model | fit s | ms/round | x LightGBM | peak RSS MB | RSS increase MB "
@@ -411,7 +534,7 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         if "error" in r:
             lines.append(f"| {r['n']:,} | {name} | failed ({r['error']}) | | | | | |")
             continue
-        base = by.get(("lightgbm", r["n"]))
+        base = by.get((BASELINE[r["model"]], r["n"]))
         ratio = r["fit_s"] / base["fit_s"] if base else None
         lines.append(
             f"| {r['n']:,} | {name} | {fmt(r['fit_s'])} | {fmt(r['fit_s'] / r['rounds'] * 1e3)}"
@@ -437,6 +560,8 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         )
         lines.append("")
 
+    lines += tree_lines(results, by)
+
     lines += [
         "## Per-round time exponent",
         "",
@@ -459,7 +584,7 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     lines += ["## VIBoost predict time", ""]
     predicted = [r for r in ok if "predict_s" in r]
     if not predicted:
-        lines.append("Not measured (no VIBoost model in this run).")
+        lines.append("Not measured (no VIBoost stump row in this run).")
     for r in predicted:
         lines.append(
             f"- {MODELS[r['model']]} (fitted at N = {r['n']:,}): `decision_function` on "
@@ -470,6 +595,62 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     lines.append("")
     lines += build_targets(ok, by, args)
     return "\n".join(lines) + "\n"
+
+
+def tree_ratios(r: dict[str, Any], by: dict[tuple[str, int], dict[str, Any]]) -> tuple:
+    """Fit and predict seconds of a tree row over LightGBM's (31-leaf trees) at the same N."""
+    base = by.get(("lightgbm-trees", r["n"]))
+    if not base:
+        return None, None
+    return r["fit_s"] / base["fit_s"], r["train_predict_s"] / base["train_predict_s"]
+
+
+def tree_lines(
+    results: list[dict[str, Any]], by: dict[tuple[str, int], dict[str, Any]]
+) -> list[str]:
+    """The section of the 31-leaf tree rows: fit and predict times against LightGBM's."""
+    rows = [r for r in results if r["model"] in TREE_KEYS]
+    if not rows:
+        return []
+    lines = [
+        f"## {TREE_LEAVES}-leaf trees: fit and predict",
+        "",
+        f"Trees of up to {TREE_LEAVES} leaves, learning rate {TREE_LEARNING_RATE:g}, all cores "
+        "(n_jobs=-1) for every library; VIBoost: one in-sample booster of the core model with "
+        "per-leaf weights (preset='paper', noise_model=False), its intercept plus the same "
+        "number of trees. Predict: `predict_proba` on the N training rows. The ratios are over "
+        "LightGBM's seconds at the same N in this run (< 1: faster than LightGBM).",
+        "",
+        "| N | model | fit s | fit x LightGBM | predict s (N rows) | predict x LightGBM "
+        "| test accuracy |",
+        "|---:|:---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        name = MODELS[r["model"]]
+        if "error" in r:
+            lines.append(f"| {r['n']:,} | {name} | failed ({r['error']}) | | | | |")
+            continue
+        fit_ratio, predict_ratio = tree_ratios(r, by)
+        lines.append(
+            f"| {r['n']:,} | {name} | {fmt(r['fit_s'])} | {fmt(fit_ratio)} "
+            f"| {fmt(r['train_predict_s'])} | {fmt(predict_ratio)} | {r['test_accuracy']:.4f} |"
+        )
+    lines.append("")
+    vib = sorted((r for r in rows if r["model"] == "viboost-trees" and "error" not in r),
+                 key=lambda r: r["n"])  # fmt: skip
+    for r in vib:
+        fit_ratio, predict_ratio = tree_ratios(r, by)
+        if fit_ratio is None:
+            lines.append(f"- N = {r['n']:,}: VIBoost/LightGBM not measured (no LightGBM row).")
+            continue
+        lines.append(
+            f"- N = {r['n']:,}: VIBoost/LightGBM fit {fit_ratio:.3g}x, predict "
+            f"{predict_ratio:.3g}x ({r['n_learners']} learners: the intercept and "
+            f"{r['n_learners'] - 1} trees of {r['mean_leaves']:.1f} leaves on average)."
+        )
+    if vib:
+        lines.append("")
+    return lines
 
 
 def build_targets(
@@ -577,10 +758,24 @@ def write_atomic(path: Path, text: str) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument(
+        "--sizes",
+        "--rows",
+        dest="sizes",
+        type=int,
+        nargs="+",
+        default=[10_000, 100_000, 1_000_000],
+        help="training rows N, one run per size (default: 10000 100000 1000000)",
+    )
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=1, help="best of R fits (default 1)")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=[*MODELS, *GROUPS],
+        default=list(MODELS),
+        help="models to run, or the groups 'stumps' and 'trees' (default: all)",
+    )
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--predict-rows", type=int, default=TARGET_PREDICT_ROWS)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("speed.md"))
@@ -590,7 +785,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if min(args.sizes) < 1 or args.rounds < 1 or args.repeats < 1 or args.test_rows < 1:
             parser.error("--sizes, --rounds, --repeats and --test-rows must be positive")
         args.sizes = sorted(set(args.sizes))
-        args.models = [key for key in MODELS if key in args.models]  # LightGBM first
+        chosen = {key for name in args.models for key in GROUPS.get(name, (name,))}
+        args.models = [key for key in MODELS if key in chosen]  # LightGBM first
     return args
 
 
@@ -604,6 +800,13 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(result, fh)
         return 0
 
+    args.skipped = []
+    for module in sorted({REQUIRES[key] for key in args.models}):
+        if importlib.util.find_spec(module) is None:
+            names = ", ".join(MODELS[key] for key in args.models if REQUIRES[key] == module)
+            args.skipped.append(f"{names}: {module} is not installed ({INSTALL[module]}).")
+            print(f"note: skipping {args.skipped[-1]}", file=sys.stderr)
+            args.models = [key for key in args.models if REQUIRES[key] != module]
     plan = [
         (n, key)
         for n in args.sizes
@@ -639,6 +842,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             extra = f", predict {r['predict_s']:.3f} s" if "predict_s" in r else ""
+            if key in TREE_KEYS:
+                extra += f", predict {n:,} rows {r['train_predict_s']:.3g} s"
+                fit_ratio, predict_ratio = tree_ratios(
+                    r, {(x["model"], x["n"]): x for x in results if "error" not in x}
+                )
+                if fit_ratio is not None and key != "lightgbm-trees":
+                    extra += f" (x LightGBM: fit {fit_ratio:.3g}, predict {predict_ratio:.3g})"
             print(
                 f"[{i}/{len(plan)}] N={n:,} {MODELS[key]}: fit {r['fit_s']:.3f} s "
                 f"({r['fit_s'] / r['rounds'] * 1e3:.3g} ms/round), peak RSS "

@@ -12,6 +12,7 @@ import pytest  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
 from viboost import GibbsSampler, VIBoostClassifier  # noqa: E402
+from viboost.boosting.trees import HistogramTree  # noqa: E402
 from viboost.plotting import (  # noqa: E402
     plot_clean_proba,
     plot_elbo,
@@ -42,6 +43,39 @@ def paper(data):
 def robust(data):
     X, y, _ = data
     return VIBoostClassifier(n_estimators=60, random_state=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def small_trees(data):
+    """A cross-fitted fit of 4-leaf trees with per-leaf weights (20 rounds with the intercept)."""
+    X, y, _ = data
+    return VIBoostClassifier(20, max_leaf_nodes=4, min_samples_leaf=5, random_state=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def default_trees(data):
+    """The default fit: the robust preset's 31-leaf trees with per-leaf weights."""
+    X, y, _ = data
+    return VIBoostClassifier(random_state=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def paper_trees(data):
+    """Algorithm 1 (in-sample noise model) with 4-leaf trees with tied +-1 leaves."""
+    X, y, _ = data
+    return VIBoostClassifier(20, preset="paper", max_leaf_nodes=4, min_samples_leaf=5).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def paper_per_leaf(data):
+    """Algorithm 1's in-sample loop with 4-leaf trees with per-leaf weights (and an intercept)."""
+    X, y, _ = data
+    return VIBoostClassifier(
+        20, preset="paper", max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="per-leaf"
+    ).fit(X, y)
+
+
+TREE_FITS = ["small_trees", "default_trees"]
 
 
 @pytest.fixture(autouse=True)
@@ -246,3 +280,111 @@ def test_write_plots_skips_what_does_not_apply(data, tmp_path):
     names = [p.name for p in write_plots(model, tmp_path)]
     assert names == ["noise_paths.png", "mislabel_proba.png", "suspects.png"]
     assert plt.get_fignums() == []
+
+
+# ------------------------------------------------------------------------------------------ trees
+def test_tree_fixtures_fit_trees(small_trees, default_trees, paper_trees, paper_per_leaf):
+    for model in (small_trees, default_trees, paper_trees, paper_per_leaf):
+        assert not model.plan_.stumps
+        assert all(isinstance(learner, HistogramTree) for learner in model.estimators_)
+    for model in (small_trees, default_trees, paper_per_leaf):  # per-leaf: an intercept first
+        assert model.estimators_[0].n_leaves == 1
+        assert max(learner.n_leaves for learner in model.estimators_) <= model.plan_.max_leaf_nodes
+    assert small_trees.plan_.max_leaf_nodes == 4 and default_trees.plan_.max_leaf_nodes == 31
+    assert all(learner.n_leaves >= 2 for learner in paper_trees.estimators_)  # no intercept
+
+
+@pytest.mark.parametrize("name", TREE_FITS)
+def test_plots_of_a_cross_fitted_tree_model(name, request, data):
+    model = request.getfixturevalue(name)
+    flipped = data[2]
+    n_rounds = len(model.estimators_)
+
+    ax = plot_elbo(model)
+    (line,) = ax.get_lines()
+    assert line.get_xdata().tolist() == list(range(1, n_rounds + 1))
+    np.testing.assert_allclose(line.get_ydata(), [trace[-1] for trace in model.elbo_])
+    assert "cross-fitted" in ax.get_title()
+    assert ax.get_xlabel() == "round (1: the intercept)"
+
+    axes = plot_noise_paths(model)
+    _assert_axes_array(axes, 1)
+    (ax,) = axes
+    np.testing.assert_array_equal(ax.get_lines()[0].get_xdata(), model.cv_rounds_)
+    assert ax.get_lines()[-1].get_xdata()[0] == n_rounds
+    assert f"{n_rounds} rounds chosen" in ax.get_title()
+    assert ax.get_xlabel() == "rounds (the intercept included)"
+
+    ax = plot_clean_proba(model, flipped=flipped, bins=10)
+    heights = [p.get_height() for p in ax.patches]
+    assert sum(heights[:10]) == flipped.sum() and sum(heights[10:]) == (~flipped).sum()
+    assert "calibrated" in ax.get_title()
+
+    ax = plot_suspects(model, top=5)
+    order = np.argsort(-model.mislabel_proba_, kind="stable")[:5]
+    np.testing.assert_allclose([p.get_width() for p in ax.patches], model.mislabel_proba_[order])
+
+    rng = np.random.default_rng(0)
+    draws = {"theta": rng.uniform(0.5, 1.0, 50), "xi": rng.normal(size=50)}
+    theta_ax, xi_ax = plot_gibbs_posterior(draws, model, bins=10)
+    assert theta_ax.get_lines()[-1].get_xdata()[0] == pytest.approx(model.noise_calibration_.theta)
+    assert xi_ax.get_lines()[-1].get_xdata()[0] == pytest.approx(model.noise_grade_)
+
+
+@pytest.mark.parametrize("name", ["paper_trees", "paper_per_leaf"])
+def test_plots_of_an_in_sample_tree_model(name, request):
+    model = request.getfixturevalue(name)
+    n_rounds = len(model.estimators_)
+    intercept = model.plan_.leaf_weights == "per-leaf"
+    xlabel = "round (1: the intercept)" if intercept else "round"
+
+    ax = plot_elbo(model)
+    line, falls = ax.get_lines()
+    assert line.get_xdata().tolist() == list(range(1, n_rounds + 1))
+    n_fell = sum(bool(np.any(np.diff(trace) < 0)) for trace in model.elbo_)
+    assert len(falls.get_xdata()) == n_fell
+    assert "ELBO" in ax.get_title() and ax.get_xlabel() == xlabel
+
+    snr_ax, grade_ax = plot_noise_paths(model)
+    np.testing.assert_allclose(snr_ax.get_lines()[0].get_ydata(), model.snr_path_)
+    np.testing.assert_allclose(grade_ax.get_lines()[0].get_ydata(), model.noise_grade_path_)
+    assert grade_ax.get_xlabel() == xlabel
+
+    ax = plot_clean_proba(model, bins=10)
+    assert sum(p.get_height() for p in ax.patches) == model.mislabel_proba_.size
+    assert "not calibrated" in ax.get_title()
+    assert len(plot_suspects(model, top=4).patches) == 4
+
+
+@pytest.mark.parametrize("name", [*TREE_FITS, "paper_trees", "paper_per_leaf"])
+def test_write_plots_of_a_tree_model(name, request, data, tmp_path):
+    model = request.getfixturevalue(name)
+    paths = write_plots(model, tmp_path, flipped=data[2], top=5)
+    assert [p.name for p in paths] == [
+        "elbo.png",
+        "noise_paths.png",
+        "mislabel_proba.png",
+        "suspects.png",
+    ]
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
+    assert plt.get_fignums() == []
+
+
+def test_tree_core_model_plots_what_applies(data, tmp_path):
+    X, y, _ = data
+    model = VIBoostClassifier(
+        10, preset="paper", max_leaf_nodes=4, leaf_weights="per-leaf", noise_model=False
+    ).fit(X, y)
+    ax = plot_elbo(model)
+    assert "Core model" in ax.get_title() and ax.get_xlabel() == "round (1: the intercept)"
+    with pytest.raises(ValueError, match="noise_model=False"):
+        plot_noise_paths(model)
+    with pytest.raises(ValueError, match="noise_model=False"):
+        plot_suspects(model)
+    assert [p.name for p in write_plots(model, tmp_path)] == ["elbo.png"]
+
+
+def test_stump_axes_say_round(paper):
+    """The intercept note is for per-leaf tree fits only."""
+    assert plot_elbo(paper).get_xlabel() == "round"
+    assert plot_noise_paths(paper)[1].get_xlabel() == "round"

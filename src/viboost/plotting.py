@@ -25,6 +25,12 @@ as PNG files (the ``--plots DIR`` option of ``viboost inspect`` and ``viboost no
 
 Functions that have nothing to draw for a model (an ELBO fitted with ``fixed_vi_iter``, noise
 statistics without the noise model) raise a ValueError that says why.
+
+Every plot works alike for decision stumps (``preset="paper"``) and histogram trees (the robust
+default, or ``max_leaf_nodes``/``leaf_weights``): they read the per-round records (``elbo_``,
+``snr_path_``, ``noise_grade_path_``, ``cv_rounds_``) and the noise statistics, never the base
+learners themselves. A fit with per-leaf weights starts with an intercept (a one-leaf tree),
+which counts as round 1: the round axes say so.
 """
 
 from __future__ import annotations
@@ -68,6 +74,18 @@ def _cross_fitted(model: VIBoostClassifier) -> bool:
     return np.size(getattr(model, "cv_rounds_", ())) > 0
 
 
+def _starts_with_intercept(model: VIBoostClassifier) -> bool:
+    """Whether round 1 is the intercept of a per-leaf tree fit (a one-leaf tree)."""
+    first = model.estimators_[0] if len(model.estimators_) else None
+    nodes = getattr(first, "nodes", None)
+    return bool(getattr(first, "per_leaf", False)) and nodes is not None and nodes.size == 1
+
+
+def _round_label(model: VIBoostClassifier) -> str:
+    """The label of a per-round axis: ``"round"``, noting the intercept of a per-leaf tree fit."""
+    return "round (1: the intercept)" if _starts_with_intercept(model) else "round"
+
+
 def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if ax is None:
         _, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -93,7 +111,9 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     crosses. For a cross-fitted fit (``preset="robust"``) and the core model
     (``noise_model=False``) the rounds run no inner loop and ``elbo_`` holds the exact log
     evidence of the core model (for a cross-fitted fit, of the final booster, every row counted
-    ``s_n phi_n`` times); that is plotted instead, and the title says so.
+    ``s_n phi_n`` times); that is plotted instead, and the title says so. Stumps and trees
+    alike; for a fit with per-leaf tree weights, round 1 is the intercept (a one-leaf tree) and
+    the x axis says so.
 
     Parameters
     ----------
@@ -164,7 +184,7 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     else:
         ax.set_title("Core model (noise_model=False): log evidence after each round")
         ax.set_ylabel("log evidence log p(y | H)")
-    ax.set_xlabel("round")
+    ax.set_xlabel(_round_label(model))
     ax.grid(True, alpha=0.3)
     return ax
 
@@ -241,7 +261,7 @@ def plot_noise_paths(
     grade = np.asarray(model.noise_grade_path_, dtype=float)
     given = _as_axes_list(ax)
     if np.isfinite(snr).any() or np.isfinite(grade).any():
-        return _plot_paths(snr, grade, given)
+        return _plot_paths(snr, grade, given, _round_label(model))
     if _cross_fitted(model):
         axis = given[0] if given else _axes(None, (6.4, 4.0))
         return _object_array([_plot_cv(model, axis)])
@@ -252,7 +272,9 @@ def plot_noise_paths(
     )
 
 
-def _plot_paths(snr: np.ndarray, grade: np.ndarray, given: list[Axes] | None) -> np.ndarray:
+def _plot_paths(
+    snr: np.ndarray, grade: np.ndarray, given: list[Axes] | None, xlabel: str = "round"
+) -> np.ndarray:
     rounds = np.arange(1, snr.size + 1)
     if given is None:
         fig, pair = plt.subplots(2, 1, sharex=True, figsize=(6.4, 5.0), layout="constrained")
@@ -275,8 +297,8 @@ def _plot_paths(snr: np.ndarray, grade: np.ndarray, given: list[Axes] | None) ->
     grade_ax.plot(rounds, grade, color="tab:orange", label="noise grade")
     grade_ax.axhline(0.0, color="grey", linewidth=0.8, linestyle=":")
     grade_ax.set_ylabel("noise grade xi", color="tab:orange" if twin else "black")
-    grade_ax.set_xlabel("round")
-    snr_ax.set_xlabel("round" if twin else "")
+    grade_ax.set_xlabel(xlabel)
+    snr_ax.set_xlabel(xlabel if twin else "")
     snr_ax.grid(True, alpha=0.3)
     if not twin:
         grade_ax.grid(True, alpha=0.3)
@@ -304,7 +326,7 @@ def _plot_cv(model: VIBoostClassifier, ax: Axes) -> Axes:
         what = "logistic log-likelihood"
         title = f"Cross-fitted core model: {chosen} rounds chosen"
     ax.set_title(title, fontsize="medium")
-    ax.set_xlabel("rounds")
+    ax.set_xlabel("rounds (the intercept included)" if _starts_with_intercept(model) else "rounds")
     ax.set_ylabel(f"out-of-fold {what}" if len(what) < 30 else "out-of-fold log-likelihood")
     ax.legend(loc="lower right")
     ax.grid(True, alpha=0.3)

@@ -6,10 +6,11 @@
   written; :func:`load_model` loads a fitted model file with plain messages for anything else;
   :func:`read_data` reads DATA with the ``--sep``, ``--index-col`` and ``--id`` options.
 - The fit: :func:`binary_target` checks the target for two classes (or makes one-vs-rest labels
-  with ``--positive``); :func:`build_estimator` makes the VIBoostClassifier of the
+  with ``--positive``); :func:`check_fit_plan` resolves and checks the hyperparameter options
+  before the data is read; :func:`build_estimator` makes the VIBoostClassifier of the
   hyperparameter options.
 - Text: :func:`fmt` (numbers), :func:`pct` (shares), :func:`interval` and :func:`format_table`
-  for people; :func:`rounds_phrase`, :func:`is_calibrated`,
+  for people; :func:`rounds_phrase`, :func:`learner_phrase`, :func:`is_calibrated`,
   :func:`is_cross_fitted` and :func:`uncalibrated_reason` describe how a model was fitted, from
   its fitted attributes (``plan_``, ``cv_rounds_``, ``noise_calibration_``).
 - :func:`write_model_plots` writes the plots of ``--plots``.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from viboost._utils.io import TableData
     from viboost.estimator import VIBoostClassifier
+    from viboost.presets import FitPlan
 
 PROG = "viboost"
 EXIT_FAILURE = 1  # a numerical failure
@@ -198,6 +200,37 @@ def binary_target(y: pd.Series, args: argparse.Namespace) -> pd.Series:
     return y
 
 
+def check_fit_plan(args: argparse.Namespace) -> FitPlan:
+    """The plan of the hyperparameter options, checked before any data is read: the options
+    that cannot go together are a usage error, and an option with no effect gets a note."""
+    from viboost.presets import resolve_preset
+
+    plan = resolve_preset(
+        args.preset,
+        args.n_estimators,
+        args.learning_rate,
+        args.alpha,
+        args.noise_fit,
+        args.max_leaf_nodes,
+        args.max_depth,
+        args.min_samples_leaf,
+        args.leaf_weights,
+    )
+    if not plan.stumps and args.max_bins is None:
+        raise CommandError(
+            f"--max-bins none (the exhaustive search) builds decision stumps only, but these "
+            f"options fit {learner_phrase(plan)}; give a number of bins (e.g. --max-bins 255), "
+            "or --max-leaf-nodes 2 --leaf-weights tied for stumps"
+        )
+    if plan.stumps and args.min_samples_leaf is not None:
+        print(
+            f"{PROG}: note: --min-samples-leaf has no effect on decision stumps (2 leaves, tied "
+            "weights); give --max-leaf-nodes or --leaf-weights per-leaf for trees",
+            file=sys.stderr,
+        )
+    return plan
+
+
 def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoostClassifier:
     """The VIBoostClassifier of the hyperparameter options and ``--jobs``, with a progress bar
     on stderr for long fits (see :func:`viboost.cli.options.add_fit_options`)."""
@@ -213,6 +246,10 @@ def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoo
         cv=args.cv,
         n_iter_no_change=args.n_iter_no_change,
         max_bins=args.max_bins,
+        max_leaf_nodes=args.max_leaf_nodes,
+        max_depth=args.max_depth,
+        min_samples_leaf=args.min_samples_leaf,
+        leaf_weights=args.leaf_weights,
         random_state=args.random_state,
         n_jobs=args.jobs,
         verbose=1,
@@ -277,6 +314,23 @@ def uncalibrated_reason(model: VIBoostClassifier) -> str:
     if preset == "paper":
         return "preset='paper'"
     return "the noise model was fitted in-sample"
+
+
+def learner_phrase(plan: FitPlan) -> str:
+    """The base learner of a plan (``model.plan_``) in words: ``"decision stumps"`` or
+    ``"trees of up to 31 leaves (per-leaf weights, ...)"``."""
+    if plan.stumps:
+        return "decision stumps"
+    weights = (
+        "per-leaf weights"
+        if plan.leaf_weights == "per-leaf"
+        else "tied weights: +-1 leaves, one weight per tree"
+    )
+    depth = "no depth limit" if plan.max_depth is None else f"depth at most {plan.max_depth}"
+    return (
+        f"trees of up to {plan.max_leaf_nodes} leaves ({weights}; {depth}; at least "
+        f"{plan.min_samples_leaf} row{'s' if plan.min_samples_leaf != 1 else ''} per leaf)"
+    )
 
 
 def rounds_phrase(model: VIBoostClassifier) -> str:

@@ -18,9 +18,11 @@ from viboost.cli.common import (
     binary_target,
     build_estimator,
     check_destination,
+    check_fit_plan,
     fmt,
     interval,
     is_calibrated,
+    learner_phrase,
     pct,
     read_data,
     rounds_phrase,
@@ -49,9 +51,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "chooses the number of rounds and calibrates the noise model by 5-fold cross-fitting "
         "(folds seeded by --random-state), then refits on all rows weighted by the "
         "probability that each label is of the signal type; it reports the estimated share of "
-        "wrong labels with a 90% interval. --preset paper fits the paper's Algorithm 1 as "
-        "printed (100 rounds, approximate mode, noise model fitted in-sample: its noise "
-        "statistics rank rows but are not calibrated). " + DATA_HELP,
+        "wrong labels with a 90% interval; its base learners are trees of up to 31 leaves with "
+        "per-leaf weights. --preset paper fits the paper's Algorithm 1 as printed (100 rounds "
+        "of decision stumps, approximate mode, noise model fitted in-sample: its noise "
+        "statistics rank rows but are not calibrated). --max-leaf-nodes, --max-depth, "
+        "--min-samples-leaf and --leaf-weights choose the base learner of either preset. "
+        + DATA_HELP,
     )
     add_data_and_target(parser)
     parser.add_argument(
@@ -69,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from viboost._utils.io import atomic_dump_model
 
     output = check_destination(args.output, args.data)
+    check_fit_plan(args)
     data = read_data(args, target=args.target)
     X = data.X
     y = binary_target(data.y, args)
@@ -83,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         f"Fitted VIBoost (preset {args.preset!r}) on {X.shape[0]} rows x {X.shape[1]} "
         f"features of {args.data} (target {args.target!r}, classes {classes}; "
         f"{model.classes_[1]} is the positive class){_not_features(data)} with "
-        f"{rounds_phrase(model)} in {elapsed:.2f} s. Training accuracy against the given "
+        f"{rounds_phrase(model)} in {elapsed:.2f} s; base learners: "
+        f"{learner_phrase(model.plan_)}. Training accuracy against the given "
         f"labels: {accuracy:.2%}. {_noise_sentence(model)} Model saved to {output}."
     )
     print(textwrap.fill(summary, width=88, break_on_hyphens=False))

@@ -1,14 +1,17 @@
 """``viboost inspect``: describe a saved model.
 
-How it was fitted (its preset and ``plan_``), its rounds and classes, the noise statistics, the
-first stumps, a summary of the ELBO trajectory (with a sparkline) and, for a cross-fitted model,
-the out-of-fold log-likelihood at the chosen number of rounds.
+How it was fitted (its preset and ``plan_``, the base learner among it), its rounds and classes,
+the noise statistics, the base learners (the first stumps; for trees, the number of trees, their
+leaves and depths, the top features by ``feature_importances_`` and the first trees), a summary
+of the ELBO trajectory (with a sparkline) and, for a cross-fitted model, the out-of-fold
+log-likelihood at the chosen number of rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,6 +22,7 @@ from viboost.cli.common import (
     interval,
     is_calibrated,
     is_cross_fitted,
+    learner_phrase,
     load_model,
     pct,
     rounds_phrase,
@@ -42,17 +46,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="describe a fitted model",
         description="Print the preset and how the model was fitted, rounds, classes, the "
         "noise statistics (share of wrong labels with its interval and the calibration for a "
-        "cross-fitted model; SNR, noise grade, eta, omega), the first stumps, a summary of the "
-        "ELBO trajectory (for a cross-fitted model: the core model's log evidence of the final "
-        "fit) and the cross-fitted log-likelihood at the chosen number of rounds.",
+        "cross-fitted model; SNR, noise grade, eta, omega), the base learners (the first "
+        "stumps; for trees: how many, their leaves and depths, the top features by importance "
+        "and the first trees), a summary of the ELBO trajectory (for a cross-fitted model: the "
+        "core model's log evidence of the final fit) and the cross-fitted log-likelihood at "
+        "the chosen number of rounds.",
     )
     parser.add_argument("model", metavar="MODEL", help="model file written by 'viboost fit'")
     parser.add_argument(
+        "--learners",
         "--stumps",
+        dest="learners",
         type=positive_int,
         default=10,
         metavar="N",
-        help="number of stumps to list (default: 10)",
+        help="number of base learners (stumps or trees) to list (default: 10)",
+    )
+    parser.add_argument(
+        "--top-features",
+        type=positive_int,
+        default=10,
+        metavar="K",
+        help="for a tree model, the number of features to list by feature_importances_ "
+        "(default: 10)",
     )
     add_plots_option(parser)
     parser.set_defaults(handler=run)
@@ -61,6 +77,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Print a description of the model file."""
+    from viboost.boosting.stumps import DecisionStump
+
     model = load_model(args.model)
     n_rounds = len(model.estimators_)
     classes = ", ".join(str(c) for c in model.classes_)
@@ -89,15 +107,18 @@ def run(args: argparse.Namespace) -> int:
             "noise grade: n/a (noise model off)",
             "share of wrong labels: n/a (noise model off)",
         ]
-    shown = min(args.stumps, n_rounds)
-    lines += [
-        "",
-        f"first {shown} of {n_rounds} stumps, h(x) = polarity if x[feature] > threshold else "
-        "-polarity",
-        "(+1 votes for the positive class; 'missing' is the side a NaN value goes to):",
-    ]
-    header = ["round", "feature", "threshold", "polarity", "alpha", "missing"]
-    lines += format_table(header, _stump_rows(model, shown), right={0, 2, 3, 4})
+    shown = min(args.learners, n_rounds)
+    if all(isinstance(learner, DecisionStump) for learner in model.estimators_):
+        lines += [
+            "",
+            f"first {shown} of {n_rounds} stumps, h(x) = polarity if x[feature] > threshold "
+            "else -polarity",
+            "(+1 votes for the positive class; 'missing' is the side a NaN value goes to):",
+        ]
+        header = ["round", "feature", "threshold", "polarity", "alpha", "missing"]
+        lines += format_table(header, _stump_rows(model, shown), right={0, 2, 3, 4})
+    else:
+        lines += ["", *_tree_lines(model, shown, args.top_features)]
     lines += ["", *_elbo_lines(model)]
     cross = _cross_fit_lines(model)
     if cross:
@@ -128,6 +149,7 @@ def _fit_lines(model: VIBoostClassifier) -> list[str]:
         f"preset: {preset} (noise_fit: {noise_fit}; {how})",
         f"learning rate: {fmt(plan.learning_rate)}, alpha: {plan.alpha}, "
         f"noise model: {'on' if model.noise_model else 'off'}",
+        f"base learners: {learner_phrase(plan)}",
     ]
 
 
@@ -177,6 +199,114 @@ def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _depths(nodes: np.ndarray) -> np.ndarray:
+    """The depth of each node of a node array (children follow their parent)."""
+    depth = np.zeros(nodes.size, dtype=int)
+    for node in range(nodes.size):
+        if not nodes["is_leaf"][node]:
+            depth[nodes["left"][node]] = depth[nodes["right"][node]] = depth[node] + 1
+    return depth
+
+
+def _spread(values: np.ndarray) -> str:
+    """``min a, median b, mean c, max d`` of integer counts."""
+    return (
+        f"min {int(values.min())}, median {fmt(float(np.median(values)))}, mean "
+        f"{values.mean():.1f}, max {int(values.max())}"
+    )
+
+
+def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
+    """The trees of a tree model: how many, their leaves and depths, the top features by
+    ``feature_importances_`` and the first ``count`` trees."""
+    learners = list(model.estimators_)
+    leaves = np.array([int(learner.nodes["is_leaf"].sum()) for learner in learners])
+    depths = np.array([int(_depths(learner.nodes).max()) for learner in learners])
+    per_leaf = bool(getattr(learners[-1], "per_leaf", False))
+    intercept = per_leaf and leaves[0] == 1
+    grown = slice(1 if intercept else 0, None)
+    n_grown = len(learners) - int(intercept)
+    lines = [
+        f"trees: {len(learners)}"
+        + (
+            f" (the first an intercept, a one-leaf tree; then {n_grown} grown trees)"
+            if intercept
+            else ""
+        )
+    ]
+    if n_grown:
+        lines += [
+            f"leaves per tree: {_spread(leaves[grown])}; {int(leaves[grown].sum()):,} leaves "
+            "in all" + (" (not counting the intercept)" if intercept else ""),
+            f"depth per tree: {_spread(depths[grown])}",
+        ]
+    importances = np.asarray(model.feature_importances_, dtype=float)
+    used = int(np.sum(importances > 0))
+    order = np.argsort(-importances, kind="stable")[: min(top, used)]
+    lines += [
+        "",
+        *textwrap.wrap(
+            f"top {order.size} of the {used} features that the trees split on (of "
+            f"{importances.size}), by feature_importances_ (each tree's |alpha| spread over its "
+            "splits by their gains):",
+            width=88,
+        ),
+    ]
+    if order.size:
+        rows = [
+            [str(rank), _feature_name(model, int(j)), pct(importances[j])]
+            for rank, j in enumerate(order, 1)
+        ]
+        lines += format_table(["rank", "feature", "importance"], rows, right={0, 2})
+    else:
+        lines.append("  (none: no tree separates any rows)")
+    if per_leaf:
+        what = (
+            "each tree adds alpha times the value of the leaf a row reaches, the leaf's weight "
+            "(the mode of its posterior); alpha is the learning rate"
+        )
+    else:
+        what = "each tree adds alpha times its leaf's vote, +1 for the positive class or -1"
+    lines += [
+        "",
+        *textwrap.wrap(
+            f"first {count} of {len(learners)} trees ({what}; 'root split' sends a row left "
+            "when x[feature] <= threshold, and a NaN value to the 'missing' side):",
+            width=88,
+        ),
+    ]
+    header = ["round", "leaves", "depth", "root split", "missing", "alpha", "leaf values"]
+    rows = []
+    for t in range(count):
+        nodes = learners[t].nodes
+        values = nodes["value"][nodes["is_leaf"]]
+        if nodes["is_leaf"][0]:
+            split, missing = "(none: one leaf)", "-"
+        else:
+            root = nodes[0]
+            feature = _feature_name(model, int(root["feature"]))
+            split = f"{feature} <= {fmt(float(root['threshold']), 6)}"
+            missing = "left" if root["missing_left"] else "right"
+        spread = (
+            fmt(float(values[0]), 4)
+            if values.size == 1
+            else f"{fmt(float(values.min()), 4)} .. {fmt(float(values.max()), 4)}"
+        )
+        rows.append(
+            [
+                str(t + 1),
+                str(int(leaves[t])),
+                str(int(depths[t])),
+                split,
+                missing,
+                fmt(float(model.alphas_[t]), 4),
+                spread,
+            ]
+        )
+    lines += format_table(header, rows, right={0, 1, 2, 5})
+    return lines
 
 
 def _elbo_lines(model: VIBoostClassifier) -> list[str]:

@@ -16,9 +16,11 @@ from viboost.cli.common import (
     binary_target,
     build_estimator,
     check_destination,
+    check_fit_plan,
     format_table,
     id_column_header,
     interval,
+    learner_phrase,
     pct,
     read_data,
     rounds_phrase,
@@ -80,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from viboost.noise import estimate_flip_rate, label_quality_scores
 
     output = check_destination(args.output, args.data) if args.output else None
+    check_fit_plan(args)
     data = read_data(args, target=args.target)
     X = data.X
     y = binary_target(data.y, args)
@@ -109,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     plot_labels = None if data.ids is None else [str(v) for v in data.ids.to_numpy()]
     intro = (
         f"VIBoost (preset {args.preset!r}) on {args.data}: {X.shape[0]:,} rows, "
-        f"{rounds_phrase(model)}."
+        f"{rounds_phrase(model)} of {learner_phrase(model.plan_)}."
     )
     lines = [textwrap.fill(intro, width=88)]
     lines += [

@@ -7,7 +7,9 @@ The ``add_*`` functions declare the options that several commands share:
 
 - :func:`add_data_and_target`: DATA and ``--target`` (fit, noise);
 - :func:`add_input_options`: ``--sep``, ``--index-col`` and ``--id`` (fit, predict, noise);
-- :func:`add_fit_options`: the estimator's hyperparameters (fit, noise);
+- :func:`add_fit_options`: the estimator's hyperparameters (fit, noise), the base learner's
+  among them (:func:`add_tree_options`: ``--max-leaf-nodes``, ``--max-depth``,
+  ``--min-samples-leaf``, ``--leaf-weights``);
 - :func:`add_jobs_option`: ``--jobs``, threads of the compiled kernels (fit, predict, noise);
 - :func:`add_plots_option`: ``--plots`` (inspect, noise).
 
@@ -72,6 +74,27 @@ def _max_bins(text: str) -> int | None:
 
 def _patience(text: str) -> int | None:
     return None if text.lower() == "none" else positive_int(text)
+
+
+def _max_leaf_nodes(text: str) -> int:
+    value = _integer(text, "an integer of at least 2")
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"a tree needs at least 2 leaves, got {text!r} (2 leaves with --leaf-weights tied "
+            "is the paper's decision stump)"
+        )
+    return value
+
+
+def _max_depth(text: str) -> int | None:
+    if text.lower() == "none":
+        return None
+    value = _integer(text, "a positive integer or 'none'")
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a depth of at least 1 (one split) or 'none' (no limit), got {text!r}"
+        )
+    return value
 
 
 def random_seed(text: str) -> int:
@@ -148,8 +171,9 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         "--preset",
         choices=["robust", "paper"],
         default="robust",
-        help="robust (default): rounds and noise model chosen by cross-fitting, calibrated "
-        "noise statistics; paper: the paper's Algorithm 1 as printed",
+        help="robust (default): 31-leaf trees with per-leaf weights, rounds and noise model "
+        "chosen by cross-fitting, calibrated noise statistics; paper: the paper's Algorithm 1 "
+        "as printed, with decision stumps",
     )
     parser.add_argument(
         "--n-estimators",
@@ -195,9 +219,10 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         type=_max_bins,
         default=255,
         metavar="B",
-        help="bins per feature for the stump search, 2 to 255 (default: 255; none: exhaustive "
-        "search over all distinct values, slower)",
+        help="bins per feature for the split search, 2 to 255 (default: 255; none: exhaustive "
+        "search over all distinct values, slower, for decision stumps only)",
     )
+    add_tree_options(parser)
     parser.add_argument(
         "--alpha",
         choices=["approx", "exact"],
@@ -227,6 +252,43 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         metavar="LABEL",
         help="fit LABEL against all other labels of the target (one-vs-rest), which become "
         "'(other)'; needed when the target has more than two classes",
+    )
+
+
+def add_tree_options(parser: argparse.ArgumentParser) -> None:
+    """The base learner: --max-leaf-nodes, --max-depth, --min-samples-leaf and --leaf-weights
+    (scikit-learn HGB's names), part of :func:`add_fit_options`."""
+    parser.add_argument(
+        "--max-leaf-nodes",
+        type=_max_leaf_nodes,
+        default=None,
+        metavar="L",
+        help="most leaves of each round's tree, grown best-first, at least 2 (default: from the "
+        "preset; robust: 31, paper: 2, the decision stump)",
+    )
+    parser.add_argument(
+        "--max-depth",
+        type=_max_depth,
+        default=None,
+        metavar="D",
+        help="most splits from a tree's root to a leaf (default: none, no limit; with the paper "
+        "preset and no --max-leaf-nodes, trees of up to 2^D leaves)",
+    )
+    parser.add_argument(
+        "--min-samples-leaf",
+        type=positive_int,
+        default=None,
+        metavar="M",
+        help="fewest training rows in a leaf of a tree (default: from the preset; robust: 20, "
+        "paper: 1); decision stumps ignore it",
+    )
+    parser.add_argument(
+        "--leaf-weights",
+        choices=["per-leaf", "tied"],
+        default=None,
+        help="per-leaf: each leaf has its own weight (a fit starts with an intercept, a one-leaf "
+        "tree); tied: one weight per tree with +-1 leaves, Algorithm 1 as printed (default: "
+        "from the preset; robust: per-leaf, paper: tied)",
     )
 
 
