@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
 
@@ -125,7 +126,7 @@ def test_bad_input():
         model.predict_contributions(rng.normal(size=(4, 2)), background=rng.normal(size=(4, 3)))
     with pytest.raises(ValueError, match="features"):
         model.predict_contributions(rng.normal(size=(4, 3)), background=rng.normal(size=(4, 5)))
-    with pytest.raises(ValueError, match="background"):
+    with pytest.raises(ValueError, match="did not record covers; pass background="):
         model.predict_contributions(rng.normal(size=(4, 3)))
     with pytest.raises(ValueError, match="background_weight"):
         model.predict_contributions(
@@ -144,23 +145,170 @@ def test_unfitted_model_raises():
         VIBoostClassifier().predict_contributions(np.zeros((2, 3)), background=np.zeros((2, 3)))
 
 
+# --- Without a background: path-dependent values from the recorded covers -----------------------
+
+#: The stumps above with recorded covers (training weight left, right), zero on one side too.
+COVERS = [(3.0, 5.0), (2.5, 0.5), (1.0, 7.0), (6.0, 2.0), (4.0, 4.0), (0.0, 8.0)]
+
+
+def _covered(stumps=STUMPS, covers=COVERS):
+    return [
+        DecisionStump(s.feature, s.threshold, s.polarity, s.missing_right, covers=c)
+        for s, c in zip(stumps, covers, strict=True)
+    ]
+
+
+class NodeLearner:
+    """A learner that is only its node arrays (a tree, as far as the explainer is concerned)."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+
+def test_no_background_stumps_use_the_covers():
+    rng = np.random.default_rng(7)
+    model = _model(_covered())
+    X = _data(rng, 30)
+    contrib = model.predict_contributions(X)
+    # Each stump: alpha (h(x) - E[h]) on its feature, E[h] = polarity (right - left) / total.
+    expected = np.zeros((30, 4))
+    for stump, (left, right), alpha in zip(model.estimators_, COVERS, ALPHAS, strict=True):
+        mean = stump.polarity * (right - left) / (left + right)
+        expected[:, stump.feature] += alpha * (stump.predict(X) - mean)
+        expected[:, -1] += alpha * mean
+    np.testing.assert_allclose(contrib, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(contrib.sum(axis=1), model.decision_function(X), atol=1e-12)
+
+
+def test_no_background_matches_shap_path_dependent():
+    shap = pytest.importorskip("shap")
+    from viboost.explain import shap_explainer
+
+    rng = np.random.default_rng(8)
+    # shap refuses path-dependent values for a tree with a leaf of zero cover.
+    model = _model(_covered(covers=[*COVERS[:-1], (0.5, 8.0)]))
+    X = _data(rng, 40)
+    contrib = model.predict_contributions(X)
+    explainer = shap.TreeExplainer(
+        to_shap_tree_model(model), feature_perturbation="tree_path_dependent"
+    )
+    np.testing.assert_allclose(explainer.shap_values(X), contrib[:, :-1], rtol=0, atol=1e-12)
+    assert abs(np.ravel(explainer.expected_value)[0] - contrib[0, -1]) < 1e-12
+    explainer = shap_explainer(model)
+    assert explainer.feature_perturbation == "tree_path_dependent"
+    np.testing.assert_allclose(explainer.shap_values(X), contrib[:, :-1], rtol=0, atol=1e-12)
+
+
+def _random_tree_nodes(rng, n_features, max_depth):
+    """A random tree (NODE_DTYPE, preorder) whose leaves have positive covers."""
+    from viboost.boosting.learners import NODE_DTYPE
+
+    rows = []
+
+    def grow(depth):
+        index = len(rows)
+        rows.append(None)
+        if depth == max_depth or (depth > 0 and rng.random() < 0.3):
+            cover = float(rng.uniform(0.5, 2.0))
+            rows[index] = (rng.normal(), -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
+            return cover
+        left_index = len(rows)
+        left_cover = grow(depth + 1)
+        right_index = len(rows)
+        right_cover = grow(depth + 1)
+        feature, threshold = int(rng.integers(n_features)), float(rng.normal())
+        missing_left = bool(rng.random() < 0.5)
+        cover = left_cover + right_cover
+        rows[index] = (0.0, feature, threshold, 0, missing_left, left_index, right_index, False,
+                       1.0, cover)  # fmt: skip
+        return cover
+
+    grow(0)
+    return np.array(rows, dtype=NODE_DTYPE)
+
+
+def test_trees_both_ways_match_shap():
+    shap = pytest.importorskip("shap")
+    rng = np.random.default_rng(9)
+    trees = [NodeLearner(_random_tree_nodes(rng, 4, depth)) for depth in (0, 1, 2, 3, 4, 4)]
+    model = _model(trees, rng.uniform(0.2, 1.0, size=6), n_features=4)
+    X = _data(rng, 30, 4)
+    contrib = model.predict_contributions(X)
+    np.testing.assert_allclose(contrib.sum(axis=1), model.decision_function(X), atol=1e-12)
+    explainer = shap.TreeExplainer(
+        to_shap_tree_model(model), feature_perturbation="tree_path_dependent"
+    )
+    np.testing.assert_allclose(explainer.shap_values(X), contrib[:, :-1], rtol=0, atol=1e-12)
+    assert abs(np.ravel(explainer.expected_value)[0] - contrib[0, -1]) < 1e-12
+    # Interventional: against a brute-force Shapley oracle (weighted background).
+    background = _data(rng, 30, 4)
+    weights = rng.uniform(0.1, 2.0, size=30)
+    contrib = model.predict_contributions(X[:3], background, background_weight=weights)
+    for row, x in zip(contrib, X[:3], strict=True):
+        phi, bias = _brute_force_shapley(model, x, background, weights)
+        np.testing.assert_allclose(row[:-1], phi, atol=1e-12)
+        np.testing.assert_allclose(row[-1], bias, atol=1e-12)
+
+
+def test_fitted_model_without_background():
+    # The booster records each stump's covers (the training weight that went left and right).
+    from viboost.explain import shap_explainer
+
+    rng = np.random.default_rng(10)
+    X = _data(rng, 200, 4)
+    y = (np.nan_to_num(X[:, 0]) - 0.5 * np.nan_to_num(X[:, 1]) > 0).astype(int)
+    weight = rng.integers(1, 4, size=200).astype(float)
+    clf = VIBoostClassifier(10, preset="paper").fit(X, y, sample_weight=weight)
+    covers = np.array([learner.nodes["cover"] for learner in clf.estimators_])
+    assert np.isfinite(covers).all()
+    contrib = clf.predict_contributions(X)
+    np.testing.assert_allclose(contrib.sum(axis=1), clf.decision_function(X), atol=1e-12)
+    # For stumps, the training rows and weights as an (interventional) background give the
+    # path-dependent values of the training covers.
+    interventional = clf.predict_contributions(X, background=X, background_weight=weight)
+    np.testing.assert_allclose(contrib, interventional, rtol=0, atol=1e-12)
+    # shap (optional) refuses leaves of zero cover.
+    if importlib.util.find_spec("shap") is not None and (covers > 0).all():
+        values = shap_explainer(clf).shap_values(X)
+        np.testing.assert_allclose(values, contrib[:, :-1], rtol=0, atol=1e-12)
+
+
+def test_model_without_recorded_covers_needs_a_background():
+    # A model pickled by a version that did not record covers: NaN covers.
+    from dataclasses import replace
+
+    rng = np.random.default_rng(11)
+    X = _data(rng, 100, 3)
+    y = (np.nan_to_num(X[:, 0]) > 0).astype(int)
+    clf = VIBoostClassifier(5, preset="paper").fit(X, y)
+    clf.estimators_ = [replace(stump, covers=None) for stump in clf.estimators_]
+    with pytest.raises(ValueError, match="did not record covers; pass background="):
+        clf.predict_contributions(X[:5])
+    with pytest.raises(ValueError, match="did not record covers"):
+        to_shap_tree_model(clf)
+    contrib = clf.predict_contributions(X[:5], background=X)
+    np.testing.assert_allclose(contrib.sum(axis=1), clf.decision_function(X[:5]), atol=1e-12)
+
+
 def test_shap_tree_explainer_agrees():
     shap = pytest.importorskip("shap")
     from viboost.explain import shap_explainer
 
     rng = np.random.default_rng(6)
-    X = _data(rng, 150, 4)
+    X = _data(rng, 1400, 4)
     y = (np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1]) > 0).astype(int)
     clf = VIBoostClassifier(20, preset="paper").fit(X, y)
-    background, rows = X[:60], X[60:]
+    background, rows = X[:1200], X[1200:]
     contrib = clf.predict_contributions(rows, background=background)
 
-    # Interventional TreeSHAP. shap 0.51 holds the leaf values as float32 in this algorithm
-    # (pos_lst/neg_lst in tree_shap_indep), so it agrees to about |alpha| * 2**-24 per stump ...
+    # Interventional TreeSHAP over all 1200 background rows (shap's default masker would keep
+    # 100). shap 0.51 holds the per-leaf terms of this algorithm as float32 (pos_lst/neg_lst in
+    # tree_shap_indep), so it agrees to about |alpha| * 2**-24 per stump ...
     explainer = shap_explainer(clf, background)
+    assert explainer.data.shape == background.shape
     values = explainer.shap_values(rows)
     interventional_diff = np.abs(values - contrib[:, :-1]).max()
-    print(f"interventional max abs difference: {interventional_diff:.3g}")
+    print(f"interventional (1200 background rows) max abs difference: {interventional_diff:.3g}")
     assert interventional_diff < 1e-6 * np.abs(clf.alphas_).sum()
     assert abs(explainer.expected_value - contrib[0, -1]) < 1e-12
     # ... and to float64 rounding once our alphas are rounded the same way.
@@ -176,6 +324,14 @@ def test_shap_tree_explainer_agrees():
     path = shap.TreeExplainer(tree_model, feature_perturbation="tree_path_dependent")
     weighted = clf.predict_contributions(rows, background=background, background_weight=weights)
     path_diff = np.abs(path.shap_values(rows) - weighted[:, :-1]).max()
-    print(f"path-dependent max abs difference: {path_diff:.3g}")
+    print(f"path-dependent (background covers) max abs difference: {path_diff:.3g}")
     assert path_diff < 1e-10
     assert abs(np.ravel(path.expected_value)[0] - weighted[0, -1]) < 1e-10
+
+    # Path-dependent TreeSHAP with the covers recorded in fit, no background.
+    recorded = clf.predict_contributions(rows)
+    path = shap_explainer(clf)
+    recorded_diff = np.abs(path.shap_values(rows) - recorded[:, :-1]).max()
+    print(f"path-dependent (recorded covers) max abs difference: {recorded_diff:.3g}")
+    assert recorded_diff < 1e-12
+    assert abs(np.ravel(path.expected_value)[0] - recorded[0, -1]) < 1e-12

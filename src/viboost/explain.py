@@ -1,30 +1,38 @@
 """Exact per-feature contributions (SHAP values) of a fitted VIBoost ensemble.
 
 The ensemble log-odds is ``H(x) = sum_t alpha_t h_t(x)``. Shapley values are additive over the
-terms of a sum, so the SHAP values of the whole model are the sum of each base learner's, which
-the learner computes itself (:meth:`~viboost.boosting.learners.BaseLearner.contributions`). For
-the decision stump (:class:`~viboost.boosting.stumps.DecisionStump`), a function of a single
-feature ``j_t``, that feature gets all of its value, so the values are exact and cheap:
+terms of a sum, so the SHAP values of the whole model are the sums of each base learner's,
+``alpha_t`` times its own. Every learner is a tree in its node arrays
+(:data:`~viboost.boosting.learners.NODE_DTYPE`), and :mod:`viboost.boosting.tree_shap` computes
+exact TreeSHAP values of the whole ensemble from them, in one compiled pass, with one of two
+value functions:
+
+- **no background** (``background=None``): *path-dependent* TreeSHAP (shap's
+  ``feature_perturbation="tree_path_dependent"``, LightGBM's ``pred_contrib=True``, XGBoost's
+  ``pred_contribs=True``). A feature left out of a coalition sends the row down both sides of
+  its splits, in proportion to the training weight (``cover``) that went each way when the
+  learner was fitted; the expected value is the cover-weighted mean of ``H``. Needs no data,
+  only the covers that the booster records in the learners; a model fitted by a viboost version
+  that did not record them raises ``ValueError`` and needs a background.
+- **a background** (rows ``b``, optionally weighted): *interventional* TreeSHAP (shap's
+  ``feature_perturbation="interventional"`` with every background row),
+  ``v(S) = E_b[H(x_S, b_{not S})]``, and the expected value ``E_b[H(b)]``.
+
+Either way ``phi_0 + sum_j phi_j(x) = H(x)``, ``phi_0`` the expected value (bias), up to float
+rounding. A learner whose splits all use one feature (a decision stump) gives that feature all
+of its value, and both value functions agree on its form:
 
 .. math::
 
-    \\phi_j(x) = \\sum_{t : j_t = j} \\alpha_t \\big(h_t(x) - E_b[h_t(b)]\\big),
-    \\qquad \\phi_0 = \\sum_t \\alpha_t E_b[h_t(b)],
+    \\phi_j(x) = \\sum_{t : j_t = j} \\alpha_t \\big(h_t(x) - E[h_t]\\big),
+    \\qquad \\phi_0 = \\sum_t \\alpha_t E[h_t],
 
-where the expectation is over a background distribution ``b`` (rows of a background data set,
-optionally weighted) and ``phi_0`` is the expected value (bias), so that
-``phi_0 + sum_j phi_j(x) = H(x)``. For one-feature terms the interventional value function
-(``v(S) = E_b[H(x_S, b_{not S})]``) and the path-dependent one of TreeSHAP give the same numbers,
-provided the path-dependent covers are the background weights that go each way at the split:
-``E_b[h_t] = sum over the two leaves of (leaf value * cover fraction)``. Missing values follow
-``missing_right`` of each stump, in ``x`` as in the background. Costs are
-``O(n_stumps * (n_samples + n_background))``.
-
-Which background? The fitted model does not record how much training weight went each way at each
-stump, so the background must be given. Passing the training ``X`` (with its ``sample_weight`` as
-``background_weight``) reproduces what TreeSHAP's path-dependent algorithm would report for stumps
-whose covers were the weighted training data; a smaller sample (a few hundred rows) gives the
-usual interventional SHAP values with respect to that sample.
+with ``E[h_t]`` from the covers (path-dependent) or over the background (interventional):
+``O(n_stumps * (n_samples + n_background))``. Deeper trees cost, per learner,
+``O(n_samples * leaves * depth^2)`` path-dependent and ``O(n_samples * n_background * nodes
+visited)`` interventional. Missing values follow each split's ``missing_left``, in ``x`` as in
+the background. Passing the training ``X`` as background (with ``sample_weight`` as
+``background_weight``) gives, for stumps, the path-dependent values of the training covers.
 
 Contents
 --------
@@ -45,10 +53,13 @@ Examples
 >>> X = rng.normal(size=(60, 3))
 >>> y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
 >>> clf = VIBoostClassifier(5, preset="paper").fit(X, y)
->>> contrib = clf.predict_contributions(X[:4], background=X)
+>>> contrib = clf.predict_contributions(X[:4])  # path-dependent, from the recorded covers
 >>> contrib.shape
 (4, 4)
 >>> bool(np.allclose(contrib.sum(axis=1), clf.decision_function(X[:4])))
+True
+>>> against = clf.predict_contributions(X[:4], background=X[:30])  # interventional
+>>> bool(np.allclose(against.sum(axis=1), clf.decision_function(X[:4])))
 True
 """
 
@@ -60,8 +71,10 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from viboost._utils.parallel import kernel_threads, numba_threads
 from viboost._utils.validation import reject_non_numeric_columns
 from viboost.boosting.learners import BaseLearner
+from viboost.boosting.tree_shap import interventional_shap, path_dependent_shap
 
 __all__ = [
     "learner_contributions",
@@ -69,6 +82,14 @@ __all__ = [
     "shap_explainer",
     "to_shap_tree_model",
 ]
+
+#: What a model without recorded covers needs to be explained.
+_NO_COVERS = (
+    "this model was fitted by a viboost version that did not record covers; pass "
+    "background=... (e.g. background=X_train, with background_weight=sample_weight for a "
+    "weighted fit) for interventional SHAP values, or refit the model: path-dependent values "
+    "need the training weight that reached each node"
+)
 
 
 def _checked_rows(model: Any, X: object) -> np.ndarray:
@@ -97,44 +118,74 @@ def _background_weights(background_weight: object, n_rows: int) -> np.ndarray:
     return weights
 
 
+def _recorded_covers(node_arrays: Sequence[np.ndarray]) -> None:
+    """Raise the no-covers ``ValueError`` when a learner has a NaN cover."""
+    for t, nodes in enumerate(node_arrays):
+        if np.isnan(nodes["cover"]).any():
+            raise ValueError(f"learner {t} has no recorded covers: {_NO_COVERS}.")
+
+
 def _node_covers(nodes: np.ndarray, background: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """The background weight that reaches each node of a learner (a split sends ``x <=
     threshold`` left, and NaN left when ``missing_left``)."""
-    reach = np.zeros((nodes.size, background.shape[0]), dtype=bool)
-    reach[0] = True
-    for i, node in enumerate(nodes):
+    covers = np.zeros(nodes.size)
+    stack = [(0, np.ones(background.shape[0], dtype=bool))]
+    while stack:
+        i, reach = stack.pop()
+        covers[i] = weights @ reach
+        node = nodes[i]
         if node["is_leaf"]:
             continue
         column = background[:, node["feature"]]
         left = column <= node["threshold"]
         if node["missing_left"]:
             left |= np.isnan(column)
-        reach[node["left"]] = reach[i] & left
-        reach[node["right"]] = reach[i] & ~left
-    return reach.astype(np.float64) @ weights
+        stack.append((int(node["left"]), reach & left))
+        stack.append((int(node["right"]), reach & ~left))
+    return covers
+
+
+def _preorder(nodes: np.ndarray) -> list[int]:
+    """The nodes reachable from the root, each before its children."""
+    order, stack = [], [0]
+    while stack:
+        i = stack.pop()
+        order.append(i)
+        if not nodes["is_leaf"][i]:
+            stack.extend((int(nodes["right"][i]), int(nodes["left"][i])))
+    return order
 
 
 def learner_contributions(
     learners: Sequence[BaseLearner],
     alphas: Sequence[float] | np.ndarray,
     X: np.ndarray,
-    background: np.ndarray,
+    background: np.ndarray | None = None,
     background_weight: np.ndarray | None = None,
+    n_jobs: int | None = None,
 ) -> np.ndarray:
     """Exact SHAP values of ``sum_t alphas[t] * h_t(x)`` on validated float arrays.
+
+    Path-dependent TreeSHAP from the learners' recorded covers without a background,
+    interventional TreeSHAP against the background with one
+    (:mod:`viboost.boosting.tree_shap`).
 
     Parameters
     ----------
     learners : sequence of BaseLearner
-        The base classifiers ``h_t`` (e.g. :class:`~viboost.boosting.stumps.DecisionStump`).
+        The base classifiers ``h_t`` (anything with node arrays ``nodes``).
     alphas : sequence of float
         Their weights ``alpha_t``, one per learner.
     X : ndarray of shape (n_samples, n_features)
         Rows to explain (float, NaN allowed).
-    background : ndarray of shape (n_background, n_features)
-        Rows over which the expectation of each learner is taken.
+    background : ndarray of shape (n_background, n_features), default=None
+        Rows over which the expectation of each learner is taken (interventional values);
+        ``None`` for path-dependent values from the recorded covers.
     background_weight : ndarray of shape (n_background,), default=None
         Nonnegative weights of the background rows; uniform when ``None``.
+    n_jobs : int or None, default=None
+        Threads for the compiled kernels, with scikit-learn's meaning (small calls run on one
+        thread); the values are the same for any number.
 
     Returns
     -------
@@ -143,12 +194,23 @@ def learner_contributions(
         expected value ``sum_t alpha_t E[h_t]``, the same on every row. Each row sums to
         ``sum_t alpha_t h_t(x)``.
 
+    Raises
+    ------
+    ValueError
+        Without a background, if a learner has no recorded covers.
+
     Examples
     --------
+    A stump on feature 1 that sent 3 units of training weight left and 1 right (path-dependent,
+    ``E[h] = (3 * -1 + 1 * 1) / 4``), then against a background of four rows:
+
     >>> import numpy as np
     >>> from viboost.boosting.stumps import DecisionStump
-    >>> stump = DecisionStump(feature=1, threshold=0.0, polarity=1, missing_right=False)
+    >>> stump = DecisionStump(1, 0.0, 1, False, covers=(3.0, 1.0))
     >>> X = np.array([[5.0, -1.0], [5.0, 1.0]])
+    >>> learner_contributions([stump], [2.0], X)
+    array([[ 0., -1., -1.],
+           [ 0.,  3., -1.]])
     >>> learner_contributions([stump], [2.0], X, background=np.array([[0.0, -1.0], [0.0, -2.0],
     ...                                                                [0.0, 3.0], [0.0, 4.0]]))
     array([[ 0., -2.,  0.],
@@ -157,33 +219,28 @@ def learner_contributions(
     alphas = np.asarray(alphas, dtype=np.float64)
     if alphas.shape != (len(learners),):
         raise ValueError(f"got {len(learners)} learners but {alphas.shape} alphas.")
-    if X.ndim != 2 or background.ndim != 2 or X.shape[1] != background.shape[1]:
-        raise ValueError(
-            f"X {X.shape} and background {background.shape} must be 2-D with the same number of "
-            "columns."
-        )
-    weights = _background_weights(background_weight, background.shape[0])
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got an array of shape {X.shape}.")
+    node_arrays = [learner.nodes for learner in learners]
     n_features = X.shape[1]
-    out = np.zeros((X.shape[0], n_features + 1))
-    bias = 0.0
-    for learner, alpha in zip(learners, alphas, strict=True):
-        values, expected = learner.contributions(X, background, weights)
-        out[:, :n_features] += alpha * values
-        bias += alpha * expected
-    out[:, n_features] = bias
-    return out
-
-
-def _check_background(model: Any, background: object) -> np.ndarray:
+    work = X.shape[0] * max(len(learners), 1)
     if background is None:
-        raise ValueError(
-            "predict_contributions needs background data: the fitted model does not record how "
-            "much training weight went to each side of each stump. Pass background=X_train (and "
-            "background_weight=sample_weight if the model was fitted with one) to reproduce "
-            "TreeSHAP's path-dependent values for the training covers, or a sample of a few "
-            "hundred rows for interventional SHAP values."
-        )
-    return _checked_rows(model, background)
+        _recorded_covers(node_arrays)
+        with numba_threads(kernel_threads(n_jobs, work)):
+            values, expected = path_dependent_shap(node_arrays, alphas, X)
+    else:
+        if background.ndim != 2 or background.shape[1] != n_features:
+            raise ValueError(
+                f"X {X.shape} and background {background.shape} must be 2-D with the same "
+                "number of columns."
+            )
+        weights = _background_weights(background_weight, background.shape[0])
+        with numba_threads(kernel_threads(n_jobs, work * background.shape[0])):
+            values, expected = interventional_shap(node_arrays, alphas, X, background, weights)
+    out = np.empty((X.shape[0], n_features + 1))
+    out[:, :n_features] = values
+    out[:, n_features] = expected
+    return out
 
 
 def predict_contributions(
@@ -196,16 +253,21 @@ def predict_contributions(
 
     The output has the layout of LightGBM's ``predict(X, pred_contrib=True)`` and XGBoost's
     ``predict(X, pred_contribs=True)``: one column per feature and a last column for the bias.
+    Without a background the values are path-dependent TreeSHAP from the training weight
+    (``cover``) that the model recorded at each node of each learner (what LightGBM and
+    XGBoost report); with one they are interventional TreeSHAP against its rows.
 
     Parameters
     ----------
     model : VIBoostClassifier
-        A fitted model (anything with ``estimators_`` and ``alphas_``).
+        A fitted model (anything with ``estimators_`` and ``alphas_``; its ``n_jobs``, if any,
+        sets the threads).
     X : array-like of shape (n_samples, n_features)
         Rows to explain, checked like :meth:`~viboost.VIBoostClassifier.decision_function` does.
-    background : array-like of shape (n_background, n_features)
-        Required. Rows that define the expectation of each stump, e.g. the training ``X`` or a
-        sample of it; checked the same way as ``X``.
+    background : array-like of shape (n_background, n_features), default=None
+        ``None``: path-dependent values from the recorded covers, no data needed. Otherwise
+        the rows that define the expectation (interventional values), e.g. the training ``X``
+        or a sample of it; checked the same way as ``X``.
     background_weight : array-like of shape (n_background,), default=None
         Nonnegative weights of the background rows (e.g. the training ``sample_weight``);
         uniform when ``None``.
@@ -213,14 +275,15 @@ def predict_contributions(
     Returns
     -------
     ndarray of shape (n_samples, n_features + 1)
-        Contributions of each feature to ``H(x)`` and, last, the expected value
-        ``E_background[H]``; each row sums to ``decision_function(X)`` up to float rounding.
+        Contributions of each feature to ``H(x)`` and, last, the expected value (``E[H]`` under
+        the covers, or over the background); each row sums to ``decision_function(X)`` up to
+        float rounding.
 
     Raises
     ------
     ValueError
-        If ``background`` is missing, or ``X`` or ``background`` do not have the features seen
-        in ``fit``.
+        If ``background`` is ``None`` and the model did not record covers (fitted by an older
+        viboost), or ``X`` or ``background`` do not have the features seen in ``fit``.
 
     Examples
     --------
@@ -229,23 +292,32 @@ def predict_contributions(
     >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [3.0, 0.0]] * 5)
     >>> y = np.array([0, 0, 1, 1] * 5)
     >>> clf = VIBoostClassifier(3, preset="paper").fit(X, y)
-    >>> phi = predict_contributions(clf, X[:2], background=X)
+    >>> phi = predict_contributions(clf, X[:2])
     >>> bool(np.allclose(phi.sum(axis=1), clf.decision_function(X[:2])))
     True
     >>> phi[:, 1]  # the second feature is never used
     array([0., 0.])
+    >>> phi = predict_contributions(clf, X[:2], background=X[:8])
+    >>> bool(np.allclose(phi.sum(axis=1), clf.decision_function(X[:2])))
+    True
     """
     check_is_fitted(model)
     X = _checked_rows(model, X)
-    background = _check_background(model, background)
+    if background is not None:
+        background = _checked_rows(model, background)
     return learner_contributions(
-        model.estimators_, model.alphas_, X, background, background_weight=background_weight
+        model.estimators_,
+        model.alphas_,
+        X,
+        background,
+        background_weight=background_weight,
+        n_jobs=getattr(model, "n_jobs", None),
     )
 
 
 def to_shap_tree_model(
     model: Any,
-    background: object,
+    background: object = None,
     background_weight: object = None,
 ) -> dict[str, Any]:
     """The ensemble in the custom-model dict format of ``shap.TreeExplainer``.
@@ -253,21 +325,21 @@ def to_shap_tree_model(
     Each learner becomes a tree from its node arrays
     (:data:`~viboost.boosting.learners.NODE_DTYPE`): splits ``x[feature] <= threshold`` going
     left (as shap does), NaN to the ``missing_left`` side, and leaves of value ``alpha_t`` times
-    the learner's output there (a stump: a root split, a left leaf ``-alpha * polarity``, a right
-    leaf ``alpha * polarity``). The node sample weights (covers) are the background weights
-    that reach each node (the root's is their total), so
-    that shap's ``feature_perturbation="tree_path_dependent"`` mode, which uses them, gives the
-    same values as
-    :func:`predict_contributions` with this background. (With ``data=``, shap recomputes the covers
-    from the data it is given.) ``tree_output`` is ``"raw_value"``: explain it with
-    ``model_output="raw"``, the log-odds ``decision_function``.
+    the learner's output there. The node sample weights (covers) are the learner's recorded
+    covers when ``background`` is ``None`` (the training weight that reached each node), so that
+    shap's ``feature_perturbation="tree_path_dependent"`` gives the values of
+    ``predict_contributions(model, X)``; with a background they are the background weights that
+    reach each node (the root's is their total), and shap's path-dependent values are those of
+    these covers. (With ``data=``, shap recomputes the covers from the data it is given.)
+    ``tree_output`` is ``"raw_value"``: explain it with ``model_output="raw"``, the log-odds
+    ``decision_function``.
 
     Parameters
     ----------
     model : VIBoostClassifier
         A fitted model.
-    background : array-like of shape (n_background, n_features)
-        Rows whose weights make the covers.
+    background : array-like of shape (n_background, n_features), default=None
+        Rows whose weights make the covers; ``None`` for the recorded covers.
     background_weight : array-like of shape (n_background,), default=None
         Weights of the background rows; uniform when ``None``.
 
@@ -277,7 +349,12 @@ def to_shap_tree_model(
         ``{"trees": [...], "base_offset": 0.0, "tree_output": "raw_value", "input_dtype":
         np.float64, "internal_dtype": np.float64}``; each tree is a dict of arrays
         ``children_left``, ``children_right``, ``children_default``, ``features``,
-        ``thresholds``, ``values`` (shape (3, 1)) and ``node_sample_weight``.
+        ``thresholds``, ``values`` (shape (n_nodes, 1)) and ``node_sample_weight``.
+
+    Raises
+    ------
+    ValueError
+        If ``background`` is ``None`` and the model did not record covers.
 
     Examples
     --------
@@ -285,27 +362,37 @@ def to_shap_tree_model(
     >>> from viboost import VIBoostClassifier
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]] * 5)
     >>> clf = VIBoostClassifier(1, preset="paper").fit(X, np.array([0, 0, 1, 1] * 5))
-    >>> tree = to_shap_tree_model(clf, background=X)["trees"][0]
+    >>> tree = to_shap_tree_model(clf)["trees"][0]  # the covers recorded in fit
     >>> tree["children_left"], tree["children_right"], tree["node_sample_weight"]
     (array([ 1, -1, -1]), array([ 2, -1, -1]), array([20., 10., 10.]))
+    >>> to_shap_tree_model(clf, background=X[:6])["trees"][0]["node_sample_weight"]
+    array([6., 4., 2.])
     """
     check_is_fitted(model)
-    background = _checked_rows(model, background)
-    weights = _background_weights(background_weight, background.shape[0])
+    node_arrays = [learner.nodes for learner in model.estimators_]
+    if background is None:
+        _recorded_covers(node_arrays)
+    else:
+        background = _checked_rows(model, background)
+        weights = _background_weights(background_weight, background.shape[0])
     trees = []
-    for learner, alpha in zip(model.estimators_, model.alphas_, strict=True):
-        nodes = learner.nodes
-        covers = _node_covers(nodes, background, weights)
+    for nodes, alpha in zip(node_arrays, model.alphas_, strict=True):
+        if background is None:
+            covers = np.array(nodes["cover"], dtype=np.float64)
+        else:
+            covers = _node_covers(nodes, background, weights)
         leaf = nodes["is_leaf"]
         values = np.where(leaf, float(alpha) * nodes["value"], 0.0)
-        # An inner node's value is the cover-weighted mean of its children's (children follow
-        # their parents in the node arrays, so one backward pass fills them in).
-        for i in range(nodes.size - 1, -1, -1):
+        # An inner node's value is the cover-weighted mean of its children's (as shap
+        # recomputes it), children before parents.
+        for i in reversed(_preorder(nodes)):
             if not leaf[i]:
                 left, right = nodes["left"][i], nodes["right"][i]
-                values[i] = (covers[left] * values[left] + covers[right] * values[right]) / (
-                    covers[i]
-                )
+                total = covers[left] + covers[right]
+                if total > 0:
+                    values[i] = (covers[left] * values[left] + covers[right] * values[right]) / (
+                        total
+                    )
         default = np.where(nodes["missing_left"], nodes["left"], nodes["right"])
         trees.append(
             {
@@ -327,22 +414,28 @@ def to_shap_tree_model(
     }
 
 
-def shap_explainer(model: Any, background: object) -> Any:
-    """A ``shap.TreeExplainer`` of ``model.decision_function`` (interventional, raw log-odds).
+def shap_explainer(model: Any, background: object = None) -> Any:
+    """A ``shap.TreeExplainer`` of ``model.decision_function`` (raw log-odds).
 
-    Its ``shap_values(X)`` equal ``predict_contributions(model, X, background)[:, :-1]`` and its
-    ``expected_value`` the last column. shap's interventional algorithm holds leaf values in
-    single precision (shap 0.51), so the values agree to about ``|alpha_t| * 2**-24`` per stump
-    (``expected_value`` to float64 rounding). Needs the optional dependency ``shap``.
-    shap warns above 1000 background rows; for the training-cover values on a large
-    training set use :func:`predict_contributions` directly.
+    Without a background: path-dependent (``feature_perturbation="tree_path_dependent"``) over
+    the recorded covers, whose ``shap_values(X)`` equal ``predict_contributions(model,
+    X)[:, :-1]`` to float64 rounding. With one: interventional over *every* background row (a
+    ``shap.maskers.Independent`` masker with ``max_samples`` set to their number: shap's
+    default masker would keep a sample of 100), whose values equal
+    ``predict_contributions(model, X, background)[:, :-1]``; shap's interventional algorithm
+    holds its per-leaf terms in single precision (shap 0.51), so they agree to about ``1e-7``
+    times ``sum_t |alpha_t|`` (the ``expected_value`` to float64 rounding), and it compares
+    values with thresholds rounded to float32, so a value within that rounding of a threshold
+    may go the other way there. shap refuses path-dependent values for a tree with a leaf of
+    zero cover (e.g. a stump that sends every training row one way), which
+    :func:`predict_contributions` handles. Needs the optional dependency ``shap``.
 
     Parameters
     ----------
     model : VIBoostClassifier
         A fitted model.
-    background : array-like of shape (n_background, n_features)
-        Background rows (unweighted: shap's interventional mode takes no weights).
+    background : array-like of shape (n_background, n_features), default=None
+        Background rows (unweighted: shap's interventional mode takes no weights), or ``None``.
 
     Returns
     -------
@@ -351,10 +444,16 @@ def shap_explainer(model: Any, background: object) -> Any:
     import shap
 
     check_is_fitted(model)
+    if background is None:
+        return shap.TreeExplainer(
+            to_shap_tree_model(model),
+            feature_perturbation="tree_path_dependent",
+            model_output="raw",
+        )
     data = _checked_rows(model, background)
     return shap.TreeExplainer(
         to_shap_tree_model(model, data),
-        data=data,
+        data=shap.maskers.Independent(data, max_samples=data.shape[0]),
         feature_perturbation="interventional",
         model_output="raw",
     )
