@@ -129,7 +129,9 @@ def _assert_same_fit(a: VIBoostClassifier, b: VIBoostClassifier, X: np.ndarray) 
 @pytest.mark.parametrize("max_bins", [255, None])
 def test_fit_bit_identical_across_n_jobs(no_threshold, spy_threads, max_bins):
     X, y = _large_data() if max_bins else _large_data(n=20_000)
-    kwargs = dict(n_estimators=4, max_bins=max_bins, random_state=0)
+    # The exhaustive search builds stumps only.
+    stumps = {} if max_bins else dict(max_leaf_nodes=2, leaf_weights="tied")
+    kwargs = dict(n_estimators=4, max_bins=max_bins, random_state=0, **stumps)
     reference = VIBoostClassifier(**kwargs, n_jobs=1).fit(X, y)
     assert set(spy_threads) == {1}
     for n_jobs in (2, -1):

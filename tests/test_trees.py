@@ -105,9 +105,16 @@ def test_grower_matches_a_brute_force_reference(max_leaves, min_leaf, max_depth)
     tree, _ = search.best(weights, y, margin, total=1.0)
     first, second = y * weights, weights * expit(y * margin)
     leaves, splits = _reference_tree(
-        search.binned_, search.binner_.n_bins_, first, second, np.arange(300),
-        max_leaves, min_leaf, 0.5, max_depth,
-    )  # fmt: skip
+        search.binned_,
+        search.binner_.n_bins_,
+        first,
+        second,
+        np.arange(300),
+        max_leaves,
+        min_leaf,
+        0.5,
+        max_depth,
+    )
     leaf = search.leaf_index(tree)
     got = sorted(tuple(np.flatnonzero(leaf == k)) for k in range(tree.n_leaves))
     assert got == leaves
@@ -191,8 +198,16 @@ def test_per_leaf_core_elbo_is_the_sum_of_each_leafs_log_evidence():
         m = leaf == k
         mode = result.alpha[k]
         peak = _neg_log_post(mode, y[m], margin[m], weight[m], 1.0)
-        value, _ = integrate.quad(lambda c: np.exp(peak - _neg_log_post(c, y[m], margin[m], weight[m], 1.0)),
-                                  -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=200)  # fmt: skip
+        value, _ = integrate.quad(
+            lambda c, m=m, peak=peak: np.exp(
+                peak - _neg_log_post(c, y[m], margin[m], weight[m], 1.0)
+            ),
+            -np.inf,
+            np.inf,
+            epsabs=0,
+            epsrel=1e-12,
+            limit=200,
+        )
         total += np.log(value) - peak - betaln(1.0, 1.0)
     assert abs(result.elbo_trace[0] - total) < 1e-8 * abs(total)
 
@@ -251,8 +266,13 @@ def test_booster_margins_equal_the_predictor_on_the_training_rows():
     s = np.ones(500)
     priors = ModelPriors()
     search = TreeSearch(X, max_leaf_nodes=8, min_samples_leaf=5)
-    booster = Booster(InMemoryRows([search], y, [s]), [initial_state(y, s, 0.9, (1.0, 1.0), priors)],
-                      priors, RoundSettings(alpha="exact"), learning_rate=0.2)  # fmt: skip
+    booster = Booster(
+        InMemoryRows([search], y, [s]),
+        [initial_state(y, s, 0.9, (1.0, 1.0), priors)],
+        priors,
+        RoundSettings(alpha="exact"),
+        learning_rate=0.2,
+    )
     run_rounds(booster, 12, "test", 0)
     records = booster.records[0]
     assert records.learners[0].n_leaves == 1  # the intercept

@@ -166,8 +166,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         Most splits from a tree's root to a leaf; None for no limit (on the paper preset, a
         depth asks for trees of up to ``2 ** max_depth`` leaves).
     min_samples_leaf : int or None, default=None
-        Fewest training rows (of positive weight) in a leaf. None: 20 for ``"robust"``, 1 for
-        ``"paper"``.
+        Fewest training rows in a leaf, each counted as its sample weight (a row of weight k
+        counts as its k copies would; rows of weight 0 not at all). None: 20 for ``"robust"``,
+        1 for ``"paper"``.
     leaf_weights : {"per-leaf", "tied"} or None, default=None
         ``"per-leaf"``: each leaf is a base classifier with its own weight and its own v-Log
         posterior (the rows of the leaf, S.4.1), its value the posterior's mode, and the tree is
@@ -488,7 +489,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         with numba_threads(threads):
             # One binning for the whole fit (as LightGBM's cv): every booster searches the same
             # candidate thresholds, from the weighted rows' values (no labels are used).
-            search = self._learner_search(X, weighted, plan)
+            search = self._learner_search(X, sample_weight, plan)
             if folds is None:
                 self._fit_in_sample(
                     search, X, classes, y_signed, sample_weight, priors, plan, init_eta
@@ -666,9 +667,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.leaf_weights,
         )
 
-    def _learner_search(self, X: np.ndarray, weighted: np.ndarray, plan: FitPlan) -> LearnerSearch:
+    def _learner_search(
+        self, X: np.ndarray, sample_weight: np.ndarray, plan: FitPlan
+    ) -> LearnerSearch:
         """The search engine of this fit, built once: trees, binned stumps, or the exhaustive
         stump search with max_bins=None."""
+        weighted = sample_weight > 0
         if not plan.stumps:
             per_leaf = plan.leaf_weights == "per-leaf"
             return TreeSearch(
@@ -685,6 +689,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 else "error",
                 weight_prior=float(self.weight_prior),
                 random_state=self.random_state,
+                sample_weight=sample_weight,
             )
         if self.max_bins is None:
             return ExactStumpSearch(X, active=weighted)

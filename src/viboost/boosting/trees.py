@@ -76,9 +76,10 @@ _APPLY_BLOCK = 1 << 12
 
 
 @threaded_kernel(cache=True)
-def _node_histogram(binned, rows, start, stop, first, second):  # pragma: no cover - compiled
-    """Per (feature, bin): sums of ``first`` and ``second`` and the row count over
-    ``rows[start:stop]``, shape ``(d, 256, 3)``; fixed chunks summed in chunk order."""
+def _node_histogram(binned, rows, start, stop, first, second, counts):  # pragma: no cover
+    """Per (feature, bin): sums of ``first``, ``second`` and ``counts`` (the rows' sample
+    weights) over ``rows[start:stop]``, shape ``(d, 256, 3)``; fixed chunks summed in chunk
+    order."""
     d = binned.shape[1]
     n = stop - start
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
@@ -89,13 +90,13 @@ def _node_histogram(binned, rows, start, stop, first, second):  # pragma: no cov
         h = partial[c]
         for k in range(start + c * size, min(stop, start + (c + 1) * size)):
             i = rows[k]
-            a, b = first[i], second[i]
+            a, b, n_i = first[i], second[i], counts[i]
             row = binned[i]
             for j in range(d):
                 base = j * 768 + 3 * np.int64(row[j])
                 h[base] += a
                 h[base + 1] += b
-                h[base + 2] += 1.0
+                h[base + 2] += n_i
     total = partial[0]
     for c in range(1, n_chunks):
         total += partial[c]
@@ -271,6 +272,15 @@ class HistogramTree:
         nodes["value"][self.leaves] = values
         return HistogramTree(nodes, self.leaf_weights)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HistogramTree):
+            return NotImplemented
+        return self.leaf_weights == other.leaf_weights and (
+            self.nodes.dtype == other.nodes.dtype and self.nodes.tobytes() == other.nodes.tobytes()
+        )
+
+    __hash__ = None  # mutable node arrays
+
     def with_covers(self, leaf_covers: np.ndarray) -> HistogramTree:
         """The same tree with each node's training weight recorded, from its leaves' (in leaf
         order): a split's cover is the sum of its children's."""
@@ -348,7 +358,7 @@ class TreeSearch:
     max_depth : int or None, default=None
         Most splits from the root to a leaf; None for no limit.
     min_samples_leaf : int, default=20
-        Fewest of the search's rows in a leaf.
+        Fewest of the search's rows in a leaf, counted with their ``sample_weight``.
     leaf_weights : {"per-leaf", "tied"}, default="per-leaf"
         See :class:`HistogramTree`.
     criterion : {"newton", "smoothed", "error"} or None, default=None
@@ -359,6 +369,9 @@ class TreeSearch:
         Most rows drawn to place quantile edges.
     random_state : int, RandomState, Generator or None, default=None
         Source of that subsample.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        How much each row counts towards ``min_samples_leaf`` (the fit's sample weights, so
+        that a row of weight k counts as k copies of it); ones when None.
 
     Attributes
     ----------
@@ -380,8 +393,10 @@ class TreeSearch:
         weight_prior: float = 1.0,
         subsample: int = 200_000,
         random_state: int | np.random.RandomState | np.random.Generator | None = None,
+        sample_weight: np.ndarray | None = None,
     ) -> None:
         X = np.asarray(X, dtype=np.float64)
+        self._sample_weight = sample_weight
         if X.ndim != 2 or X.shape[1] == 0:
             raise ValueError(f"X must be 2-D with at least one column, got shape {X.shape}")
         if leaf_weights not in LEAF_WEIGHTS:
@@ -404,14 +419,20 @@ class TreeSearch:
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
-        self._set_active(active)
+        self._set_active(active, sample_weight)
 
-    def _set_active(self, active: np.ndarray) -> None:
+    def _set_active(self, active: np.ndarray, sample_weight: np.ndarray | None) -> None:
+        n_samples = self.binned_.shape[0]
         active = np.ascontiguousarray(active, dtype=bool)
-        if active.shape != (self.binned_.shape[0],):
-            raise ValueError(f"active must have shape ({self.binned_.shape[0]},)")
+        if active.shape != (n_samples,):
+            raise ValueError(f"active must have shape ({n_samples},)")
+        if sample_weight is None:
+            sample_weight = np.ones(n_samples)
         self._active = active
         self._rows = np.flatnonzero(active).astype(np.int64)
+        # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
+        # k times), never when inactive.
+        self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
 
     @property
     def fits_intercept(self) -> bool:
@@ -427,7 +448,7 @@ class TreeSearch:
         """The same search over the same bins for the rows ``active`` only."""
         other = TreeSearch.__new__(TreeSearch)
         other.__dict__.update(self.__dict__)
-        other._set_active(active)
+        other._set_active(active, self._sample_weight)
         return other
 
     def intercept(self) -> HistogramTree:
@@ -490,7 +511,7 @@ class TreeSearch:
         rows = self._rows.copy()
         buffer = np.empty(rows.size, dtype=np.int64)
         n_bins = self.binner_.n_bins_
-        min_leaf = max(1, self.min_samples_leaf)
+        min_leaf = max(1e-300, float(self.min_samples_leaf))
         max_depth = np.inf if self.max_depth is None else self.max_depth
 
         # Per node: (start, stop, depth, histogram, sums, split); nodes are appended in order.
@@ -500,14 +521,14 @@ class TreeSearch:
             sums = hist[0].sum(axis=0)
             node = {"start": start, "stop": stop, "depth": depth, "hist": hist, "sums": sums}
             node["split"] = (
-                _best_node_split(hist, n_bins, code, prior, float(min_leaf))
-                if depth < max_depth and stop - start >= 2 * min_leaf
+                _best_node_split(hist, n_bins, code, prior, min_leaf)
+                if depth < max_depth and sums[2] >= 2 * min_leaf
                 else None
             )
             records.append(node)
             return len(records) - 1
 
-        root_hist = _node_histogram(self.binned_, rows, 0, rows.size, first, second)
+        root_hist = _node_histogram(self.binned_, rows, 0, rows.size, first, second, self._counts)
         new_node(0, rows.size, 0, root_hist)
         children: dict[int, tuple[int, int]] = {}
         heap: list[tuple[float, int]] = []
@@ -529,10 +550,10 @@ class TreeSearch:
             )
             mid = start + n_left
             if n_left <= stop - mid:
-                small = _node_histogram(self.binned_, rows, start, mid, first, second)
+                small = _node_histogram(self.binned_, rows, start, mid, first, second, self._counts)
                 left_hist, right_hist = small, node["hist"] - small
             else:
-                small = _node_histogram(self.binned_, rows, mid, stop, first, second)
+                small = _node_histogram(self.binned_, rows, mid, stop, first, second, self._counts)
                 left_hist, right_hist = node["hist"] - small, small
             node["hist"] = None  # free the parent's histogram
             depth = node["depth"] + 1
