@@ -156,18 +156,20 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 
 #: Robust-preset configurations (cross-fitted noise fit, early stopping, refit on s_n phi_n),
 #: saved in ``tests/data/reference_outputs_robust.npz`` from main at 1e96ddc, before the
-#: booster became one object (issue 20).
+#: booster became one object (issue 20). The robust preset then fitted stumps; since trees
+#: became its default (issue 21) the configurations ask for the stumps explicitly.
+_STUMPS = {"max_leaf_nodes": 2, "leaf_weights": "tied", "min_samples_leaf": 1}
 ROBUST_CONFIGS: dict[str, tuple[str, dict, dict]] = {
-    "robust_defaults": ("small", {"n_estimators": 300, "random_state": 0}, {}),
+    "robust_defaults": ("small", {"n_estimators": 300, "random_state": 0, **_STUMPS}, {}),
     "robust_weighted": (
         "small",
-        {"n_estimators": 300, "random_state": 1},
+        {"n_estimators": 300, "random_state": 1, **_STUMPS},
         {"sample_weight": "mixed"},
     ),
-    "robust_pseudo_rows": ("large", {"n_estimators": 60, "random_state": 2}, {}),
+    "robust_pseudo_rows": ("large", {"n_estimators": 60, "random_state": 2, **_STUMPS}, {}),
     "robust_core_model": (
         "small",
-        {"n_estimators": 200, "noise_model": False, "random_state": 3},
+        {"n_estimators": 200, "noise_model": False, "random_state": 3, **_STUMPS},
         {},
     ),
 }

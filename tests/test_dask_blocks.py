@@ -1,17 +1,30 @@
-"""viboost.dask.blocks: the blocks' sizes, and each block function against the in-memory
-computation on the same rows (the functions take numpy arrays; no cluster needed)."""
+"""viboost.dask.blocks and the engine's row source: the blocks' sizes, each block function
+against the in-memory computation on the same rows, the tree growth from node histograms
+(:mod:`viboost.boosting.grower`) against :class:`~viboost.boosting.trees.TreeSearch`, and
+:class:`~viboost.dask.engine.BlockRows` driving a booster over blocks held in this process (the
+functions take numpy arrays; no cluster needed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner
+from viboost.boosting.booster import Booster, InMemoryRows
+from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
 from viboost.boosting.reweighting import search_weights
 from viboost.boosting.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
+from viboost.boosting.trees import TreeSearch
 from viboost.dask import blocks
+from viboost.dask.engine import BlockRows
 from viboost.noise_fit.calibration import flip_rate_sums
+from viboost.variational import ModelPriors, RoundRows, RoundSettings, initial_state
+from viboost.variational.compression import KnotGrid, knot_moments
 from viboost.variational.state import CleanLogOdds
+
+#: The fields of a node that fix a tree's structure (compared exactly).
+STRUCTURE = ("feature", "bin_threshold", "threshold", "missing_left", "left", "right", "is_leaf")
 
 
 @pytest.mark.parametrize(
@@ -79,12 +92,15 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
     assert knots == (0.0, 0.0)
     # The stump's outputs from the bins are stump.predict on the raw values.
     update = blocks.LearnerUpdate(stump, 0.4)
-    ((y_rows, h_rows, margin_rows, s_rows),) = blocks.round_rows(
+    (((y_rows, h_rows, margin_rows, s_rows), covers),) = blocks.round_rows(
         block, (booster,), (stump,), (None,)
     )
     active = weight > 0
     np.testing.assert_array_equal(h_rows, stump.predict(X)[active])
     np.testing.assert_array_equal(s_rows, weight[active])
+    # The covers: the total multiplicity and the part on the stump's right side.
+    right = stump.predict(X) == stump.polarity
+    np.testing.assert_allclose(covers, [weight.sum(), weight[right].sum()], rtol=1e-14)
     (finished,) = blocks.finish_boosters(block, (booster,), (update,))
     np.testing.assert_array_equal(finished.margins.margin, 0.4 * stump.predict(X))
     assert booster.margins.margin.max() == 0.0  # the old state is untouched
@@ -112,3 +128,205 @@ def test_in_sample_noise_of_a_block():
     np.testing.assert_allclose(
         omega_part, [0.25 * weight[block.y < 0].sum(), 0.25 * weight[block.y > 0].sum()]
     )
+
+
+# --- Trees ---------------------------------------------------------------------------------------
+
+
+def _tree_data(seed: int = 0, n: int = 3000):
+    """An interaction with noise (trees of many leaves), missing values and an integer column."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[:, 3] = rng.integers(0, 6, n)
+    X[rng.random((n, 5)) < 0.04] = np.nan
+    clean = np.nan_to_num(X)
+    score = clean[:, 0] * clean[:, 1] + 0.5 * clean[:, 2] - 0.2 * clean[:, 3]
+    y = np.where(score + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize(
+    ("leaf_weights", "criterion", "max_leaf_nodes", "max_depth"),
+    [
+        ("per-leaf", "newton", 31, None),
+        ("per-leaf", "smoothed", 12, 3),
+        ("tied", "error", 31, None),
+    ],
+)
+@pytest.mark.parametrize("speculate", [False, True])
+def test_growth_from_node_histograms_is_the_tree_search(
+    leaf_weights, criterion, max_leaf_nodes, max_depth, speculate
+):
+    """TreeGrowth over a RowPartition grows TreeSearch's tree bit for bit, speculating or not:
+    the same histograms, the same splits in the same order."""
+    X, y = _tree_data()
+    rng = np.random.default_rng(1)
+    active = rng.random(y.size) < 0.9
+    margin = rng.normal(0.0, 0.5, y.size)
+    raw = np.where(active, rng.uniform(0.1, 1.0, y.size), 0.0)
+    total = raw.sum()
+    weights = raw / total
+    search = TreeSearch(
+        X, active=active, max_leaf_nodes=max_leaf_nodes, max_depth=max_depth,
+        min_samples_leaf=15, leaf_weights=leaf_weights, criterion=criterion,
+    )  # fmt: skip
+    want, want_error = search.best(weights.copy(), y, margin, total)
+    settings = TreeSettings(max_leaf_nodes, max_depth, 15, leaf_weights, criterion, 1.0)
+    first, second = settings.statistics(weights, y, margin)
+    partition = RowPartition(search.binned_, np.flatnonzero(active), first, second)
+    binner = search.binner_
+    growth = TreeGrowth(
+        partition.histogram(), binner.n_bins_, binner.thresholds_, settings,
+        settings.prior(total), speculate=speculate,
+    )  # fmt: skip
+    trips = []
+    grow(growth, lambda requests: trips.append(len(requests)) or partition.expand(requests))
+    got, error = growth.tree()
+    assert got.n_leaves == want.n_leaves > 2
+    for name in want.nodes.dtype.names:
+        np.testing.assert_array_equal(got.nodes[name], want.nodes[name])
+    assert error == want_error
+    if speculate:  # fewer exchanges than splits, each of several nodes
+        assert len(trips) < want.n_leaves - 1
+    else:
+        assert trips == [1] * (want.n_leaves - 1)
+
+
+def test_expanding_trees_on_a_block_leaves_the_old_state_untouched():
+    X, y = _tree_data(2, n=500)
+    weight = np.ones(y.size)
+    binner = FeatureBinner(max_bins=32).fit(X)
+    block = blocks.build_block(X, y, weight, binner, 1.0)
+    clean = CleanLogOdds.constant(1.0)
+    boosters = blocks.reweight(
+        block, blocks.start_boosters(block, None), (None,), (clean,), 1.0, True
+    )
+    settings = TreeSettings(min_samples_leaf=5)
+    (start,) = blocks.start_trees(block, boosters, settings)
+    (((root,), log_scale, total, _),) = blocks.tree_histograms((start,))
+    growth = TreeGrowth(
+        root / np.array([total, total, 1.0]), binner.n_bins_, binner.thresholds_, settings,
+        settings.prior(total * np.exp(log_scale)), speculate=True,
+    )  # fmt: skip
+    requests = growth.requests()
+    rows_before = start.rows.copy()
+    (after,) = blocks.expand_trees(block, (start,), (tuple(requests),))
+    np.testing.assert_array_equal(start.rows, rows_before)
+    assert set(start.ranges) == {0}
+    assert len(after.hists) == len(requests) == 1
+    (again,) = blocks.expand_trees(block, (start,), (tuple(requests),))
+    np.testing.assert_array_equal(again.rows, after.rows)
+    np.testing.assert_array_equal(again.hists[0], after.hists[0])
+
+
+def test_per_leaf_round_rows_and_covers_of_a_block():
+    X, y, weight, binner, block = _block(4)
+    search = TreeSearch(X, active=weight > 0, max_bins=32, max_leaf_nodes=5, min_samples_leaf=5)
+    normalized = weight / weight.sum()
+    tree, _ = search.best(normalized, block.y, np.zeros(300), weight.sum())
+    n_leaves = tree.n_leaves
+    assert n_leaves > 2
+    boosters = blocks.start_boosters(block, None)
+    leaf = search.leaf_index(tree)
+    ((rows, covers),) = blocks.round_rows(block, boosters, (tree,), (None,))
+    active = weight > 0
+    np.testing.assert_array_equal(rows[3], leaf[active])
+    np.testing.assert_array_equal(rows[2], weight[active])
+    want = np.bincount(leaf, weights=weight, minlength=n_leaves)
+    np.testing.assert_allclose(covers, want, rtol=1e-14)
+    grid = KnotGrid.covering(0.0, 0.0)
+    ((moments, _),) = blocks.round_rows(block, boosters, (tree,), (grid,))
+    want = knot_moments(block.y, np.ones(300), np.zeros(300), weight, grid, leaf, n_leaves)
+    np.testing.assert_array_equal(moments, want)
+
+
+class _LocalTasks:
+    """:class:`~viboost.dask.engine.BlockTasks` without a cluster: every task runs here, at
+    once, on the same objects (so a block function that wrote its input would show)."""
+
+    def submit(self, func, *per_block, **shared):
+        return [
+            blocks.on_one_thread(func, *args, **shared) for args in zip(*per_block, strict=True)
+        ]
+
+    run = submit
+
+    def gather(self, futures):
+        return futures
+
+
+def _blocks_of(X, y, weight, binner, size):
+    return [
+        blocks.build_block(X[i : i + size], y[i : i + size], weight[i : i + size], binner, 1.0)
+        for i in range(0, y.size, size)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "alpha", "n_rows"),
+    [
+        (TreeSettings(max_leaf_nodes=31, min_samples_leaf=20), "exact", 3000),
+        # Above COMPRESS_ABOVE rows: pseudo-rows by leaf.
+        (TreeSettings(max_leaf_nodes=8, min_samples_leaf=10), "exact", 5000),
+        (TreeSettings(8, 3, 10, "per-leaf", "smoothed"), "approx", 3000),
+        (TreeSettings(6, None, 10, "tied", "error"), "approx", 5000),
+    ],
+    ids=["per-leaf", "per-leaf-compressed", "smoothed", "tied"],
+)
+def test_block_rows_drive_the_same_booster_as_in_memory_rows(settings, alpha, n_rows):
+    """The booster over BlockRows (blocks of 700 rows) fits the trees of the booster over
+    InMemoryRows and TreeSearch: the same structure, leaf values, covers and alphas."""
+    X, y = _tree_data(3, n=n_rows)
+    weight = np.random.default_rng(4).uniform(0.5, 2.0, n_rows)  # no exact ties in the sums
+    search = TreeSearch(
+        X, max_leaf_nodes=settings.max_leaf_nodes, max_depth=settings.max_depth,
+        min_samples_leaf=settings.min_samples_leaf, leaf_weights=settings.leaf_weights,
+        criterion=settings.criterion,
+    )  # fmt: skip
+    priors = ModelPriors()
+    round_settings = RoundSettings(alpha=alpha, max_vi_iter=10)
+    boosters = []
+    for rows in (
+        InMemoryRows([search], y, [weight]),
+        BlockRows(
+            _LocalTasks(), _blocks_of(X, y, weight, search.binner_, 700), search.binner_,
+            [n_rows], tree=settings,
+        ),
+    ):  # fmt: skip
+        state = initial_state(y, weight, 1.0, (1.0, 1.0), priors)
+        booster = Booster(rows, [state], priors, round_settings, learning_rate=0.5)
+        with numba_threads(1):  # as a small fit runs (and the blocks always)
+            for _ in range(6):
+                booster.add_round()
+        boosters.append(booster)
+    want, got = (booster.records[0] for booster in boosters)
+    assert rows.fits_intercept == settings.per_leaf
+    for tree, expected in zip(got.learners, want.learners, strict=True):
+        for name in STRUCTURE:
+            np.testing.assert_array_equal(tree.nodes[name], expected.nodes[name])
+        for name in ("value", "gain", "cover"):
+            np.testing.assert_allclose(tree.nodes[name], expected.nodes[name], rtol=1e-9)
+    assert max(tree.n_leaves for tree in want.learners) > 2
+    np.testing.assert_allclose(got.alphas, want.alphas, rtol=1e-9)
+    np.testing.assert_allclose(boosters[1].margins(), boosters[0].margins(), rtol=1e-9, atol=1e-12)
+    if rows.tree_trips:  # a tree costs about one exchange per level, not one per split
+        assert rows.tree_trips < max(tree.n_leaves for tree in got.learners) - 1
+
+
+def test_round_rows_of_block_rows_for_per_leaf_weights_sort_by_leaf():
+    X, y = _tree_data(5, n=1500)
+    weight = np.where(np.arange(1500) % 7 == 0, 0.0, 1.0)
+    settings = TreeSettings(max_leaf_nodes=6, min_samples_leaf=10)
+    search = TreeSearch(X, active=weight > 0, max_leaf_nodes=6, min_samples_leaf=10)
+    rows = BlockRows(
+        _LocalTasks(), _blocks_of(X, y, weight, search.binner_, 400), search.binner_,
+        [int(np.count_nonzero(weight))], tree=settings,
+    )  # fmt: skip
+    rows.start([CleanLogOdds.constant(1.0)], 1.0, True)
+    (tree,) = rows.best()
+    (got,), (covered,) = rows.round_rows([tree])
+    want = RoundRows.weighted(y, None, np.zeros(1500), weight, search.leaf_index(tree), 6)
+    for name in ("y", "h", "margin", "sample_weight", "leaf_offsets"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    leaf_covers = np.bincount(search.leaf_index(tree), weights=weight, minlength=6)
+    np.testing.assert_allclose(covered.nodes["cover"][covered.leaves], leaf_covers)

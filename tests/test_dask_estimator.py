@@ -1,6 +1,6 @@
 """viboost.dask.DaskVIBoostClassifier: the same model as the in-memory fit for any workers and
-partitions, lazy predictions, and the faults a user meets (empty partitions, NaN, non-numeric
-columns, a worker restarted mid-fit, a cluster with no workers)."""
+partitions (stumps and trees), lazy predictions, and the faults a user meets (empty partitions,
+NaN, non-numeric columns, a worker restarted mid-fit, a cluster with no workers)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from viboost.boosting.booster import Booster  # noqa: E402
 from viboost.dask import DaskVIBoostClassifier  # noqa: E402
 
 RTOL = 1e-9
+#: The fields of a node that fix a learner's structure (compared exactly).
+STRUCTURE = ("feature", "bin_threshold", "threshold", "missing_left", "left", "right", "is_leaf")
 
 
 def _data(n: int = 6000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -74,29 +76,62 @@ def data():
     return _data()
 
 
-def _assert_same_model(got, want, client=None) -> None:
-    assert got.estimators_ == want.estimators_
+def _assert_same_learners(got: list, want: list) -> None:
+    """The same learners: equal structure (features, bins, thresholds, children), leaf values,
+    gains and covers within RTOL."""
+    assert len(got) == len(want)
+    for learner, expected in zip(got, want, strict=True):
+        assert type(learner) is type(expected)
+        nodes, expected_nodes = learner.nodes, expected.nodes
+        for name in STRUCTURE:
+            np.testing.assert_array_equal(nodes[name], expected_nodes[name], err_msg=name)
+        for name in ("value", "gain", "cover"):
+            np.testing.assert_allclose(
+                nodes[name], expected_nodes[name], rtol=RTOL, atol=1e-12, err_msg=name
+            )
+
+
+def _assert_same_model(got, want, client=None, X=None) -> None:
+    _assert_same_learners(got.estimators_, want.estimators_)
     np.testing.assert_allclose(got.alphas_, want.alphas_, rtol=RTOL)
     for name in ("snr_", "noise_grade_", "noise_rate_"):
         np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=RTOL)
     for name in ("clean_proba_", "mislabel_proba_"):
         rows = getattr(got, name).compute(scheduler=client or got.client)
         np.testing.assert_allclose(rows, getattr(want, name), rtol=RTOL, atol=1e-300)
+    if X is not None:
+        np.testing.assert_allclose(
+            got.decision_function(X), want.decision_function(X), rtol=RTOL, atol=1e-9
+        )
 
 
 @pytest.mark.parametrize(
     "params",
     [
         {"n_estimators": 20, "preset": "paper"},
-        # The robust default with early stopping (it stops well before 300 rounds).
-        {"n_estimators": 300, "preset": "robust", "cv": 3, "n_iter_no_change": 10},
+        # The robust preset with stumps and early stopping (it stops well before 300 rounds).
+        {
+            "n_estimators": 300,
+            "preset": "robust",
+            "cv": 3,
+            "n_iter_no_change": 10,
+            "max_leaf_nodes": 2,
+            "leaf_weights": "tied",
+        },
+        # The robust default: 31-leaf trees with per-leaf weights (few rounds: each tree is
+        # about one exchange with the workers per level).
+        {"n_estimators": 10, "preset": "robust", "cv": 2, "n_iter_no_change": None},
     ],
-    ids=["paper", "robust"],
+    ids=["paper", "robust-stumps", "robust-trees"],
 )
 def test_same_model_as_in_memory_for_any_workers_and_partitions(
     data, two_workers, one_worker, params
 ):
-    X, y = data if params["preset"] == "paper" else _step_data(4500)
+    robust_stumps = params["preset"] == "robust" and params.get("max_leaf_nodes") == 2
+    if params["preset"] == "paper":
+        X, y = data
+    else:
+        X, y = _step_data(4500) if robust_stumps else _data(4500)
     want = VIBoostClassifier(random_state=0, **params).fit(X, y)
     fits = []
     for client, n_partitions in ((two_workers, 4), (one_worker, 7)):
@@ -104,23 +139,56 @@ def test_same_model_as_in_memory_for_any_workers_and_partitions(
         dX = da.from_array(X, chunks=(rows, X.shape[1]))
         dy = da.from_array(y, chunks=rows)
         assert dX.npartitions == n_partitions
-        got = DaskVIBoostClassifier(random_state=0, client=client, block_size=1000, **params).fit(
-            dX, dy
-        )
-        _assert_same_model(got, want)
+        got = DaskVIBoostClassifier(random_state=0, client=client, block_size=1500, **params)
+        got.fit(dX, dy)
+        _assert_same_model(got, want, X=X)
         # clean_proba_ is a dask array aligned with the training partitions.
         assert got.clean_proba_.chunks == dy.chunks
         fits.append(got)
     # The blocks, hence every sum, do not depend on the workers or the partitions: bit for bit.
     np.testing.assert_array_equal(fits[0].alphas_, fits[1].alphas_)
+    for learner, other in zip(fits[0].estimators_, fits[1].estimators_, strict=True):
+        np.testing.assert_array_equal(learner.nodes, other.nodes)
     assert fits[0].snr_ == fits[1].snr_
     if params["preset"] == "robust":
-        assert want.cv_rounds_[-1] < params["n_estimators"]  # it stopped early
         np.testing.assert_array_equal(fits[0].cv_rounds_, want.cv_rounds_)
         np.testing.assert_array_equal(fits[0].cv_log_likelihood_, fits[1].cv_log_likelihood_)
         np.testing.assert_allclose(
             fits[0].noise_rate_interval_, want.noise_rate_interval_, rtol=RTOL
         )
+    if robust_stumps:
+        assert want.cv_rounds_[-1] < params["n_estimators"]  # it stopped early
+    if "max_leaf_nodes" not in params and params["preset"] == "robust":
+        assert fits[0].plan_.max_leaf_nodes == 31
+        assert max(tree.n_leaves for tree in fits[0].estimators_) == 31
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        # Algorithm 1 with trees: +-1 leaves and one weight per tree, the noise model in-sample.
+        {"n_estimators": 8, "preset": "paper", "max_leaf_nodes": 6},
+        # Per-leaf weights at the approximate mode (the smoothed split score), in-sample.
+        {"n_estimators": 8, "preset": "paper", "max_leaf_nodes": 6, "leaf_weights": "per-leaf"},
+        # The robust preset's trees, in-sample, with a depth limit.
+        {"n_estimators": 8, "noise_fit": "in-sample", "max_depth": 3},
+    ],
+    ids=["tied", "per-leaf-approx", "depth"],
+)
+def test_trees_fitted_in_sample_match_in_memory(two_workers, params):
+    """Trees on the in-sample path; continuous sample weights (the error score of tied trees
+    ties exactly under equal weights, and ties may go either way across summation orders)."""
+    X, y = _data(6000)
+    weight = np.random.default_rng(5).uniform(0.5, 2.0, len(y))
+    want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
+    got = DaskVIBoostClassifier(random_state=0, client=two_workers, block_size=1500, **params)
+    got.fit(
+        da.from_array(X, chunks=(1200, 5)),
+        da.from_array(y, chunks=1200),
+        da.from_array(weight, chunks=1200),
+    )
+    _assert_same_model(got, want, X=X)
+    assert max(tree.n_leaves for tree in got.estimators_) > 2
 
 
 def test_predictions_are_lazy_and_match(data, two_workers):
@@ -297,14 +365,14 @@ def test_clone_keeps_the_client_and_the_parameters(two_workers):
 
 def test_sample_weights_with_zeros_give_the_in_memory_model(two_workers):
     """Rows of zero weight are in no fold; they get the final ensemble's margin, as in memory."""
-    X, y = _step_data(3000)
+    X, y = _data(3000)
     weight = np.random.default_rng(3).integers(0, 4, len(y)).astype(float)
-    params = {"n_estimators": 40, "cv": 3, "n_iter_no_change": None, "random_state": 2}
+    params = {"n_estimators": 8, "cv": 3, "n_iter_no_change": None, "random_state": 2}
     want = VIBoostClassifier(**params).fit(X, y, sample_weight=weight)
     got = DaskVIBoostClassifier(client=two_workers, block_size=700, **params).fit(
         da.from_array(X, chunks=(450, 2)), da.from_array(y, chunks=450), sample_weight=weight
     )
-    _assert_same_model(got, want)
+    _assert_same_model(got, want, X=X)
     np.testing.assert_allclose(
         got.cv_decision_function_.compute(), want.cv_decision_function_, rtol=RTOL
     )

@@ -6,9 +6,10 @@ number of workers. Each function here takes one block (numpy arrays, on a worker
 either a new block state or a small summary (counts, a histogram, knot moments) that the client
 reduces over the blocks in block order. Every formula is the in-memory engine's own:
 :class:`~viboost.boosting.binning.FeatureBinner`,
-:func:`~viboost.boosting.histogram.binned_histogram`,
-:class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs``,
-:func:`~viboost.variational.compression.knot_moments` and
+:func:`~viboost.boosting.histogram.binned_histogram` (stumps), the node histograms and row
+partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
+:class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs`` and
+``leaf_index``, :func:`~viboost.variational.compression.knot_moments` and
 :func:`~viboost.noise_fit.calibration.flip_rate_sums`; nothing is mutated in place, so a task
 that dask runs twice (after a worker is lost) gives the same result.
 """
@@ -16,13 +17,14 @@ that dask runs twice (after a worker is lost) gives the same result.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner, absent_values
+from viboost.boosting.grower import Expansion, RowPartition, TreeSettings
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
@@ -36,13 +38,16 @@ __all__ = [
     "BoosterRows",
     "LearnerUpdate",
     "TrainingBlock",
+    "TreeRows",
     "absent_in_block",
     "block_sizes",
     "build_block",
     "distinct_in_block",
+    "expand_trees",
     "finish_boosters",
     "histograms",
     "in_sample_noise",
+    "knot_ranges",
     "labels_and_weights",
     "margins",
     "occupied_by_booster",
@@ -53,7 +58,9 @@ __all__ = [
     "round_rows",
     "sample_block",
     "start_boosters",
+    "start_trees",
     "summarize_block",
+    "tree_histograms",
 ]
 
 #: Rows per block are at most this many bytes of binned features (uint8) ...
@@ -172,6 +179,11 @@ class LearnerUpdate:
     learner: BaseLearner
     alpha: float
 
+    @property
+    def unit(self) -> bool:
+        """Whether the learner's outputs are in {-1, +1} (not a tree with per-leaf values)."""
+        return not getattr(self.learner, "per_leaf", False)
+
 
 @dataclass(frozen=True, eq=False)
 class BoosterRows:
@@ -240,9 +252,25 @@ def reweight(
             weights = margins.scaled_weights(clean, tau, logistic)
         else:
             h = _outputs(block, update.learner)
-            weights = margins.add(update.alpha, h, clean, tau, logistic)
+            weights = margins.add(update.alpha, h, clean, tau, logistic, unit=update.unit)
         out.append(BoosterRows(margins, weights))
     return tuple(out)
+
+
+def _knots(booster: BoosterRows, block: TrainingBlock) -> tuple[float, float]:
+    """The range of the knots ``-y H`` over the booster's active rows."""
+    margins = booster.margins
+    if margins.knot_range is not None:
+        return margins.knot_range
+    return knot_range(block.y, margins.margin, margins.sample_weight)
+
+
+def knot_ranges(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...]
+) -> list[tuple[float, float]]:
+    """Per booster, the range of the knots ``-y H`` over its active rows (a round that needs
+    no search: the intercept)."""
+    return [_knots(booster, block) for booster in boosters]
 
 
 def histograms(
@@ -253,14 +281,82 @@ def histograms(
     active rows."""
     out = []
     for booster in boosters:
-        margins, weights = booster.margins, booster.weights
+        weights = booster.weights
         active = booster.active
         hist = binned_histogram(block.binned, weights.values, block.y, active)
-        knots = margins.knot_range
-        if knots is None:
-            knots = knot_range(block.y, margins.margin, margins.sample_weight)
-        out.append((hist, weights.log_scale, weights.total, knots))
+        out.append((hist, weights.log_scale, weights.total, _knots(booster, block)))
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class TreeRows:
+    """One booster's tree of the round on one block: its active rows partitioned by node
+    (:class:`~viboost.boosting.grower.RowPartition`'s ``rows`` and ``ranges``), their two
+    statistics (in the block's scale of the search weights), the histograms that the last step
+    computed, and the block's scale, weight total and knot range."""
+
+    rows: np.ndarray
+    ranges: dict[int, tuple[int, int]]
+    first: np.ndarray
+    second: np.ndarray
+    hists: tuple[np.ndarray, ...]
+    log_scale: float
+    total: float
+    knots: tuple[float, float]
+
+
+def start_trees(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...], settings: TreeSettings
+) -> tuple[TreeRows, ...]:
+    """Per booster, the statistics of ``settings``' split score under its search weights
+    (:meth:`~viboost.boosting.grower.TreeSettings.statistics`, linear in the weights, so in
+    the block's scale) and the histogram of the root."""
+    out = []
+    for booster in boosters:
+        margins, weights = booster.margins, booster.weights
+        first, second = settings.statistics(weights.values, block.y, margins.margin)
+        rows = np.flatnonzero(booster.active)
+        partition = RowPartition(block.binned, rows, first, second)
+        out.append(
+            TreeRows(
+                rows=partition.rows,
+                ranges=partition.ranges,
+                first=partition.first,
+                second=partition.second,
+                hists=(partition.histogram(),),
+                log_scale=weights.log_scale,
+                total=weights.total,
+                knots=_knots(booster, block),
+            )
+        )
+    return tuple(out)
+
+
+def expand_trees(
+    block: TrainingBlock,
+    trees: tuple[TreeRows, ...],
+    expansions: tuple[tuple[Expansion, ...], ...],
+) -> tuple[TreeRows, ...]:
+    """Per booster, split the nodes of ``expansions[k]`` (a new partition; the old one is
+    untouched) and compute their smaller children's histograms
+    (:meth:`~viboost.boosting.grower.RowPartition.expand`)."""
+    out = []
+    for tree, requests in zip(trees, expansions, strict=True):
+        if not requests:
+            out.append(replace(tree, hists=()))
+            continue
+        partition = RowPartition(block.binned, tree.rows, tree.first, tree.second, tree.ranges)
+        hists = tuple(partition.expand(requests))
+        out.append(replace(tree, rows=partition.rows, ranges=partition.ranges, hists=hists))
+    return tuple(out)
+
+
+def tree_histograms(
+    trees: tuple[TreeRows, ...],
+) -> list[tuple[tuple[np.ndarray, ...], float, float, tuple[float, float]]]:
+    """Per booster: the histograms of the last step, the log of the block's scale, the total
+    of its scaled weights and its knot range."""
+    return [(tree.hists, tree.log_scale, tree.total, tree.knots) for tree in trees]
 
 
 def round_rows(
@@ -268,19 +364,42 @@ def round_rows(
     boosters: tuple[BoosterRows, ...],
     learners: tuple[BaseLearner, ...],
     grids: tuple[KnotGrid | None, ...],
-) -> list[np.ndarray | tuple[np.ndarray, ...]]:
+) -> list[tuple[np.ndarray | tuple[np.ndarray, ...], np.ndarray]]:
     """Per booster, what its round's inference needs of the block for the learner
-    ``learners[k]``: the knot moments of :func:`~viboost.variational.compression.knot_moments` on
-    ``grid``, or (grid None) the active rows ``(y, h, H, s)`` themselves."""
+    ``learners[k]``, and the learner's covers on the block.
+
+    The first is the knot moments of :func:`~viboost.variational.compression.knot_moments` on
+    ``grid`` (by leaf for a tree with per-leaf weights), or (grid None) the active rows
+    themselves: ``(y, h, H, s)``, or ``(y, H, s, leaf)`` for per-leaf weights. The covers
+    are the booster's multiplicities summed per leaf of a tree, or, for a stump, their total
+    and the part on the side where ``h = polarity``.
+    """
     out = []
     for booster, learner, grid in zip(boosters, learners, grids, strict=True):
         margins = booster.margins
-        h = _outputs(block, learner)
-        if grid is not None:
-            out.append(knot_moments(block.y, h, margins.margin, margins.sample_weight, grid))
+        y, margin, weight = block.y, margins.margin, margins.sample_weight
+        leaf = None
+        if hasattr(learner, "leaf_index"):  # a tree: the leaf of every row
+            leaf = learner.leaf_index(block.binned.T)
+            covers = np.bincount(leaf, weights=weight, minlength=learner.n_leaves)
+        if getattr(learner, "per_leaf", False):
+            n_leaves = learner.n_leaves
+            if grid is not None:
+                part = knot_moments(y, np.ones_like(y), margin, weight, grid, leaf, n_leaves)
+            else:
+                act = booster.active
+                part = (y[act], margin[act], weight[act], leaf[act])
         else:
-            act = booster.active
-            out.append((block.y[act], h[act], margins.margin[act], margins.sample_weight[act]))
+            h = _outputs(block, learner) if leaf is None else learner.leaf_values[leaf]
+            if leaf is None:  # a stump: the weight on its right side (h = polarity)
+                side = h > 0 if learner.polarity > 0 else h < 0
+                covers = np.array([weight.sum(), weight[side].sum()])
+            if grid is not None:
+                part = knot_moments(y, h, margin, weight, grid)
+            else:
+                act = booster.active
+                part = (y[act], h[act], margin[act], weight[act])
+        out.append((part, covers))
     return out
 
 

@@ -24,12 +24,16 @@ any partitioning of the input and any number of workers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.stumps import DecisionStump, best_binned_stump
+from viboost.boosting.grower import TreeGrowth, TreeSettings, one_leaf_tree
+from viboost.boosting.learners import BaseLearner
+from viboost.boosting.stumps import best_binned_stump
+from viboost.boosting.trees import HistogramTree
 from viboost.dask import blocks
 from viboost.variational import RoundRows
 from viboost.variational.compression import (
@@ -37,6 +41,7 @@ from viboost.variational.compression import (
     KnotGrid,
     combine_knot_moments,
     pseudo_rows,
+    pseudo_rows_by_leaf,
 )
 from viboost.variational.state import CleanLogOdds
 
@@ -118,6 +123,9 @@ class BlockRows:
     validation : list of futures or None, default=None
         Per block, an array of shape ``(n_ensembles, block rows)``: each ensemble's held-out
         rows (:meth:`out_of_fold`).
+    tree : TreeSettings or None, default=None
+        The trees' settings (:class:`~viboost.boosting.grower.TreeSettings`); None: the base
+        learners are decision stumps.
     """
 
     def __init__(
@@ -128,32 +136,41 @@ class BlockRows:
         n_active: list[int],
         multiplicities: list | None = None,
         validation: list | None = None,
+        tree: TreeSettings | None = None,
     ) -> None:
         self.tasks = tasks
         self.training = training
         self.binner = binner
         self.validation = validation
+        self.tree = tree
         n_ensembles = len(n_active)
         self.compress = [n > COMPRESS_ABOVE for n in n_active]
         per_block = [None] * len(training) if multiplicities is None else multiplicities
         self.states = tasks.submit(
             blocks.start_boosters, training, per_block, n_boosters=n_ensembles
         )
-        self.occupied = list(
-            np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
-        )
+        self.occupied: list = [None] * n_ensembles
+        if tree is None:  # the stump search skips bins that hold none of its rows
+            self.occupied = list(
+                np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
+            )
         # The learners added last, applied to the blocks' margins by the next pass over them.
         self.pending: list[blocks.LearnerUpdate | None] = [None] * n_ensembles
-        self._learners: list = []
         self._grids: list[KnotGrid | None] = []
+        #: Round trips to the workers that grew the last round's trees (after the first pass).
+        self.tree_trips = 0
+
+    @property
+    def fits_intercept(self) -> bool:
+        """Whether a fit starts with the intercept (trees with per-leaf weights)."""
+        return self.tree is not None and self.tree.per_leaf
 
     def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
         self.cleans = tuple(cleans)
         self.tau, self.logistic = float(tau), bool(logistic)
 
-    def best(self) -> list[DecisionStump]:
-        """Apply the pending learners and reweight on the blocks; add the blocks' histograms in
-        block order and pick each ensemble's stump (one pass over the blocks)."""
+    def _reweight(self) -> None:
+        """Submit: apply the pending learners to the blocks' margins, and reweight."""
         self.states = self.tasks.submit(
             blocks.reweight,
             self.training,
@@ -164,19 +181,85 @@ class BlockRows:
             logistic=self.logistic,
         )
         self.pending = [None] * len(self.pending)
+
+    def best(self, intercept: bool = False) -> list[BaseLearner]:
+        """Apply the pending learners and reweight on the blocks; then each ensemble's learner:
+        the stump from the blocks' histograms added in block order (one pass over the blocks),
+        a tree grown from the blocks' node histograms (:meth:`_grow_trees`), or, with
+        ``intercept``, the one-leaf tree (a pass for the knot ranges only)."""
+        self._reweight()
+        if intercept:
+            parts = self.tasks.run(blocks.knot_ranges, self.training, self.states)
+            self._grids = [
+                _grid([part[k] for part in parts]) if compress else None
+                for k, compress in enumerate(self.compress)
+            ]
+            return [one_leaf_tree() for _ in self.compress]
+        if self.tree is not None:
+            return self._grow_trees()
         parts = self.tasks.run(blocks.histograms, self.training, self.states)
         learners, self._grids = [], []
         for k, occupied in enumerate(self.occupied):
-            hist, low, high = _combine_histograms([part[k] for part in parts])
+            mine = [part[k] for part in parts]
+            hist = _combine_histograms(mine)
             stump, _ = best_binned_stump(hist, self.binner, occupied)
             learners.append(stump)
-            self._grids.append(KnotGrid.covering(low, high) if self.compress[k] else None)
+            self._grids.append(_grid([part[3] for part in mine]) if self.compress[k] else None)
         return learners
 
-    def round_rows(self, learners: Sequence[DecisionStump]) -> list[RoundRows]:
+    def _grow_trees(self) -> list[HistogramTree]:
+        """Each ensemble's tree, grown best-first by :class:`~viboost.boosting.grower.
+        TreeGrowth` from node histograms that the blocks compute over their rows
+        (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.expand_trees`)
+        and the client adds in block order. The growths speculate (a trip splits every leaf
+        that may still split), so a tree costs about one trip per level, and all ensembles
+        share each trip."""
+        settings = self.tree
+        binner = self.binner
+        trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)
+        parts = self.tasks.run(blocks.tree_histograms, trees)
+        growths, scales, self._grids = [], [], []
+        for k, compress in enumerate(self.compress):
+            mine = [part[k] for part in parts]
+            scale = _BlockScale.of(mine)
+            growths.append(
+                TreeGrowth(
+                    scale.combine([part[0][0] for part in mine]),
+                    binner.n_bins_,
+                    binner.thresholds_,
+                    settings,
+                    settings.prior(scale.unnormalised_total),
+                    speculate=True,
+                )
+            )
+            scales.append(scale)
+            self._grids.append(_grid([part[3] for part in mine]) if compress else None)
+        self.tree_trips = 0
+        while True:
+            requests = tuple(tuple(growth.requests()) for growth in growths)
+            if not any(requests):
+                break
+            trees = self.tasks.submit(
+                blocks.expand_trees, self.training, trees, expansions=requests
+            )
+            parts = self.tasks.run(blocks.tree_histograms, trees)
+            self.tree_trips += 1
+            for k, (growth, wanted) in enumerate(zip(growths, requests, strict=True)):
+                if wanted:
+                    growth.expanded(
+                        [
+                            scales[k].combine([part[k][0][i] for part in parts])
+                            for i in range(len(wanted))
+                        ]
+                    )
+        return [growth.tree()[0] for growth in growths]
+
+    def round_rows(
+        self, learners: Sequence[BaseLearner]
+    ) -> tuple[list[RoundRows], list[BaseLearner]]:
         """Each ensemble's round rows: the blocks' knot moments combined in block order into
-        pseudo-rows, or the rows themselves (one pass over the blocks)."""
-        self._learners = list(learners)
+        pseudo-rows (by leaf for per-leaf weights), or the rows themselves; and the learners
+        with their training covers, summed over the blocks (one pass over the blocks)."""
         parts = self.tasks.run(
             blocks.round_rows,
             self.training,
@@ -184,22 +267,49 @@ class BlockRows:
             learners=tuple(learners),
             grids=tuple(self._grids),
         )
-        out = []
-        for k, grid in enumerate(self._grids):
-            mine = [part[k] for part in parts]
+        out, covered = [], []
+        for k, (learner, grid) in enumerate(zip(learners, self._grids, strict=True)):
+            mine = [part[k][0] for part in parts]
+            covers = _sum_in_order([part[k][1] for part in parts])
+            per_leaf = getattr(learner, "per_leaf", False)
             if grid is not None:
-                out.append(RoundRows(*pseudo_rows(combine_knot_moments(mine), grid)))
+                moments = combine_knot_moments(mine)
+                if per_leaf:
+                    *pseudo, leaf = pseudo_rows_by_leaf(moments, grid)
+                    out.append(RoundRows(*pseudo, _leaf_offsets(leaf, learner.n_leaves)))
+                else:
+                    out.append(RoundRows(*pseudo_rows(moments, grid)))
+            elif per_leaf:
+                y, margin, weight, leaf = (
+                    np.concatenate([part[i] for part in mine]) for i in range(4)
+                )
+                order = np.argsort(leaf, kind="stable")
+                out.append(
+                    RoundRows(
+                        y[order], np.ones(order.size), margin[order], weight[order],
+                        _leaf_offsets(leaf, learner.n_leaves),
+                    )
+                )  # fmt: skip
             else:
                 out.append(
                     RoundRows(*(np.concatenate([part[i] for part in mine]) for i in range(4)))
                 )
-        return out
+            if not hasattr(learner, "leaf_index"):  # a stump: (total, right side's weight)
+                total, right = covers
+                covers = np.array([total - right, right])
+            covered.append(learner.with_covers(covers))
+        return out, covered
 
-    def add(self, alphas: Sequence[float], cleans: Sequence[CleanLogOdds]) -> None:
+    def add(
+        self,
+        learners: Sequence[BaseLearner],
+        alphas: Sequence[float],
+        cleans: Sequence[CleanLogOdds],
+    ) -> None:
         """Record ``H += alpha h`` and the new q(w); the blocks apply them in the next pass."""
         self.pending = [
             blocks.LearnerUpdate(learner, float(alpha))
-            for learner, alpha in zip(self._learners, alphas, strict=True)
+            for learner, alpha in zip(learners, alphas, strict=True)
         ]
         self.cleans = tuple(cleans)
 
@@ -230,11 +340,9 @@ class BlockRows:
 
 def _combine_histograms(
     parts: list[tuple[np.ndarray, float, float, tuple[float, float]]],
-) -> tuple[np.ndarray, float, float]:
+) -> np.ndarray:
     """The normalised histogram of all blocks' weights (added in block order, each block's
-    scale brought to the largest) and the range of the knots over all blocks."""
-    low = min(part[3][0] for part in parts)
-    high = max(part[3][1] for part in parts)
+    scale brought to the largest)."""
     weighted = [part for part in parts if part[2] > 0.0]
     if not weighted:
         raise ValueError("no row carries weight: no stump can be scored")
@@ -246,4 +354,67 @@ def _combine_histograms(
         hist += part_hist * factor if factor != 1.0 else part_hist
         total += part_total * factor
     hist /= total
-    return hist, low, high
+    return hist
+
+
+def _grid(knots: list[tuple[float, float]]) -> KnotGrid:
+    """The knot grid that covers every block's knot range."""
+    return KnotGrid.covering(min(low for low, _ in knots), max(high for _, high in knots))
+
+
+def _sum_in_order(parts: list[np.ndarray]) -> np.ndarray:
+    """The sum of the blocks' arrays, in block order."""
+    total = np.array(parts[0], dtype=np.float64)
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+def _leaf_offsets(leaf: np.ndarray, n_leaves: int) -> np.ndarray:
+    """Start of each leaf's rows once sorted by leaf, and the end: ``n_leaves + 1`` offsets."""
+    counts = np.bincount(leaf, minlength=n_leaves)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _BlockScale:
+    """How the blocks' node histograms of one ensemble's round combine: each block's search
+    weights are known up to its own factor ``exp(log_scale)``; the blocks' statistics are
+    brought to the largest factor and divided by the total, so that the weights sum to one
+    (the row counts are added as they are)."""
+
+    factors: np.ndarray
+    total: float
+    log_top: float
+
+    @classmethod
+    def of(cls, parts: list[tuple]) -> _BlockScale:
+        """From the blocks' ``(hists, log_scale, total, knots)``, in block order."""
+        weighted = [part for part in parts if part[2] > 0.0]
+        if not weighted:
+            raise ValueError("no row carries weight: no tree can be grown")
+        top = max(part[1] for part in weighted)
+        factors = np.array(
+            [np.exp(part[1] - top) if part[2] > 0.0 else 0.0 for part in parts], dtype=np.float64
+        )
+        total = 0.0
+        for part, factor in zip(parts, factors, strict=True):
+            if part[2] > 0.0:
+                total += part[2] * factor
+        return cls(factors, float(total), float(top))
+
+    @property
+    def unnormalised_total(self) -> float:
+        """The weights' sum before normalisation (the prior's units)."""
+        with np.errstate(over="ignore"):
+            return self.total * float(np.exp(self.log_top))
+
+    def combine(self, hists: list[np.ndarray]) -> np.ndarray:
+        """The histogram of all blocks' rows, added in block order."""
+        out = np.zeros_like(hists[0])
+        for hist, factor in zip(hists, self.factors, strict=True):
+            if factor > 0.0:
+                out[..., :2] += hist[..., :2] * factor if factor != 1.0 else hist[..., :2]
+            out[..., 2] += hist[..., 2]
+        out[..., :2] /= self.total
+        return out

@@ -38,13 +38,14 @@ from sklearn.utils.validation import check_is_fitted
 from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
 from viboost.boosting.binning import FeatureBinner, subsample_ranks
 from viboost.boosting.booster import Booster, run_rounds
+from viboost.boosting.grower import TreeSettings
 from viboost.boosting.predictor import EnsemblePredictor
 from viboost.dask import blocks
 from viboost.dask.engine import BlockRows, BlockTasks
 from viboost.estimator import VIBoostClassifier
 from viboost.noise_fit.calibration import flip_rates_from_sums
 from viboost.noise_fit.cross_fit import MakeRows, cross_fit_folds
-from viboost.presets import FitPlan, resolve_preset
+from viboost.presets import FitPlan
 from viboost.variational import ModelPriors, VariationalState
 from viboost.variational.state import CleanLogOdds
 
@@ -138,6 +139,10 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         update_alpha_once: bool = False,
         warm_start: bool = False,
         max_bins: int = 255,
+        max_leaf_nodes: int | None = None,
+        max_depth: int | None = None,
+        min_samples_leaf: int | None = None,
+        leaf_weights: str | None = None,
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -166,6 +171,10 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             update_alpha_once=update_alpha_once,
             warm_start=warm_start,
             max_bins=max_bins,
+            max_leaf_nodes=max_leaf_nodes,
+            max_depth=max_depth,
+            min_samples_leaf=min_samples_leaf,
+            leaf_weights=leaf_weights,
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
@@ -248,9 +257,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             del self.feature_names_in_
         self.classes_ = classes
         priors = self._model_priors(clean_prior)
-        plan = resolve_preset(
-            self.preset, self.n_estimators, self.learning_rate, self.alpha, self.noise_fit
-        )
+        plan = self._resolve_plan()
+        tree = self._tree_settings(plan)
         n_active = sum(summary.n_active for summary in summaries)
         # The training blocks are released when this call returns (nothing else holds them).
         folds = None
@@ -263,10 +271,10 @@ class DaskVIBoostClassifier(VIBoostClassifier):
                 plan = replace(plan, noise_fit="in-sample")
         if folds is None:
             self._fit_in_sample_blocks(
-                tasks, training, binner, sizes, n_active, priors, plan, init_eta
+                tasks, training, binner, sizes, n_active, priors, plan, init_eta, tree
             )
         else:
-            make_rows = _block_rows(tasks, training, binner, sizes)
+            make_rows = _block_rows(tasks, training, binner, sizes, tree)
             result = self._cross_fitter(plan, priors, init_eta, label=" (dask)").fit(
                 make_rows, y_signed, weights, folds
             )
@@ -275,6 +283,21 @@ class DaskVIBoostClassifier(VIBoostClassifier):
                 setattr(self, name, self._rows_array(getattr(self, name), sizes))
         self.plan_ = plan
         return self
+
+    def _tree_settings(self, plan: FitPlan) -> TreeSettings | None:
+        """The trees of this fit, as :meth:`VIBoostClassifier._learner_search` grows them in
+        memory; None for the paper's decision stumps."""
+        if plan.stumps:
+            return None
+        per_leaf = plan.leaf_weights == "per-leaf"
+        return TreeSettings(
+            max_leaf_nodes=plan.max_leaf_nodes,
+            max_depth=plan.max_depth,
+            min_samples_leaf=plan.min_samples_leaf,
+            leaf_weights=plan.leaf_weights,
+            criterion=("newton" if plan.alpha == "exact" else "smoothed") if per_leaf else "error",
+            weight_prior=float(self.weight_prior),
+        )
 
     def _check_summaries(self, summaries: list[blocks.BlockSummary]) -> np.ndarray:
         """The classes, after the checks of the in-memory ``fit`` on the summaries."""
@@ -345,6 +368,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         priors: ModelPriors,
         plan: FitPlan,
         init_eta: tuple[float, float],
+        tree: TreeSettings | None,
     ) -> None:
         """Rounds of Algorithm 1 on all rows; the noise statistics of the in-sample q(w)."""
         # The state before the first round (initial_state), its omega summed over the blocks.
@@ -355,7 +379,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             omega=priors.noise_grade + np.sum(parts, axis=0),
             clean=CleanLogOdds.constant(phi0),
         )
-        rows = BlockRows(tasks, training, binner, [n_active])
+        rows = BlockRows(tasks, training, binner, [n_active], tree=tree)
         booster = Booster(rows, [state], priors, self._round_settings(plan), plan.learning_rate)
         run_rounds(booster, plan.n_estimators, "VIBoost (dask)", self.verbose)
         n_rows = int(sum(sizes))
@@ -488,7 +512,11 @@ def _block_margin(X: np.ndarray, predictor: EnsemblePredictor) -> np.ndarray:
 
 
 def _block_rows(
-    tasks: BlockTasks, training: list, binner: FeatureBinner, sizes: tuple[int, ...]
+    tasks: BlockTasks,
+    training: list,
+    binner: FeatureBinner,
+    sizes: tuple[int, ...],
+    tree: TreeSettings | None,
 ) -> MakeRows:
     """The row sources of a cross-fitted fit on the blocks: the ensembles' multiplicities and
     held-out rows are cut into the blocks and scattered to the workers."""
@@ -507,6 +535,7 @@ def _block_rows(
             [int(np.count_nonzero(m > 0)) for m in multiplicities],
             [client.scatter(multiplicities[:, p]) for p in pieces],
             held_out,
+            tree,
         )
 
     return make_rows
