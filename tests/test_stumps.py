@@ -16,6 +16,7 @@ from viboost.boosting.stumps import (
     best_binned_stump,
     predict_stumps,
 )
+from viboost.boosting.tree_shap import interventional_tree_shap
 
 
 def brute_force_best_error(X, y, d, active):
@@ -262,13 +263,13 @@ def test_stump_nodes_binned_outputs_and_gains_agree_with_predict():
     assert exact.split_bin is None and exact.gain == 1.0 - 2.0 * exact_error
 
 
-def test_stump_contributions_are_its_centred_output_on_its_feature():
+def test_stump_shapley_values_are_its_centred_output_on_its_feature():
     rng = np.random.default_rng(5)
     X, background = rng.standard_normal((7, 3)), rng.standard_normal((50, 3))
     background[::5, 2] = np.nan
     weights = rng.random(50)
     stump = DecisionStump(2, 0.1, -1, True)
-    values, expected = stump.contributions(X, background, weights)
+    values, expected = interventional_tree_shap(stump.nodes, X, background, weights)
     h_background = stump.predict(background)
     assert expected == pytest.approx(np.average(h_background, weights=weights), abs=1e-15)
     np.testing.assert_allclose(values[:, 2], stump.predict(X) - expected, atol=1e-15)

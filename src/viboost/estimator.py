@@ -822,18 +822,23 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """Exact SHAP values of :meth:`decision_function`: one column per feature, then the bias.
 
         The layout of LightGBM's ``predict(X, pred_contrib=True)`` and XGBoost's
-        ``predict(X, pred_contribs=True)``. Each stump uses one feature, so its Shapley value is
-        exact: ``phi_j(x) = sum over stumps t on j of alpha_t (h_t(x) - E_background[h_t])``,
-        and the last column is ``E_background[H]``. See :mod:`viboost.explain`.
+        ``predict(X, pred_contribs=True)``. Without a background the values are path-dependent
+        TreeSHAP (what LightGBM and XGBoost report): a feature left out of a coalition is
+        integrated over the training weight (``cover``) that each base learner recorded at its
+        splits during ``fit``, and the last column is the cover-weighted mean of ``H``. With a
+        background they are interventional TreeSHAP, ``v(S) = E_background[H(x_S, b_rest)]``,
+        and the last column is ``E_background[H]``. A stump's value goes to its one feature,
+        ``alpha_t (h_t(x) - E[h_t])``. See :mod:`viboost.explain`.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Rows to explain.
-        background : array-like of shape (n_background, n_features)
-            Required: the rows over which each stump's expectation is taken, e.g. the training
-            ``X`` (TreeSHAP's values for the training covers) or a sample of it. The model does
-            not store the training data, so there is no default; ``None`` raises ValueError.
+        background : array-like of shape (n_background, n_features), default=None
+            ``None``: path-dependent values from the covers recorded in ``fit``, no data
+            needed. Otherwise the rows over which each learner's expectation is taken, e.g. the
+            training ``X`` or a sample of it; every row is used, and for trees the cost grows
+            as ``n_samples * n_background``.
         background_weight : array-like of shape (n_background,), default=None
             Weights of the background rows, e.g. the training ``sample_weight``.
 
@@ -841,6 +846,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_features + 1)
             Each row sums to ``decision_function(X)`` up to float rounding.
+
+        Raises
+        ------
+        ValueError
+            If ``background`` is None and the model has no recorded covers (fitted by a viboost
+            version that did not record them).
         """
         from viboost.explain import predict_contributions
 

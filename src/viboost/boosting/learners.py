@@ -7,16 +7,21 @@ through two small protocols, so that a new kind of learner is one new module:
   binned training rows (read during ``fit``, where the raw features are no longer needed), its
   *node arrays* (:data:`NODE_DTYPE`, the layout of scikit-learn HGB's predictor records and of
   LightGBM's model arrays), from which :mod:`viboost.boosting.predictor` predicts any ensemble
-  with one compiled kernel, the features and gains of its splits, and its exact Shapley values
-  against a background (:mod:`viboost.explain`).
+  with one compiled kernel (and :mod:`viboost.boosting.tree_shap` its exact Shapley values),
+  and the features and gains of its splits.
 - :class:`LearnerSearch`: built once per fit over the binned rows; ``best(weights, y)`` returns
   the learner of least weighted error under the round's weights (section 5 and S.6: the stump of
   largest approximate mode, or of largest Newton step towards the exact mode, is the one of
   least weighted error under the weights of :mod:`viboost.boosting.reweighting`).
 
-The decision stump (:class:`viboost.boosting.stumps.DecisionStump`) is one learner behind this
-seam. Nothing in :mod:`viboost.variational` sees a learner: a round's inference reads only the
-outputs ``h(x_n)`` (:class:`~viboost.variational.RoundRows`).
+Two learners stand behind this seam: the decision stump
+(:class:`viboost.boosting.stumps.DecisionStump`, the paper's) and the histogram tree
+(:class:`viboost.boosting.trees.HistogramTree`). A tree with per-leaf weights is one base
+classifier per leaf; its search (:class:`~viboost.boosting.trees.TreeSearch`) also takes the
+margins and the weights' total (``best(weights, y, margin, total)``), says so by ``per_leaf``,
+gives each row's leaf (``leaf_index``) and a one-leaf ``intercept()`` for the first round.
+Nothing in :mod:`viboost.variational` sees a learner: a round's inference reads only the
+outputs ``h(x_n)``, or each row's leaf (:class:`~viboost.variational.RoundRows`).
 
 Node arrays
 -----------
@@ -82,14 +87,6 @@ class BaseLearner(Protocol):
     def split_gains(self) -> tuple[np.ndarray, np.ndarray]:
         """The features of the splits that separate rows (a split that sends every value one
         way does not count) and their gains, as two arrays."""
-        ...
-
-    def contributions(
-        self, X: np.ndarray, background: np.ndarray, weights: np.ndarray
-    ) -> tuple[np.ndarray, float]:
-        """Exact Shapley values of ``h`` at the rows of ``X`` against the weighted
-        ``background`` (interventional), shape ``(n_samples, n_features)``, and ``E[h]`` over
-        the background: each row of the values sums to ``h(x) - E[h]``."""
         ...
 
 

@@ -157,23 +157,6 @@ class DecisionStump:
         column = np.ascontiguousarray(binned_columns[self.feature])
         return binned_stump_outputs(column, self.split_bin + 1, self)
 
-    def contributions(
-        self, X: np.ndarray, background: np.ndarray, weights: np.ndarray
-    ) -> tuple[np.ndarray, float]:
-        """Exact Shapley values of ``h`` against the weighted ``background``, and ``E[h]``.
-
-        A function of one feature gives all of its value to that feature:
-        ``phi_feature(x) = h(x) - E[h]``, with ``E[h] = polarity * (P(right) - P(left))`` over
-        the background (the path-dependent TreeSHAP value with those covers, too).
-        """
-        total = float(weights.sum())
-        right = float(weights @ self._right(background))
-        # Dividing last keeps E[h] exactly +-1 for a stump that sends everything one way.
-        expected = self.polarity * (2.0 * right - total) / total
-        values = np.zeros(X.shape)
-        values[:, self.feature] = self.predict(X) - expected
-        return values, expected
-
 
 def predict_stumps(stumps: list[DecisionStump], X: np.ndarray) -> np.ndarray:
     """Outputs of several stumps, as an array of shape ``(len(stumps), n_samples)``."""

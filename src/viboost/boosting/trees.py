@@ -322,15 +322,6 @@ class HistogramTree:
         split = ~self.nodes["is_leaf"]
         return self.nodes["feature"][split].astype(np.int64), self.nodes["gain"][split]
 
-    def contributions(
-        self, X: np.ndarray, background: np.ndarray, weights: np.ndarray
-    ) -> tuple[np.ndarray, float]:
-        """Exact interventional Shapley values of the tree against the weighted ``background``
-        and the tree's expected output there (:mod:`viboost.boosting.tree_shap`)."""
-        from viboost.boosting.tree_shap import interventional_tree_shap
-
-        return interventional_tree_shap(self.nodes, X, background, weights)
-
 
 def _leaf_value(a: float, b: float, criterion: int, prior: float) -> float:
     """The provisional value of a leaf from its two sums (replaced by its posterior's mode in a
