@@ -105,6 +105,7 @@ def _assert_same_model(got, want, client=None, X=None) -> None:
         )
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # few rounds
 @pytest.mark.parametrize(
     "params",
     [
@@ -176,8 +177,9 @@ def test_same_model_as_in_memory_for_any_workers_and_partitions(
     ids=["tied", "per-leaf-approx", "depth"],
 )
 def test_trees_fitted_in_sample_match_in_memory(two_workers, params):
-    """Trees on the in-sample path; continuous sample weights (the error score of tied trees
-    ties exactly under equal weights, and ties may go either way across summation orders)."""
+    """Trees on the in-sample path. The sample weights are continuous: under equal weights the
+    error score of tied trees ties exactly between nodes, and exact ties may go either way
+    across summation orders."""
     X, y = _data(6000)
     weight = np.random.default_rng(5).uniform(0.5, 2.0, len(y))
     want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
@@ -363,6 +365,7 @@ def test_clone_keeps_the_client_and_the_parameters(two_workers):
     assert copy is not model
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # few rounds
 def test_sample_weights_with_zeros_give_the_in_memory_model(two_workers):
     """Rows of zero weight are in no fold; they get the final ensemble's margin, as in memory."""
     X, y = _data(3000)

@@ -292,13 +292,15 @@ def histograms(
 class TreeRows:
     """One booster's tree of the round on one block: its active rows partitioned by node
     (:class:`~viboost.boosting.grower.RowPartition`'s ``rows`` and ``ranges``), their two
-    statistics (in the block's scale of the search weights), the histograms that the last step
-    computed, and the block's scale, weight total and knot range."""
+    statistics (in the block's scale of the search weights) and counts (sample weights), the
+    histograms that the last step computed, and the block's scale, weight total and knot
+    range."""
 
     rows: np.ndarray
     ranges: dict[int, tuple[int, int]]
     first: np.ndarray
     second: np.ndarray
+    counts: np.ndarray
     hists: tuple[np.ndarray, ...]
     log_scale: float
     total: float
@@ -310,19 +312,22 @@ def start_trees(
 ) -> tuple[TreeRows, ...]:
     """Per booster, the statistics of ``settings``' split score under its search weights
     (:meth:`~viboost.boosting.grower.TreeSettings.statistics`, linear in the weights, so in
-    the block's scale) and the histogram of the root."""
+    the block's scale) and the histogram of the root. Its active rows (positive multiplicity)
+    count towards ``min_samples_leaf`` as their sample weights, as in memory."""
     out = []
     for booster in boosters:
         margins, weights = booster.margins, booster.weights
         first, second = settings.statistics(weights.values, block.y, margins.margin)
-        rows = np.flatnonzero(booster.active)
-        partition = RowPartition(block.binned, rows, first, second)
+        active = booster.active
+        counts = np.where(active, block.sample_weight, 0.0)
+        partition = RowPartition(block.binned, np.flatnonzero(active), first, second, counts)
         out.append(
             TreeRows(
                 rows=partition.rows,
                 ranges=partition.ranges,
                 first=partition.first,
                 second=partition.second,
+                counts=partition.counts,
                 hists=(partition.histogram(),),
                 log_scale=weights.log_scale,
                 total=weights.total,
@@ -345,7 +350,9 @@ def expand_trees(
         if not requests:
             out.append(replace(tree, hists=()))
             continue
-        partition = RowPartition(block.binned, tree.rows, tree.first, tree.second, tree.ranges)
+        partition = RowPartition(
+            block.binned, tree.rows, tree.first, tree.second, tree.counts, tree.ranges
+        )
         hists = tuple(partition.expand(requests))
         out.append(replace(tree, rows=partition.rows, ranges=partition.ranges, hists=hists))
     return tuple(out)

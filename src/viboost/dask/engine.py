@@ -5,20 +5,30 @@ and waits for their results with a bound, turning a lost or silent cluster into 
 :class:`BlockRows` is the :class:`~viboost.boosting.booster.RowSource` of a distributed fit: the
 same :class:`~viboost.boosting.booster.Booster` as in memory runs its rounds over it (one
 ensemble for an in-sample fit or the refit of a cross-fitted one, one per fold while
-cross-fitting, all stepped together). A round is two passes over the blocks:
+cross-fitting, all stepped together, so every pass below serves all of them). A round is:
 
-1. each block adds the previous round's learners and computes its search weights and their
-   histogram over its bins; the client adds the histograms **in block order** and picks the
-   stump (:func:`~viboost.boosting.stumps.best_binned_stump`);
-2. each block returns the knot moments of its rows for that stump (or, for at most
+1. **search**: each block adds the previous round's learners and computes its search weights;
+   for **stumps** it returns their histogram over its bins, the client adds the histograms
+   **in block order** and picks the stump (:func:`~viboost.boosting.stumps.best_binned_stump`):
+   one pass. For **trees** the block returns the histogram of the root, keeps its rows
+   partitioned by node, and the client grows each tree best-first
+   (:class:`~viboost.boosting.grower.TreeGrowth`, the splits of
+   :class:`~viboost.boosting.trees.TreeSearch`): each further pass sends the splits the growth
+   needs and gets back, per block, the histograms of the smaller children (the larger ones
+   are their parents' minus those), added in block order. The growth speculates, splitting in
+   one pass every leaf that may still split, so a tree costs about one pass per level (for
+   31 leaves, typically 10 to 15 passes) instead of one per split. The first round of per-leaf
+   trees, the intercept, needs no search (one pass for the knot ranges);
+2. **round rows**: each block returns the knot moments of its rows for the learner (by leaf
+   for per-leaf weights), or, for at most
    :data:`~viboost.variational.compression.COMPRESS_ABOVE` weighted rows in all, the rows
-   themselves); the client combines them in block order into the round's rows, on which the
-   booster runs :func:`~viboost.variational.run_round`.
+   themselves, and the learner's covers on its rows; the client combines them in block order
+   into the round's rows, on which the booster runs :func:`~viboost.variational.run_round`.
 
-So a round moves two histograms' or moments' worth of numbers per block, and the rows, their
-bins and margins stay on the workers. The blocks and the order of every reduction depend only
-on the shape of the data (:func:`~viboost.dask.blocks.block_sizes`), so the fit is the same for
-any partitioning of the input and any number of workers.
+So a round moves histograms, moments and scalars, and the rows, their bins and margins stay on
+the workers. The blocks and the order of every reduction depend only on the shape of the data
+(:func:`~viboost.dask.blocks.block_sizes`), so the fit is the same for any partitioning of the
+input and any number of workers.
 """
 
 from __future__ import annotations

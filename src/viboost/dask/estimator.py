@@ -13,13 +13,14 @@ The estimator takes dask arrays or dask dataframes and fits, on the workers of a
    on its worker and kept there (``uint8``), with its labels and weights;
 3. **boosts**: the same :class:`~viboost.boosting.booster.Booster` as in memory, over the
    blocks (:class:`~viboost.dask.engine.BlockRows`, which moves only histograms, knot moments
-   and scalars to the client); with the robust preset, the same driver
+   and scalars to the client; trees are grown on the client from the blocks' node
+   histograms); with the robust preset, the same driver
    (:class:`~viboost.noise_fit.cross_fit.CrossFitter`): one ensemble per fold in lockstep, the
    out-of-fold margins gathered every 10 rounds to calibrate the noise model and choose the
    number of rounds, then the final booster.
 
 Predictions are lazy: ``decision_function``, ``predict`` and ``predict_proba`` map the fitted
-stumps over the blocks of a dask collection.
+ensemble (stumps or trees) over the blocks of a dask collection.
 """
 
 from __future__ import annotations
@@ -58,13 +59,16 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     """VIBoost fitted on a Dask cluster, for data that does not fit one machine.
 
     The model, its parameters and its fitted attributes are those of
-    :class:`viboost.VIBoostClassifier` (see there); on the same data it fits the same stumps,
-    with alphas, SNR and noise grade equal up to the rounding of sums taken in another order
-    (well within 1e-9 relative). ``X`` is a dask array or a dask dataframe (numpy and pandas
-    input is wrapped), ``y`` and ``sample_weight`` dask arrays or series with the same rows.
+    :class:`viboost.VIBoostClassifier` (see there); on the same data it fits the same base
+    learners (stumps, or trees with the same splits), with leaf values, alphas, SNR and noise
+    grade equal up to the rounding of sums taken in another order (well within 1e-9
+    relative); only splits whose scores tie to rounding may go the other way. ``X`` is a dask
+    array or a dask dataframe (numpy and pandas input is wrapped), ``y`` and
+    ``sample_weight`` dask arrays or series with the same rows.
 
     The rows are cut into blocks of ``block_size`` rows that depend only on the shape of the
-    data. Each round every block returns a histogram of its stump-search weights and the knot
+    data. Each round every block returns a histogram of its stump-search weights (or, for
+    trees, the histograms of the nodes the client splits, level by level) and the knot
     moments of its rows (:mod:`viboost.dask.engine`), and the client adds them up in block
     order. The result is therefore bit for bit the same for any number of workers and any
     partitioning of the input.

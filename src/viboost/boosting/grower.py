@@ -1,0 +1,434 @@
+"""Best-first growth of a histogram tree from node histograms, wherever the rows are.
+
+:class:`~viboost.boosting.trees.TreeSearch` grows a tree over rows in this process. The growth
+itself needs of the rows only one thing: the histogram of a node's rows (per feature and bin,
+two sums of the round's per-row statistics and the row count). This module splits the two:
+
+- :class:`TreeGrowth` is the growth as a state machine over histograms: given the root's
+  histogram, it says which nodes it needs split next (:meth:`TreeGrowth.requests`, a list of
+  :class:`Expansion`), takes the histograms of their smaller children
+  (:meth:`TreeGrowth.expanded`; the larger child's is its parent's minus the smaller's, the
+  subtraction trick) and in the end gives the tree (:meth:`TreeGrowth.tree`). It finds splits
+  with the same compiled kernel (``_best_node_split``) and in the same order as ``TreeSearch``
+  (best gain first, ties to the node created first), so on the same histograms it grows the
+  same tree, node for node.
+- :class:`RowPartition` answers those requests for rows held in one place: the rows of each
+  node in one contiguous range (``_partition``), the histogram of a range (``_node_histogram``).
+  A distributed fit keeps one per block of rows and adds the blocks' histograms.
+
+With ``speculate=True`` a request also splits, besides the node the growth needs now, every
+leaf that could still be split before the tree is full (the best ``max_leaf_nodes - leaves``
+ones): one exchange of histograms then serves a whole level of the tree, not one node, which is
+what a distributed fit needs (a round trip to the workers costs far more than a histogram). The
+tree is the same: the growth still splits the leaves in best-first order, and the histograms of
+the nodes it splits are the same. The extra work is bounded: a node split speculatively but
+never by the growth is a leaf of the final tree, and the leaves are disjoint, so the extra
+histograms cover at most half of the rows once per tree.
+
+:func:`grow` runs a growth against a function that answers requests; :class:`TreeSettings`
+holds the settings and the per-row statistics of a split score (:data:`~viboost.boosting.trees.
+CRITERIA`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from scipy.special import expit
+
+from viboost.boosting.learners import NODE_DTYPE
+from viboost.boosting.trees import (
+    CRITERIA,
+    LEAF_WEIGHTS,
+    HistogramTree,
+    _best_node_split,
+    _leaf_value,
+    _node_histogram,
+    _partition,
+)
+
+__all__ = [
+    "Expansion",
+    "RowPartition",
+    "TreeGrowth",
+    "TreeSettings",
+    "grow",
+    "one_leaf_tree",
+]
+
+
+@dataclass(frozen=True)
+class TreeSettings:
+    """How the trees of a fit are grown (the parameters of
+    :class:`~viboost.boosting.trees.TreeSearch` of the same names)."""
+
+    max_leaf_nodes: int = 31
+    max_depth: int | None = None
+    min_samples_leaf: int = 20
+    leaf_weights: str = "per-leaf"
+    criterion: str = "newton"
+    weight_prior: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.leaf_weights not in LEAF_WEIGHTS:
+            raise ValueError(
+                f"leaf_weights must be one of {LEAF_WEIGHTS}, got {self.leaf_weights!r}"
+            )
+        if self.criterion not in CRITERIA:
+            raise ValueError(f"criterion must be one of {tuple(CRITERIA)}, got {self.criterion!r}")
+
+    @property
+    def per_leaf(self) -> bool:
+        """Whether each leaf carries its own weight."""
+        return self.leaf_weights == "per-leaf"
+
+    @property
+    def code(self) -> int:
+        """The criterion's code in the compiled kernels."""
+        return CRITERIA[self.criterion]
+
+    def statistics(
+        self, weights: np.ndarray, y: np.ndarray, margin: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The two per-row sums of the split score, linear in ``weights`` (so weights known up
+        to a factor give sums known up to the same factor): ``y w`` and ``w sigmoid(y H)`` for
+        ``"newton"``, else the weights of the positive and of the negative rows."""
+        if self.code == 0:
+            sigma = np.full_like(weights, 0.5) if margin is None else expit(y * margin)
+            return y * weights, weights * sigma
+        return np.where(y > 0, weights, 0.0), np.where(y > 0, 0.0, weights)
+
+    def prior(self, total: float) -> float:
+        """The prior's term of the split score in the units of weights summing to one
+        (``total``: their sum before normalisation): ``lambda = mu_0 / 2`` for ``"newton"``,
+        ``mu_0`` otherwise."""
+        prior = 0.5 * self.weight_prior if self.code == 0 else self.weight_prior
+        return min(prior / total, 1e300) if total > 0 else 1e300
+
+
+class Expansion(NamedTuple):
+    """A request to split a node: its rows with ``bin < position`` of ``feature`` (and the
+    missing ones if ``missing_left``) become node ``left``, the others node ``right``; the
+    histogram wanted is the left child's if ``small_left`` (the child of smaller count, so the
+    one with fewer rows when every row counts 1)."""
+
+    node: int
+    left: int
+    right: int
+    feature: int
+    position: int
+    missing_left: bool
+    small_left: bool
+
+
+def one_leaf_tree() -> HistogramTree:
+    """The tree of one leaf: the intercept ``c_0`` (a base classifier that is 1 everywhere)."""
+    nodes = np.zeros(1, dtype=NODE_DTYPE)
+    nodes[0] = (1.0, -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
+    return HistogramTree(nodes, "per-leaf")
+
+
+class TreeGrowth:
+    """The best-first growth of one tree from node histograms (see the module docstring).
+
+    Parameters
+    ----------
+    root : ndarray of shape (n_features, 256, 3)
+        The root's histogram: per feature and bin, the two statistics of
+        :meth:`TreeSettings.statistics` in the units of weights summing to one, and the rows'
+        count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
+    n_bins : ndarray of int64, shape (n_features,)
+        Bins of observed values per feature (``FeatureBinner.n_bins_``).
+    thresholds : sequence of ndarray
+        Per feature, the bin edges (``FeatureBinner.thresholds_``).
+    settings : TreeSettings
+    prior : float
+        :meth:`TreeSettings.prior` of the round's weights.
+    speculate : bool, default=False
+        Whether a request also splits every leaf that may still be split (one exchange per
+        level of the tree instead of per node; the same tree).
+    """
+
+    def __init__(
+        self,
+        root: np.ndarray,
+        n_bins: np.ndarray,
+        thresholds: Sequence[np.ndarray],
+        settings: TreeSettings,
+        prior: float,
+        speculate: bool = False,
+    ) -> None:
+        self.n_bins = n_bins
+        self.thresholds = thresholds
+        self.settings = settings
+        self.prior = float(prior)
+        self.speculate = bool(speculate)
+        self._code = settings.code
+        self._min_leaf = max(1e-300, float(settings.min_samples_leaf))
+        self._max_depth = np.inf if settings.max_depth is None else settings.max_depth
+        # Per node (this growth's id): depth, histogram (until split), sums, best split, the
+        # children once split, and the order in which TreeSearch would have created it.
+        self._records: list[dict] = []
+        self._heap: list[tuple[float, int, int]] = []  # (-gain, creation order, id)
+        self._created = 0
+        self._split: dict[int, tuple[int, int]] = {}  # the growth's splits: node -> children
+        self._n_leaves = 1
+        self._pending: list[Expansion] = []
+        self._add_record(0, root)
+        self._admit(0)
+
+    def _add_record(self, depth: int, hist: np.ndarray) -> int:
+        sums = hist[0].sum(axis=0)
+        split = None
+        if depth < self._max_depth and sums[2] >= 2 * self._min_leaf:
+            split = _best_node_split(hist, self.n_bins, self._code, self.prior, self._min_leaf)
+        self._records.append(
+            {"depth": depth, "hist": hist, "sums": sums, "split": split, "children": None}
+        )
+        return len(self._records) - 1
+
+    def _admit(self, index: int) -> None:
+        """A node joins the tree (TreeSearch creates it here): a candidate if it can split."""
+        record = self._records[index]
+        record["order"] = self._created
+        self._created += 1
+        split = record["split"]
+        if split is not None and np.isfinite(split[0]):
+            heapq.heappush(self._heap, (-split[0], record["order"], index))
+
+    def _needs_histograms(self, index: int) -> bool:
+        """Whether splitting a leaf needs its children's histograms: for their own splits,
+        unless (speculating) it is the tree's last split or neither child may split (depth,
+        rows); their sums then come from the leaf's split."""
+        if not self.speculate:
+            return True
+        if self._n_leaves + 1 >= self.settings.max_leaf_nodes:
+            return False
+        record = self._records[index]
+        left_count = record["split"][6]
+        right_count = record["sums"][2] - left_count
+        return record["depth"] + 1 < self._max_depth and (
+            max(left_count, right_count) >= 2 * self._min_leaf
+        )
+
+    def _split_without_histograms(self, index: int) -> tuple[int, int]:
+        """The children of a leaf whose split needs no histograms (:meth:`_needs_histograms`):
+        their sums from the split, no split of their own."""
+        record = self._records[index]
+        left_sums = np.array(record["split"][4:7], dtype=np.float64)
+        children = []
+        for sums in (left_sums, record["sums"] - left_sums):
+            self._records.append(
+                {"depth": record["depth"] + 1, "hist": None, "sums": sums, "split": None,
+                 "children": None}
+            )  # fmt: skip
+            children.append(len(self._records) - 1)
+        record["hist"] = None
+        record["children"] = (children[0], children[1])
+        return record["children"]
+
+    def _advance(self) -> None:
+        """Split the best leaves, in order, while their children's histograms are known (or
+        not needed)."""
+        while self._heap and self._n_leaves < self.settings.max_leaf_nodes:
+            index = self._heap[0][2]
+            children = self._records[index]["children"]
+            if children is None:
+                if self._needs_histograms(index):
+                    return
+                children = self._split_without_histograms(index)
+            heapq.heappop(self._heap)
+            self._split[index] = children
+            self._admit(children[0])
+            self._admit(children[1])
+            self._n_leaves += 1
+
+    @property
+    def done(self) -> bool:
+        """Whether the tree is grown."""
+        self._advance()
+        return not self._heap or self._n_leaves >= self.settings.max_leaf_nodes
+
+    def requests(self) -> list[Expansion]:
+        """The nodes to split next (empty once the tree is grown); answer with
+        :meth:`expanded`."""
+        if self._pending:
+            raise RuntimeError("the previous requests have not been answered")
+        if self.done:
+            return []
+        if self.speculate:
+            # At most this many more splits: a leaf ranked lower can never be split.
+            wanted = heapq.nsmallest(self.settings.max_leaf_nodes - self._n_leaves, self._heap)
+        else:
+            wanted = self._heap[:1]
+        out = []
+        for _, _, index in wanted:
+            record = self._records[index]
+            if record["children"] is not None or not self._needs_histograms(index):
+                continue
+            _, feature, position, missing_left, _, _, left_count = record["split"]
+            total = record["sums"][2]
+            left = len(self._records) + 2 * len(out)
+            out.append(
+                Expansion(
+                    index, left, left + 1, int(feature), int(position), bool(missing_left),
+                    bool(left_count <= total - left_count),
+                )
+            )  # fmt: skip
+        self._pending = out
+        return list(out)
+
+    def expanded(self, histograms: Sequence[np.ndarray]) -> None:
+        """The histograms of the smaller children of the last :meth:`requests`, in order."""
+        if len(histograms) != len(self._pending):
+            raise ValueError(f"expected {len(self._pending)} histograms, got {len(histograms)}")
+        for request, small in zip(self._pending, histograms, strict=True):
+            parent = self._records[request.node]
+            if request.small_left:
+                left_hist, right_hist = small, parent["hist"] - small
+            else:
+                left_hist, right_hist = parent["hist"] - small, small
+            parent["hist"] = None  # free the parent's histogram
+            depth = parent["depth"] + 1
+            left = self._add_record(depth, left_hist)
+            right = self._add_record(depth, right_hist)
+            if (left, right) != (request.left, request.right):
+                raise RuntimeError("histograms arrived out of order")
+            parent["children"] = (left, right)
+        self._pending = []
+
+    def tree(self) -> tuple[HistogramTree, float]:
+        """The grown tree (node arrays depth-first, root first, as TreeSearch writes them) and
+        the weighted error of its leaves' signs (0 for the Newton score)."""
+        if not self.done:
+            raise RuntimeError("the tree is not grown yet")
+        order: list[int] = []
+        position_of: dict[int, int] = {}
+        stack = [0]
+        while stack:
+            index = stack.pop()
+            position_of[index] = len(order)
+            order.append(index)
+            if index in self._split:
+                left, right = self._split[index]
+                stack.append(right)
+                stack.append(left)
+        nodes = np.zeros(len(order), dtype=NODE_DTYPE)
+        error = 0.0
+        for index in order:
+            record = self._records[index]
+            at = position_of[index]
+            sums = record["sums"]
+            cover = float(sums[2])
+            if index in self._split:
+                gain, feature, position, missing_left, *_ = record["split"]
+                left, right = self._split[index]
+                edges = self.thresholds[feature]
+                threshold = float(edges[position - 1]) if position - 1 < edges.size else np.inf
+                nodes[at] = (
+                    0.0, feature, threshold, position - 1, missing_left,
+                    position_of[left], position_of[right], False, gain, cover,
+                )  # fmt: skip
+            else:
+                value = _leaf_value(float(sums[0]), float(sums[1]), self._code, self.prior)
+                if self._code != 0:
+                    error += float(min(sums[0], sums[1]))
+                nodes[at] = (value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
+        return HistogramTree(nodes, self.settings.leaf_weights), error
+
+
+class RowPartition:
+    """The rows of one tree's nodes, held here: each node's rows a contiguous range of one
+    array (a child's within its parent's), and the round's two per-row statistics.
+
+    Parameters
+    ----------
+    binned : ndarray of uint8, shape (n_rows, n_features)
+        The rows' bins (row-major).
+    rows : ndarray of int
+        The rows the tree fits (the others are never counted).
+    first, second : ndarray of shape (n_rows,)
+        The statistics of :meth:`TreeSettings.statistics`.
+    counts : ndarray of shape (n_rows,)
+        How much each row counts towards ``min_samples_leaf`` (its sample weight).
+    ranges : dict or None, default=None
+        The range of ``rows`` that holds each node's rows, by node id, when ``rows`` is already
+        partitioned; None: ``rows`` are the root's (node 0).
+
+    ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays.
+    """
+
+    def __init__(
+        self,
+        binned: np.ndarray,
+        rows: np.ndarray,
+        first: np.ndarray,
+        second: np.ndarray,
+        counts: np.ndarray,
+        ranges: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.binned = binned
+        self.rows = np.array(rows, dtype=np.int64)
+        self.first = np.ascontiguousarray(first, dtype=np.float64)
+        self.second = np.ascontiguousarray(second, dtype=np.float64)
+        self.counts = np.ascontiguousarray(counts, dtype=np.float64)
+        self.ranges = {0: (0, self.rows.size)} if ranges is None else dict(ranges)
+
+    def histogram(self, node: int = 0) -> np.ndarray:
+        """The histogram of a node's rows, shape ``(n_features, 256, 3)``."""
+        start, stop = self.ranges[node]
+        return _node_histogram(
+            self.binned, self.rows, start, stop, self.first, self.second, self.counts
+        )
+
+    def expand(self, expansions: Sequence[Expansion]) -> list[np.ndarray]:
+        """Split the nodes (in place) and return their smaller children's histograms."""
+        out = []
+        for request in expansions:
+            start, stop = self.ranges.pop(request.node)
+            buffer = np.empty(stop - start, dtype=np.int64)
+            n_left = _partition(
+                self.binned, self.rows, start, stop, request.feature, request.position,
+                request.missing_left, buffer,
+            )  # fmt: skip
+            mid = start + n_left
+            self.ranges[request.left] = (start, mid)
+            self.ranges[request.right] = (mid, stop)
+            out.append(self.histogram(request.left if request.small_left else request.right))
+        return out
+
+
+def grow(
+    growth: TreeGrowth, expand: Callable[[list[Expansion]], Sequence[np.ndarray]]
+) -> TreeGrowth:
+    """Answer ``growth``'s requests with ``expand`` until the tree is grown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.boosting.binning import FeatureBinner
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2))
+    >>> y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)  # an interaction: no stump fits it
+    >>> binner = FeatureBinner().fit(X)
+    >>> settings = TreeSettings(4, None, 5, leaf_weights="tied", criterion="error")
+    >>> first, second = settings.statistics(np.full(400, 1 / 400), y, None)
+    >>> rows = RowPartition(binner.transform(X), np.arange(400), first, second, np.ones(400))
+    >>> growth = TreeGrowth(
+    ...     rows.histogram(), binner.n_bins_, binner.thresholds_, settings, settings.prior(1.0),
+    ...     speculate=True)
+    >>> tree, error = grow(growth, rows.expand).tree()
+    >>> tree.n_leaves
+    4
+    >>> from viboost.boosting.trees import TreeSearch  # the same tree as the in-memory search
+    >>> search = TreeSearch(X, max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="tied")
+    >>> tree == search.best(np.full(400, 1 / 400), y)[0]
+    True
+    """
+    while requests := growth.requests():
+        growth.expanded(expand(requests))
+    return growth
