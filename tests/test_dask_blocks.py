@@ -15,7 +15,8 @@ from viboost.boosting.booster import Booster, InMemoryRows
 from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
 from viboost.boosting.reweighting import search_weights
 from viboost.boosting.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
-from viboost.boosting.trees import TreeSearch
+from viboost.boosting.tree_search import TreeSearch
+from viboost.boosting.trees import HistogramTree
 from viboost.dask import blocks
 from viboost.dask.engine import BlockRows
 from viboost.noise_fit.calibration import flip_rate_sums
@@ -183,7 +184,8 @@ def test_growth_from_node_histograms_is_the_tree_search(
     )  # fmt: skip
     trips = []
     grow(growth, lambda requests: trips.append(len(requests)) or partition.expand(requests))
-    got, error = growth.tree()
+    nodes, error = growth.tree()
+    got = HistogramTree(nodes, leaf_weights)
     assert got.n_leaves == want.n_leaves > 2
     for name in want.nodes.dtype.names:
         if speculate and name == "value":
@@ -218,7 +220,7 @@ def test_growth_counts_rows_as_their_sample_weights():
             partition.histogram(), binner.n_bins_, binner.thresholds_, settings,
             settings.prior(counts.sum()), speculate=True,
         )  # fmt: skip
-        trees.append(grow(growth, partition.expand).tree()[0])
+        trees.append(HistogramTree(grow(growth, partition.expand).tree()[0]))
     assert trees[0].n_leaves > 2
     for name in STRUCTURE:
         np.testing.assert_array_equal(trees[0].nodes[name], trees[1].nodes[name])

@@ -18,7 +18,8 @@ from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import MISSING_BIN
 from viboost.boosting.booster import Booster, InMemoryRows, run_rounds
 from viboost.boosting.predictor import predict_ensemble
-from viboost.boosting.trees import HistogramTree, TreeSearch
+from viboost.boosting.tree_search import TreeSearch
+from viboost.boosting.trees import HistogramTree
 from viboost.variational import ModelPriors, RoundRows, RoundSettings, initial_state, run_round
 from viboost.variational.compression import compress_round
 

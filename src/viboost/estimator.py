@@ -41,7 +41,7 @@ from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_
 from viboost.boosting.learners import LearnerSearch
 from viboost.boosting.predictor import predict_ensemble
 from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
-from viboost.boosting.trees import TreeSearch
+from viboost.boosting.tree_search import TreeSearch
 from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
 from viboost.noise_fit.cross_fit import (
     CrossFitResult,

@@ -26,8 +26,8 @@ never by the growth is a leaf of the final tree, and the leaves are disjoint, so
 histograms cover at most half of the rows once per tree.
 
 :func:`grow` runs a growth against a function that answers requests; :class:`TreeSettings`
-holds the settings and the per-row statistics of a split score (:data:`~viboost.boosting.trees.
-CRITERIA`).
+holds the settings and the per-row statistics of a split score
+(:data:`~viboost.boosting.splitting.CRITERIA`).
 """
 
 from __future__ import annotations
@@ -40,16 +40,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
+from viboost.boosting.histogram import node_histogram
 from viboost.boosting.learners import NODE_DTYPE
-from viboost.boosting.trees import (
-    CRITERIA,
-    LEAF_WEIGHTS,
-    HistogramTree,
-    _best_node_split,
-    _leaf_value,
-    _node_histogram,
-    _partition,
-)
+from viboost.boosting.splitting import CRITERIA, best_node_split, leaf_value, partition_rows
+from viboost.boosting.trees import LEAF_WEIGHTS
 
 __all__ = [
     "Expansion",
@@ -57,7 +51,6 @@ __all__ = [
     "TreeGrowth",
     "TreeSettings",
     "grow",
-    "one_leaf_tree",
 ]
 
 
@@ -125,13 +118,6 @@ class Expansion(NamedTuple):
     small_left: bool
 
 
-def one_leaf_tree() -> HistogramTree:
-    """The tree of one leaf: the intercept ``c_0`` (a base classifier that is 1 everywhere)."""
-    nodes = np.zeros(1, dtype=NODE_DTYPE)
-    nodes[0] = (1.0, -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
-    return HistogramTree(nodes, "per-leaf")
-
-
 class TreeGrowth:
     """The best-first growth of one tree from node histograms (see the module docstring).
 
@@ -185,7 +171,7 @@ class TreeGrowth:
         sums = hist[0].sum(axis=0)
         split = None
         if depth < self._max_depth and sums[2] >= 2 * self._min_leaf:
-            split = _best_node_split(hist, self.n_bins, self._code, self.prior, self._min_leaf)
+            split = best_node_split(hist, self.n_bins, self._code, self.prior, self._min_leaf)
         self._records.append(
             {"depth": depth, "hist": hist, "sums": sums, "split": split, "children": None}
         )
@@ -301,9 +287,11 @@ class TreeGrowth:
             parent["children"] = (left, right)
         self._pending = []
 
-    def tree(self) -> tuple[HistogramTree, float]:
-        """The grown tree (node arrays depth-first, root first, as TreeSearch writes them) and
-        the weighted error of its leaves' signs (0 for the Newton score)."""
+    def tree(self) -> tuple[np.ndarray, float]:
+        """The grown tree's node arrays (:data:`~viboost.boosting.learners.NODE_DTYPE`,
+        depth-first, root first; a :class:`~viboost.boosting.trees.HistogramTree` with the
+        settings' ``leaf_weights``) and the weighted error of its leaves' signs (0 for the
+        Newton score)."""
         if not self.done:
             raise RuntimeError("the tree is not grown yet")
         order: list[int] = []
@@ -334,11 +322,11 @@ class TreeGrowth:
                     position_of[left], position_of[right], False, gain, cover,
                 )  # fmt: skip
             else:
-                value = _leaf_value(float(sums[0]), float(sums[1]), self._code, self.prior)
+                value = leaf_value(float(sums[0]), float(sums[1]), self._code, self.prior)
                 if self._code != 0:
                     error += float(min(sums[0], sums[1]))
                 nodes[at] = (value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
-        return HistogramTree(nodes, self.settings.leaf_weights), error
+        return nodes, error
 
 
 class RowPartition:
@@ -381,7 +369,7 @@ class RowPartition:
     def histogram(self, node: int = 0) -> np.ndarray:
         """The histogram of a node's rows, shape ``(n_features, 256, 3)``."""
         start, stop = self.ranges[node]
-        return _node_histogram(
+        return node_histogram(
             self.binned, self.rows, start, stop, self.first, self.second, self.counts
         )
 
@@ -391,7 +379,7 @@ class RowPartition:
         for request in expansions:
             start, stop = self.ranges.pop(request.node)
             buffer = np.empty(stop - start, dtype=np.int64)
-            n_left = _partition(
+            n_left = partition_rows(
                 self.binned, self.rows, start, stop, request.feature, request.position,
                 request.missing_left, buffer,
             )  # fmt: skip
@@ -421,12 +409,12 @@ def grow(
     >>> growth = TreeGrowth(
     ...     rows.histogram(), binner.n_bins_, binner.thresholds_, settings, settings.prior(1.0),
     ...     speculate=True)
-    >>> tree, error = grow(growth, rows.expand).tree()
-    >>> tree.n_leaves
+    >>> nodes, error = grow(growth, rows.expand).tree()
+    >>> int(nodes["is_leaf"].sum())
     4
-    >>> from viboost.boosting.trees import TreeSearch  # the same tree as the in-memory search
+    >>> from viboost.boosting.tree_search import TreeSearch  # the in-memory search's tree
     >>> search = TreeSearch(X, max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="tied")
-    >>> tree == search.best(np.full(400, 1 / 400), y)[0]
+    >>> bool(np.array_equal(nodes, search.best(np.full(400, 1 / 400), y)[0].nodes))
     True
     """
     while requests := growth.requests():

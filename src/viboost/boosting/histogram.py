@@ -15,7 +15,7 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 
-__all__ = ["binned_histogram", "occupied_bins", "transpose_bins"]
+__all__ = ["binned_histogram", "node_histogram", "occupied_bins", "transpose_bins"]
 
 # Rows per chunk of the histogram; the chunk boundaries depend on n_samples and n_features only
 # (never on the number of threads), so every histogram, hence every chosen stump, is the same for
@@ -26,6 +26,9 @@ _HIST_MAX_CHUNKS = 64
 _HIST_BUDGET_BYTES = 1 << 25
 # Rows per block of the (n, d) -> (d, n) transpose.
 _TRANSPOSE_BLOCK_ROWS = 1 << 12
+# Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
+_NODE_CHUNK_ROWS = 1 << 14
+_NODE_MAX_CHUNKS = 32
 
 
 def _histogram_chunks(n_samples: int, n_features: int) -> int:
@@ -102,3 +105,51 @@ def transpose_bins(binned: np.ndarray) -> np.ndarray:
     """``binned.T`` as a C-contiguous ``(n_features, n_samples)`` array (one row per feature, as
     :meth:`~viboost.boosting.learners.BaseLearner.binned_outputs` reads them)."""
     return _transpose(binned, _TRANSPOSE_BLOCK_ROWS)
+
+
+@threaded_kernel(cache=True)
+def _node_histogram(binned, rows, start, stop, first, second, counts):  # pragma: no cover
+    """Per (feature, bin): sums of ``first``, ``second`` and ``counts`` (the rows' sample
+    weights) over ``rows[start:stop]``, shape ``(d, 256, 3)``; fixed chunks summed in chunk
+    order."""
+    d = binned.shape[1]
+    n = stop - start
+    n_chunks = min(_NODE_MAX_CHUNKS, max(1, (n + _NODE_CHUNK_ROWS - 1) // _NODE_CHUNK_ROWS))
+    size = (n + n_chunks - 1) // n_chunks
+    width = d * 768
+    partial = np.zeros((n_chunks, width))
+    for c in numba.prange(n_chunks):
+        h = partial[c]
+        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
+            i = rows[k]
+            a, b, n_i = first[i], second[i], counts[i]
+            row = binned[i]
+            for j in range(d):
+                base = j * 768 + 3 * np.int64(row[j])
+                h[base] += a
+                h[base + 1] += b
+                h[base + 2] += n_i
+    total = partial[0]
+    for c in range(1, n_chunks):
+        total += partial[c]
+    return total.reshape((d, 256, 3))
+
+
+def node_histogram(
+    binned: np.ndarray,
+    rows: np.ndarray,
+    start: int,
+    stop: int,
+    first: np.ndarray,
+    second: np.ndarray,
+    counts: np.ndarray,
+) -> np.ndarray:
+    """The histogram of one tree node: per (feature, bin), the sums of ``first``, ``second`` and
+    ``counts`` over the rows ``rows[start:stop]``, shape ``(n_features, 256, 3)``.
+
+    Summed over fixed row chunks in a fixed order (the same for any number of threads); a node
+    of a single chunk runs on the calling thread (waking threads would cost more than it).
+    """
+    if stop - start <= _NODE_CHUNK_ROWS:
+        return _node_histogram.serial(binned, rows, start, stop, first, second, counts)
+    return _node_histogram(binned, rows, start, stop, first, second, counts)

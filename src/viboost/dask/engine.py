@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import TreeGrowth, TreeSettings, one_leaf_tree
+from viboost.boosting.grower import TreeGrowth, TreeSettings
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.stumps import best_binned_stump
-from viboost.boosting.trees import HistogramTree
+from viboost.boosting.trees import HistogramTree, intercept_tree
 from viboost.dask import blocks
 from viboost.variational import RoundRows
 from viboost.variational.compression import (
@@ -204,7 +204,7 @@ class BlockRows:
                 _grid([part[k] for part in parts]) if compress else None
                 for k, compress in enumerate(self.compress)
             ]
-            return [one_leaf_tree() for _ in self.compress]
+            return [intercept_tree() for _ in self.compress]
         if self.tree is not None:
             return self._grow_trees()
         parts = self.tasks.run(blocks.histograms, self.training, self.states)
@@ -262,7 +262,7 @@ class BlockRows:
                             for i in range(len(wanted))
                         ]
                     )
-        return [growth.tree()[0] for growth in growths]
+        return [HistogramTree(growth.tree()[0], settings.leaf_weights) for growth in growths]
 
     def round_rows(
         self, learners: Sequence[BaseLearner]

@@ -1,0 +1,137 @@
+"""Split finding of histogram trees: node scores, the best split of a node, the row partition.
+
+A node's histogram (:func:`viboost.boosting.histogram.node_histogram`) holds per feature and bin
+two sums of the round's per-row statistics and the rows' count. The split score depends on how
+the leaf values are set (:data:`CRITERIA`, see :mod:`viboost.boosting.trees`); a split gains
+``score(left) + score(right) - score(parent)``:
+
+- ``"newton"`` (code 0): ``G^2 / (H + lambda)``;
+- ``"smoothed"`` (code 1): the fall in the exponential loss at Schapire and Singer's smoothed
+  confidence-rated leaf;
+- ``"error"`` (code 2): the fall in weighted error, each leaf labelled by its majority.
+
+:func:`best_node_split` scans every bin boundary of every feature with both sides for missing
+values, :func:`partition_rows` moves a node's rows into its two children, and
+:func:`leaf_value` is a leaf's provisional value under each score.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from viboost.boosting.binning import MISSING_BIN
+
+__all__ = ["CRITERIA", "GAIN_TOL", "best_node_split", "leaf_value", "node_score", "partition_rows"]
+
+#: Split scores by code: Newton's G^2 / (H + lambda), the smoothed exponential loss, the error.
+CRITERIA = {"newton": 0, "smoothed": 1, "error": 2}
+#: A split must gain more than this fraction of its parent's score (ties below rounding); a
+#: bin or a node side whose count is below this fraction of the node's is empty (the
+#: subtraction trick leaves rounding residue where a count is 0).
+GAIN_TOL = 1e-12
+
+
+@numba.njit(cache=True)
+def node_score(a, b, criterion, prior):  # pragma: no cover - compiled
+    """A node's score from its two sums (see the module docstring)."""
+    if criterion == 0:
+        return a * a / (b + prior)
+    if criterion == 1:
+        ratio = math.sqrt((prior + b) / (prior + a))
+        return a + b - (a * ratio + b / ratio)
+    return max(a, b)
+
+
+@numba.njit(cache=True)
+def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cover - compiled
+    """The best split of a node from its histogram.
+
+    Position ``p`` sends the observed bins ``< p`` left (``p = n_bins[j]``: every observed value
+    left, the missing ones right); missing values go left or right, whichever gains more (left
+    first on ties). Ties go to the lowest feature, then position. Returns the gain (-inf for
+    none), feature, position, missing side and the left child's three sums.
+    """
+    d = hist.shape[0]
+    best_gain = -np.inf
+    best_j, best_p, best_missing_left = -1, 0, True
+    best_la, best_lb, best_lc = 0.0, 0.0, 0.0
+    # The node's totals, from feature 0 (every row has one bin of each feature).
+    ta, tb, tc = 0.0, 0.0, 0.0
+    for b in range(256):
+        ta += hist[0, b, 0]
+        tb += hist[0, b, 1]
+        tc += hist[0, b, 2]
+    parent = node_score(ta, tb, criterion, prior)
+    tol = GAIN_TOL * max(abs(parent), 1e-300)
+    empty = GAIN_TOL * tc  # a count below this is rounding residue of the subtraction trick
+    for j in range(d):
+        ma, mb, mc = hist[j, MISSING_BIN, 0], hist[j, MISSING_BIN, 1], hist[j, MISSING_BIN, 2]
+        no_missing = mc <= empty
+        la, lb, lc = 0.0, 0.0, 0.0
+        nb = n_bins[j]
+        for p in range(1, nb + 1):
+            la += hist[j, p - 1, 0]
+            lb += hist[j, p - 1, 1]
+            lc += hist[j, p - 1, 2]
+            if hist[j, p - 1, 2] <= empty and p < nb:
+                continue  # an empty bin: the same split as the next position
+            for side in range(2):  # 0: missing left, 1: missing right
+                if no_missing and side == 1:
+                    continue
+                if side == 0:
+                    xa, xb, xc = la + ma, lb + mb, lc + mc
+                else:
+                    xa, xb, xc = la, lb, lc
+                if xc < min_leaf or tc - xc < min_leaf:
+                    continue
+                gain = (
+                    node_score(xa, xb, criterion, prior)
+                    + node_score(ta - xa, tb - xb, criterion, prior)
+                    - parent
+                )
+                if gain > best_gain + tol:
+                    best_gain = gain
+                    best_j, best_p = j, p
+                    if no_missing:  # no missing value here: NaN to the larger child
+                        best_missing_left = lc >= tc - lc
+                    else:
+                        best_missing_left = side == 0
+                    best_la, best_lb, best_lc = xa, xb, xc
+    if best_gain <= tol:
+        return -np.inf, -1, 0, True, 0.0, 0.0, 0.0
+    return best_gain, best_j, best_p, best_missing_left, best_la, best_lb, best_lc
+
+
+@numba.njit(cache=True)
+def partition_rows(
+    binned, rows, start, stop, feature, position, missing_left, buffer
+):  # pragma: no cover - compiled
+    """Stable partition of ``rows[start:stop]``: left child first; returns the left count."""
+    n_left = 0
+    n_right = 0
+    for k in range(start, stop):
+        i = rows[k]
+        b = binned[i, feature]
+        go_left = missing_left if b == MISSING_BIN else b < position
+        if go_left:
+            rows[start + n_left] = i
+            n_left += 1
+        else:
+            buffer[n_right] = i
+            n_right += 1
+    for k in range(n_right):
+        rows[start + n_left + k] = buffer[k]
+    return n_left
+
+
+def leaf_value(a: float, b: float, criterion: int, prior: float) -> float:
+    """The provisional value of a leaf from its two sums (replaced by its posterior's mode in a
+    per-leaf fit): Newton's step, the smoothed log-ratio, or the majority label."""
+    if criterion == 0:
+        return a / (b + prior) if b + prior > 0 else 0.0
+    if criterion == 1:
+        return 0.5 * (math.log(prior + a) - math.log(prior + b)) if prior + a > 0 else 0.0
+    return 1.0 if a >= b else -1.0

@@ -1,0 +1,180 @@
+"""The in-memory search for a round's histogram tree: binning once, then one growth per round.
+
+:class:`TreeSearch` is a :class:`~viboost.boosting.learners.LearnerSearch`: the features are
+binned once per fit (:class:`~viboost.boosting.binning.FeatureBinner`), and each round grows a
+tree best-first (:class:`~viboost.boosting.grower.TreeGrowth`) over this process's rows
+(:class:`~viboost.boosting.grower.RowPartition`) under the round's weights. See
+:mod:`viboost.boosting.trees` for the model and the split scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from viboost.boosting.binning import FeatureBinner
+from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
+from viboost.boosting.histogram import transpose_bins
+from viboost.boosting.trees import HistogramTree, intercept_tree
+
+__all__ = ["TreeSearch"]
+
+
+class TreeSearch:
+    """Grows one histogram tree per round over binned rows (best-first).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Training features, finite or NaN.
+    active : ndarray of bool, shape (n_samples,), default=None
+        The rows the trees fit (positive multiplicity); others are routed but never counted.
+    max_bins : int, default=255
+        Most bins per feature.
+    max_leaf_nodes : int, default=31
+        Most leaves of a tree (at least 2).
+    max_depth : int or None, default=None
+        Most splits from the root to a leaf; None for no limit.
+    min_samples_leaf : int, default=20
+        Fewest of the search's rows in a leaf, counted with their ``sample_weight``.
+    leaf_weights : {"per-leaf", "tied"}, default="per-leaf"
+        See :class:`HistogramTree`.
+    criterion : {"newton", "smoothed", "error"} or None, default=None
+        The split score; None: ``"newton"`` for per-leaf weights, ``"error"`` for tied ones.
+    weight_prior : float, default=1.0
+        ``mu_0``, the prior multiplicity of every leaf weight.
+    subsample : int, default=200_000
+        Most rows drawn to place quantile edges.
+    random_state : int, RandomState, Generator or None, default=None
+        Source of that subsample.
+    sample_weight : ndarray of shape (n_samples,), default=None
+        How much each row counts towards ``min_samples_leaf`` (the fit's sample weights, so
+        that a row of weight k counts as k copies of it); ones when None.
+
+    Attributes
+    ----------
+    binner_ : FeatureBinner
+    binned_ : ndarray of uint8, shape (n_samples, n_features)
+    binned_columns_ : ndarray of uint8, shape (n_features, n_samples)
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray,
+        active: np.ndarray | None = None,
+        max_bins: int = 255,
+        max_leaf_nodes: int = 31,
+        max_depth: int | None = None,
+        min_samples_leaf: int = 20,
+        leaf_weights: str = "per-leaf",
+        criterion: str | None = None,
+        weight_prior: float = 1.0,
+        subsample: int = 200_000,
+        random_state: int | np.random.RandomState | np.random.Generator | None = None,
+        sample_weight: np.ndarray | None = None,
+    ) -> None:
+        X = np.asarray(X, dtype=np.float64)
+        self._sample_weight = sample_weight
+        if X.ndim != 2 or X.shape[1] == 0:
+            raise ValueError(f"X must be 2-D with at least one column, got shape {X.shape}")
+        if criterion is None:
+            criterion = "newton" if leaf_weights == "per-leaf" else "error"
+        n_samples = X.shape[0]
+        if active is None:
+            active = np.ones(n_samples, dtype=bool)
+        self.settings = TreeSettings(
+            max_leaf_nodes=int(max_leaf_nodes),
+            max_depth=max_depth,
+            min_samples_leaf=int(min_samples_leaf),
+            leaf_weights=leaf_weights,
+            criterion=criterion,
+            weight_prior=float(weight_prior),
+        )
+        self.binner_ = FeatureBinner(
+            max_bins=max_bins, subsample=subsample, random_state=random_state
+        ).fit(X, active)
+        self.binned_ = self.binner_.transform(X)
+        self.binned_columns_ = transpose_bins(self.binned_)
+        self._set_active(active, sample_weight)
+
+    def _set_active(self, active: np.ndarray, sample_weight: np.ndarray | None) -> None:
+        n_samples = self.binned_.shape[0]
+        active = np.ascontiguousarray(active, dtype=bool)
+        if active.shape != (n_samples,):
+            raise ValueError(f"active must have shape ({n_samples},)")
+        if sample_weight is None:
+            sample_weight = np.ones(n_samples)
+        self._active = active
+        self._rows = np.flatnonzero(active).astype(np.int64)
+        # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
+        # k times), never when inactive.
+        self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
+
+    @property
+    def fits_intercept(self) -> bool:
+        """Whether a fit starts with the intercept ``c_0`` (per-leaf weights)."""
+        return self.settings.per_leaf
+
+    @property
+    def per_leaf(self) -> bool:
+        """Whether the trees' leaves carry their own weights."""
+        return self.settings.per_leaf
+
+    def restricted(self, active: np.ndarray) -> TreeSearch:
+        """The same search over the same bins for the rows ``active`` only."""
+        other = TreeSearch.__new__(TreeSearch)
+        other.__dict__.update(self.__dict__)
+        other._set_active(active, self._sample_weight)
+        return other
+
+    def intercept(self) -> HistogramTree:
+        """The tree of one leaf: the intercept ``c_0`` (a base classifier that is 1 everywhere)."""
+        return intercept_tree()
+
+    def best(
+        self,
+        weights: np.ndarray,
+        y: np.ndarray,
+        margin: np.ndarray | None = None,
+        total: float = 1.0,
+    ) -> tuple[HistogramTree, float]:
+        """Grow the round's tree under the search weights (:class:`~viboost.boosting.grower.
+        TreeGrowth` over this search's rows).
+
+        Parameters
+        ----------
+        weights : ndarray of shape (n_samples,)
+            The round's search weights (:mod:`viboost.boosting.reweighting`), summing to one.
+        y : ndarray of shape (n_samples,)
+            Labels in {-1, +1}.
+        margin : ndarray of shape (n_samples,), default=None
+            The ensemble ``H`` (for the curvature of the Newton score; 0 when None).
+        total : float, default=1.0
+            The weights' sum before normalisation, to put the prior in their units.
+
+        Returns
+        -------
+        tree : HistogramTree
+        error : float
+            The weighted error of the tree's leaf signs (0 for the Newton score).
+        """
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        first, second = self.settings.statistics(weights, y, margin)
+        rows = RowPartition(self.binned_, self._rows, first, second, self._counts)
+        growth = TreeGrowth(
+            rows.histogram(),
+            self.binner_.n_bins_,
+            self.binner_.thresholds_,
+            self.settings,
+            self.settings.prior(float(total)),
+        )
+        nodes, error = grow(growth, rows.expand).tree()
+        return HistogramTree(nodes, self.settings.leaf_weights), error
+
+    def outputs(self, tree: HistogramTree) -> np.ndarray:
+        """``h(x_n)`` (the tree's leaf values) for every row of the search."""
+        return tree.binned_outputs(self.binned_columns_)
+
+    def leaf_index(self, tree: HistogramTree) -> np.ndarray:
+        """The leaf number of every row of the search."""
+        return tree.leaf_index(self.binned_columns_)
