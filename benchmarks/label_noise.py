@@ -73,6 +73,7 @@ SETTING_LABEL = {"0": "0%", "10": "10%", "20": "20%", "30": "30%", "cc": "cc 30/
 #: Model name -> its settings as written in the report; :func:`make_model` builds them.
 MODELS = {
     "viboost": "VIBoostClassifier(random_state=seed) (the library default)",
+    "viboost-31": "VIBoostClassifier(max_leaf_nodes=31, random_state=seed) (LightGBM's tree size)",
     "viboost-stumps": 'VIBoostClassifier(max_leaf_nodes=2, leaf_weights="tied", '
     "min_samples_leaf=1, random_state=seed) (the default before trees)",
     "viboost-paper": 'VIBoostClassifier(preset="paper", random_state=seed)',
@@ -85,7 +86,7 @@ MODELS = {
     "cleanlab": "CleanLearning(LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1), seed=seed, "
     'find_label_issues_kwargs={"n_jobs": 1})',
 }
-DETECTORS = ("viboost", "viboost-stumps", "viboost-paper", "cleanlab")
+DETECTORS = ("viboost", "viboost-31", "viboost-stumps", "viboost-paper", "cleanlab")
 BASELINES = ("adaboost", "lgbm-stumps", "lgbm", "cleanlab")
 METRICS = ("test_error", "auroc", "precision_at_k", "rate_est", "rate_abs_err", "covered")
 DNA_JUNCTIONS = ("ei", "ie")
@@ -163,6 +164,8 @@ def make_model(name: str, seed: int) -> Any:
     """
     if name == "viboost":
         return VIBoostClassifier(random_state=seed)
+    if name == "viboost-31":
+        return VIBoostClassifier(max_leaf_nodes=31, random_state=seed)
     if name == "viboost-stumps":
         return VIBoostClassifier(
             max_leaf_nodes=2, leaf_weights="tied", min_samples_leaf=1, random_state=seed

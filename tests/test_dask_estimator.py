@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed")
 from viboost import VIBoostClassifier  # noqa: E402
 from viboost.boosting.booster import Booster  # noqa: E402
 from viboost.dask import DaskVIBoostClassifier  # noqa: E402
+from viboost.presets import PRESETS  # noqa: E402
 
 RTOL = 1e-9
 #: The fields of a node that fix a learner's structure (compared exactly).
@@ -160,8 +161,9 @@ def test_same_model_as_in_memory_for_any_workers_and_partitions(
     if robust_stumps:
         assert want.cv_rounds_[-1] < params["n_estimators"]  # it stopped early
     if "max_leaf_nodes" not in params and params["preset"] == "robust":
-        assert fits[0].plan_.max_leaf_nodes == 31
-        assert max(tree.n_leaves for tree in fits[0].estimators_) == 31
+        leaves = PRESETS["robust"].max_leaf_nodes
+        assert fits[0].plan_.max_leaf_nodes == leaves
+        assert max(tree.n_leaves for tree in fits[0].estimators_) == leaves
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from viboost.plotting import (  # noqa: E402
     plot_suspects,
     write_plots,
 )
+from viboost.presets import PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -290,7 +291,8 @@ def test_tree_fixtures_fit_trees(small_trees, default_trees, paper_trees, paper_
     for model in (small_trees, default_trees, paper_per_leaf):  # per-leaf: an intercept first
         assert model.estimators_[0].n_leaves == 1
         assert max(learner.n_leaves for learner in model.estimators_) <= model.plan_.max_leaf_nodes
-    assert small_trees.plan_.max_leaf_nodes == 4 and default_trees.plan_.max_leaf_nodes == 31
+    assert small_trees.plan_.max_leaf_nodes == 4
+    assert default_trees.plan_.max_leaf_nodes == PRESETS["robust"].max_leaf_nodes
     assert all(learner.n_leaves >= 2 for learner in paper_trees.estimators_)  # no intercept
 
 

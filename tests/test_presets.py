@@ -15,7 +15,7 @@ def test_paper_preset_is_algorithm_1_as_printed():
 
 def test_robust_preset():
     assert PRESETS["robust"] == FitPlan(
-        1000, 0.1, "exact", "cross-fit", max_leaf_nodes=31, min_samples_leaf=20,
+        1000, 0.1, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=20,
         leaf_weights="per-leaf",
     )  # fmt: skip
     assert not PRESETS["robust"].stumps

@@ -20,6 +20,7 @@ from viboost.boosting.booster import Booster, InMemoryRows, run_rounds
 from viboost.boosting.predictor import predict_ensemble
 from viboost.boosting.tree_search import TreeSearch
 from viboost.boosting.trees import HistogramTree
+from viboost.presets import PRESETS
 from viboost.variational import ModelPriors, RoundRows, RoundSettings, initial_state, run_round
 from viboost.variational.compression import compress_round
 
@@ -298,7 +299,7 @@ def test_default_fit_uses_trees_and_everything_works():
     X, y = _data(n=400, seed=11)
     clf = VIBoostClassifier(random_state=0, n_estimators=60).fit(X, (y > 0).astype(int))
     assert isinstance(clf.estimators_[1], HistogramTree) and clf.estimators_[1].per_leaf
-    assert clf.plan_.max_leaf_nodes == 31
+    assert clf.plan_.max_leaf_nodes == PRESETS["robust"].max_leaf_nodes
     staged = list(clf.staged_decision_function(X))
     np.testing.assert_allclose(staged[-1], clf.decision_function(X), rtol=1e-12, atol=1e-12)
     assert clf.feature_importances_.sum() == pytest.approx(1.0)

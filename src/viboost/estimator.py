@@ -160,7 +160,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         (:class:`~viboost.boosting.stumps.ExactStumpSearch`; stumps only).
     max_leaf_nodes : int or None, default=None
         Most leaves of each round's tree (scikit-learn HGB's name), grown best-first
-        (:mod:`viboost.boosting.trees`). None: the preset's, 31 for ``"robust"`` and 2 for
+        (:mod:`viboost.boosting.trees`). None: the preset's, 8 for ``"robust"`` and 2 for
         ``"paper"``, whose 2-leaf tree with tied leaves is the paper's decision stump.
     max_depth : int or None, default=None
         Most splits from a tree's root to a leaf; None for no limit (on the paper preset, a

@@ -69,7 +69,7 @@ PRESETS: dict[str, FitPlan] = {
         learning_rate=0.1,
         alpha="exact",
         noise_fit="cross-fit",
-        max_leaf_nodes=31,
+        max_leaf_nodes=8,
         min_samples_leaf=20,
         leaf_weights="per-leaf",
     ),

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Ramadge). Fit ensembles of histogram trees or decision stumps from CSV or Parquet "
             "files, predict, inspect models, estimate the share of wrong labels and rank "
             "training rows by how likely their label is wrong. fit and noise use the "
-            "noise-robust preset by default (31-leaf trees; rounds and noise model chosen by "
+            "noise-robust preset by default (8-leaf trees; rounds and noise model chosen by "
             "cross-fitting, seeded by --random-state); --preset paper runs the paper's "
             "Algorithm 1 as printed, with decision stumps.",
             width=79,

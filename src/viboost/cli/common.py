@@ -318,7 +318,7 @@ def uncalibrated_reason(model: VIBoostClassifier) -> str:
 
 def learner_phrase(plan: FitPlan) -> str:
     """The base learner of a plan (``model.plan_``) in words: ``"decision stumps"`` or
-    ``"trees of up to 31 leaves (per-leaf weights, ...)"``."""
+    ``"trees of up to 8 leaves (per-leaf weights, ...)"``."""
     if plan.stumps:
         return "decision stumps"
     weights = (

@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="VIBoost vs AdaBoost and LightGBM on Spambase with 20%% flipped training labels",
         description="Train on a stratified random 10% of the bundled Spambase data with 20% "
         "of the training labels flipped, test on the other 90% against the true labels, "
-        "compare VIBoost (robust preset, 31-leaf trees) with AdaBoost and LightGBM stumps "
+        "compare VIBoost (robust preset, 8-leaf trees) with AdaBoost and LightGBM stumps "
         "(LightGBM if installed: pip install 'viboost[demo]'), compare VIBoost's estimated "
         "flip rate with the true one and check how many flipped rows VIBoost ranks at the top.",
     )

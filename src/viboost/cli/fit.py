@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "chooses the number of rounds and calibrates the noise model by 5-fold cross-fitting "
         "(folds seeded by --random-state), then refits on all rows weighted by the "
         "probability that each label is of the signal type; it reports the estimated share of "
-        "wrong labels with a 90% interval; its base learners are trees of up to 31 leaves with "
+        "wrong labels with a 90% interval; its base learners are trees of up to 8 leaves with "
         "per-leaf weights. --preset paper fits the paper's Algorithm 1 as printed (100 rounds "
         "of decision stumps, approximate mode, noise model fitted in-sample: its noise "
         "statistics rank rows but are not calibrated). --max-leaf-nodes, --max-depth, "

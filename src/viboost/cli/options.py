@@ -171,7 +171,7 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         "--preset",
         choices=["robust", "paper"],
         default="robust",
-        help="robust (default): 31-leaf trees with per-leaf weights, rounds and noise model "
+        help="robust (default): 8-leaf trees with per-leaf weights, rounds and noise model "
         "chosen by cross-fitting, calibrated noise statistics; paper: the paper's Algorithm 1 "
         "as printed, with decision stumps",
     )
