@@ -381,3 +381,11 @@ class _no_warning:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_leaves_from_the_partition_equal_the_routed_leaves():
+    X, y = _data(n=2000, seed=15)
+    search = TreeSearch(X, max_leaf_nodes=15, min_samples_leaf=10)
+    tree, _ = search.best(np.full(2000, 1 / 2000), y)
+    np.testing.assert_array_equal(search.leaf_index(tree), tree.leaf_index(search.binned_columns_))
+    np.testing.assert_array_equal(search.outputs(tree), tree.predict(X))

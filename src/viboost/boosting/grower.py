@@ -13,7 +13,8 @@ two sums of the round's per-row statistics and the row count). This module split
   (best gain first, ties to the node created first), so on the same histograms it grows the
   same tree, node for node.
 - :class:`RowPartition` answers those requests for rows held in one place: the rows of each
-  node in one contiguous range (``_partition``), the histogram of a range (``_node_histogram``).
+  node in one contiguous range (:func:`~viboost.boosting.splitting.partition_rows`), the
+  histogram of a range (:func:`~viboost.boosting.histogram.node_histogram`).
   A distributed fit keeps one per block of rows and adds the blocks' histograms.
 
 With ``speculate=True`` a request also splits, besides the node the growth needs now, every
@@ -326,6 +327,8 @@ class TreeGrowth:
                 if self._code != 0:
                     error += float(min(sums[0], sums[1]))
                 nodes[at] = (value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
+        #: Position in the node arrays of each node of this growth (by its id), once grown.
+        self.positions = position_of
         return nodes, error
 
 
@@ -361,27 +364,35 @@ class RowPartition:
     ) -> None:
         self.binned = binned
         self.rows = np.array(rows, dtype=np.int64)
-        self.first = np.ascontiguousarray(first, dtype=np.float64)
-        self.second = np.ascontiguousarray(second, dtype=np.float64)
-        self.counts = np.ascontiguousarray(counts, dtype=np.float64)
+        # Per row (by row index, never written): the statistics as given.
+        self.first, self.second, self.counts = (
+            np.asarray(values, dtype=np.float64) for values in (first, second, counts)
+        )
+        # The same, ordered with ``rows`` (and moved with them by expand).
+        self.stats = np.empty((self.rows.size, 3))
+        for column, values in enumerate((self.first, self.second, self.counts)):
+            self.stats[:, column] = values[self.rows]
         self.ranges = {0: (0, self.rows.size)} if ranges is None else dict(ranges)
+        self._row_buffer = np.empty(self.rows.size, dtype=np.int64)
+        self._stat_buffer = np.empty((self.rows.size, 3))
 
     def histogram(self, node: int = 0) -> np.ndarray:
         """The histogram of a node's rows, shape ``(n_features, 256, 3)``."""
         start, stop = self.ranges[node]
-        return node_histogram(
-            self.binned, self.rows, start, stop, self.first, self.second, self.counts
-        )
+        return node_histogram(self.binned, self.rows, start, stop, self.stats)
+
+    def leaf_ranges(self) -> dict[int, tuple[int, int]]:
+        """The range of ``rows`` that holds each current leaf's rows, by node id."""
+        return dict(self.ranges)
 
     def expand(self, expansions: Sequence[Expansion]) -> list[np.ndarray]:
         """Split the nodes (in place) and return their smaller children's histograms."""
         out = []
         for request in expansions:
             start, stop = self.ranges.pop(request.node)
-            buffer = np.empty(stop - start, dtype=np.int64)
             n_left = partition_rows(
-                self.binned, self.rows, start, stop, request.feature, request.position,
-                request.missing_left, buffer,
+                self.binned, self.rows, self.stats, start, stop, request.feature,
+                request.position, request.missing_left, self._row_buffer, self._stat_buffer,
             )  # fmt: skip
             mid = start + n_left
             self.ranges[request.left] = (start, mid)

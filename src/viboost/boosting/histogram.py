@@ -108,10 +108,10 @@ def transpose_bins(binned: np.ndarray) -> np.ndarray:
 
 
 @threaded_kernel(cache=True)
-def _node_histogram(binned, rows, start, stop, first, second, counts):  # pragma: no cover
-    """Per (feature, bin): sums of ``first``, ``second`` and ``counts`` (the rows' sample
-    weights) over ``rows[start:stop]``, shape ``(d, 256, 3)``; fixed chunks summed in chunk
-    order."""
+def _node_histogram(binned, rows, start, stop, stats):  # pragma: no cover - compiled
+    """Per (feature, bin): the sums of the three columns of ``stats`` (in the order of
+    ``rows``) over positions ``start:stop``, shape ``(d, 256, 3)``; fixed chunks summed in
+    chunk order."""
     d = binned.shape[1]
     n = stop - start
     n_chunks = min(_NODE_MAX_CHUNKS, max(1, (n + _NODE_CHUNK_ROWS - 1) // _NODE_CHUNK_ROWS))
@@ -121,14 +121,13 @@ def _node_histogram(binned, rows, start, stop, first, second, counts):  # pragma
     for c in numba.prange(n_chunks):
         h = partial[c]
         for k in range(start + c * size, min(stop, start + (c + 1) * size)):
-            i = rows[k]
-            a, b, n_i = first[i], second[i], counts[i]
-            row = binned[i]
+            a, b, n_k = stats[k, 0], stats[k, 1], stats[k, 2]
+            row = binned[rows[k]]
             for j in range(d):
                 base = j * 768 + 3 * np.int64(row[j])
                 h[base] += a
                 h[base + 1] += b
-                h[base + 2] += n_i
+                h[base + 2] += n_k
     total = partial[0]
     for c in range(1, n_chunks):
         total += partial[c]
@@ -136,20 +135,17 @@ def _node_histogram(binned, rows, start, stop, first, second, counts):  # pragma
 
 
 def node_histogram(
-    binned: np.ndarray,
-    rows: np.ndarray,
-    start: int,
-    stop: int,
-    first: np.ndarray,
-    second: np.ndarray,
-    counts: np.ndarray,
+    binned: np.ndarray, rows: np.ndarray, start: int, stop: int, stats: np.ndarray
 ) -> np.ndarray:
-    """The histogram of one tree node: per (feature, bin), the sums of ``first``, ``second`` and
-    ``counts`` over the rows ``rows[start:stop]``, shape ``(n_features, 256, 3)``.
+    """The histogram of one tree node: per (feature, bin), the sums of the three per-row
+    statistics (two of the split score and the rows' count) over positions ``start:stop`` of
+    ``rows``, shape ``(n_features, 256, 3)``.
 
-    Summed over fixed row chunks in a fixed order (the same for any number of threads); a node
-    of a single chunk runs on the calling thread (waking threads would cost more than it).
+    ``stats[k]`` belongs to row ``rows[k]`` (ordered with the rows, as LightGBM orders its
+    gradients, so only the bins are read out of order). Summed over fixed row chunks in a fixed
+    order (the same for any number of threads); a node of a single chunk runs on the calling
+    thread (waking threads would cost more than it).
     """
     if stop - start <= _NODE_CHUNK_ROWS:
-        return _node_histogram.serial(binned, rows, start, stop, first, second, counts)
-    return _node_histogram(binned, rows, start, stop, first, second, counts)
+        return _node_histogram.serial(binned, rows, start, stop, stats)
+    return _node_histogram(binned, rows, start, stop, stats)

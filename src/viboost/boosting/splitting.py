@@ -107,9 +107,10 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
 
 @numba.njit(cache=True)
 def partition_rows(
-    binned, rows, start, stop, feature, position, missing_left, buffer
+    binned, rows, stats, start, stop, feature, position, missing_left, row_buffer, stat_buffer
 ):  # pragma: no cover - compiled
-    """Stable partition of ``rows[start:stop]``: left child first; returns the left count."""
+    """Stable partition of positions ``start:stop`` of ``rows`` (and of ``stats``, ordered
+    with them): the left child's rows first; returns their count."""
     n_left = 0
     n_right = 0
     for k in range(start, stop):
@@ -117,13 +118,24 @@ def partition_rows(
         b = binned[i, feature]
         go_left = missing_left if b == MISSING_BIN else b < position
         if go_left:
-            rows[start + n_left] = i
+            at = start + n_left
+            rows[at] = i
+            stats[at, 0] = stats[k, 0]
+            stats[at, 1] = stats[k, 1]
+            stats[at, 2] = stats[k, 2]
             n_left += 1
         else:
-            buffer[n_right] = i
+            row_buffer[n_right] = i
+            stat_buffer[n_right, 0] = stats[k, 0]
+            stat_buffer[n_right, 1] = stats[k, 1]
+            stat_buffer[n_right, 2] = stats[k, 2]
             n_right += 1
     for k in range(n_right):
-        rows[start + n_left + k] = buffer[k]
+        at = start + n_left + k
+        rows[at] = row_buffer[k]
+        stats[at, 0] = stat_buffer[k, 0]
+        stats[at, 1] = stat_buffer[k, 1]
+        stats[at, 2] = stat_buffer[k, 2]
     return n_left
 
 

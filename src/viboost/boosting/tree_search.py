@@ -105,6 +105,8 @@ class TreeSearch:
             sample_weight = np.ones(n_samples)
         self._active = active
         self._rows = np.flatnonzero(active).astype(np.int64)
+        self._n_rows = n_samples
+        self._last = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
         self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
@@ -169,12 +171,23 @@ class TreeSearch:
             self.settings.prior(float(total)),
         )
         nodes, error = grow(growth, rows.expand).tree()
-        return HistogramTree(nodes, self.settings.leaf_weights), error
+        tree = HistogramTree(nodes, self.settings.leaf_weights)
+        self._last = (tree, rows, growth.positions) if self._rows.size == self._n_rows else None
+        return tree, error
 
     def outputs(self, tree: HistogramTree) -> np.ndarray:
         """``h(x_n)`` (the tree's leaf values) for every row of the search."""
-        return tree.binned_outputs(self.binned_columns_)
+        return tree.leaf_values[self.leaf_index(tree)]
 
     def leaf_index(self, tree: HistogramTree) -> np.ndarray:
-        """The leaf number of every row of the search."""
-        return tree.leaf_index(self.binned_columns_)
+        """The leaf number of every row of the search: from the last growth's partition when
+        ``tree`` is the last tree grown over every row, else by routing the rows' bins."""
+        last = getattr(self, "_last", None)
+        if last is None or last[0] is not tree:
+            return tree.leaf_index(self.binned_columns_)
+        _, rows, positions = last
+        number = np.cumsum(tree.nodes["is_leaf"]) - 1
+        out = np.empty(self._n_rows, dtype=np.int64)
+        for node, (start, stop) in rows.leaf_ranges().items():
+            out[rows.rows[start:stop]] = number[positions[node]]
+        return out
