@@ -389,3 +389,17 @@ def test_leaves_from_the_partition_equal_the_routed_leaves():
     tree, _ = search.best(np.full(2000, 1 / 2000), y)
     np.testing.assert_array_equal(search.leaf_index(tree), tree.leaf_index(search.binned_columns_))
     np.testing.assert_array_equal(search.outputs(tree), tree.predict(X))
+
+
+def test_gain_importances_and_clean_hard_rows_are_not_called_noise():
+    # Clean labels with a hard (interaction) boundary: the noise fit must not discount the rows
+    # near it; the importances go to the two features of the interaction.
+    rng = np.random.default_rng(16)
+    X = rng.normal(size=(1500, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    clf = VIBoostClassifier(300, random_state=0).fit(X, y)
+    assert clf.noise_rate_ < 0.03
+    near = np.abs(X[:, 0] * X[:, 1]) < 0.1
+    assert np.mean(clf.mislabel_proba_[near] > 0.5) < 0.1
+    importances = clf.feature_importances_
+    assert importances.sum() == pytest.approx(1.0) and importances[:2].sum() > 0.9

@@ -859,17 +859,22 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def feature_importances_(self) -> np.ndarray:
-        """Share of the total ``|alpha_t|`` of the base learners on each feature.
+        """Each feature's share of the ensemble's importance (they sum to 1).
 
-        Each learner's ``|alpha_t|`` is spread over the features of its splits in proportion to
-        their gains (all of it to the one feature of a stump); learners that do not separate
-        any rows (a constant stump) count for nothing.
+        For trees with per-leaf weights, the gain importance of LightGBM and XGBoost: the total
+        gain of the splits on the feature (each split's gain in the log posterior, in the
+        round's normalised weights). For stumps and tied trees, the share of the total
+        ``|alpha_t|``: each learner's ``|alpha_t|`` spread over the features of its splits in
+        proportion to their gains (all of it to the one feature of a stump). Learners that do
+        not separate any rows (a constant stump, the intercept) count for nothing.
         """
         check_is_fitted(self)
         importances = np.zeros(self.n_features_in_)
         for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
             features, gains = learner.split_gains()
-            if features.size == 1:
+            if getattr(learner, "per_leaf", False):
+                np.add.at(importances, features, np.nan_to_num(np.maximum(gains, 0.0)))
+            elif features.size == 1:
                 importances[features[0]] += abs(alpha)
             elif features.size:
                 gains = np.nan_to_num(np.maximum(gains, 0.0))
