@@ -207,7 +207,7 @@ def test_inspect(model_file, capsys):
     assert "SNR (eta1/eta2):" in out and "noise grade" in out
     assert "eta: [" in out and "omega: [" in out
     # The default preset fits trees with per-leaf weights, the first an intercept.
-    assert "base learners: trees of up to 31 leaves (per-leaf weights" in out
+    assert "base learners: trees of up to 8 leaves (per-leaf weights" in out
     assert "trees: 8 (the first an intercept, a one-leaf tree; then 7 grown trees)" in out
     assert "first 3 of 8 trees" in _flat(out) and "stumps" not in out
     assert "f0" in out  # the trees split on the informative feature
@@ -369,7 +369,7 @@ def test_tree_option_errors(xor_csv, tmp_path, capsys):
     # The exhaustive search builds stumps only: a usage error before any fitting, naming a fix.
     code = main(_tree_args(xor_csv, model_path, "--max-bins", "none"))
     _assert_error(
-        capsys, code, "--max-bins none", "decision stumps only", "trees of up to 31 leaves",
+        capsys, code, "--max-bins none", "decision stumps only", "trees of up to 8 leaves",
         "--max-leaf-nodes 2 --leaf-weights tied",
     )  # fmt: skip
     assert not model_path.exists()

@@ -55,7 +55,7 @@ def small_trees(data):
 
 @pytest.fixture(scope="module")
 def default_trees(data):
-    """The default fit: the robust preset's 31-leaf trees with per-leaf weights."""
+    """The default fit: the robust preset's 8-leaf trees with per-leaf weights."""
     X, y, _ = data
     return VIBoostClassifier(random_state=0).fit(X, y)
 

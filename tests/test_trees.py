@@ -403,3 +403,15 @@ def test_gain_importances_and_clean_hard_rows_are_not_called_noise():
     assert np.mean(clf.mislabel_proba_[near] > 0.5) < 0.1
     importances = clf.feature_importances_
     assert importances.sum() == pytest.approx(1.0) and importances[:2].sum() > 0.9
+
+
+def test_default_trees_estimate_the_flip_rate_of_an_interaction():
+    rng = np.random.default_rng(17)
+    X = rng.normal(size=(1500, 4))
+    truth = (X[:, 0] * X[:, 1] > 0).astype(int)
+    flipped = rng.random(1500) < 0.2
+    clf = VIBoostClassifier(random_state=0).fit(X, np.where(flipped, 1 - truth, truth))
+    assert abs(clf.noise_rate_ - flipped.mean()) < 0.03
+    lo, hi = clf.noise_rate_interval_
+    assert lo < clf.noise_rate_ < hi
+    assert np.mean(clf.predict(X) == truth) > 0.93  # stumps: 0.53 (no additive fit exists)
