@@ -124,7 +124,7 @@ class TreeGrowth:
 
     Parameters
     ----------
-    root : ndarray of shape (n_features, 256, 3)
+    root : ndarray of shape (n_features, n_slots, 3)
         The root's histogram: per feature and bin, the two statistics of
         :meth:`TreeSettings.statistics` in the units of weights summing to one, and the rows'
         count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
@@ -349,6 +349,9 @@ class RowPartition:
     ranges : dict or None, default=None
         The range of ``rows`` that holds each node's rows, by node id, when ``rows`` is already
         partitioned; None: ``rows`` are the root's (node 0).
+    n_slots : int, default=256
+        Slots per feature of the histograms (:func:`~viboost.boosting.histogram.node_histogram`:
+        the most bins of any feature + 1 is enough).
 
     ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays.
     """
@@ -361,8 +364,10 @@ class RowPartition:
         second: np.ndarray,
         counts: np.ndarray,
         ranges: dict[int, tuple[int, int]] | None = None,
+        n_slots: int = 256,
     ) -> None:
         self.binned = binned
+        self.n_slots = int(n_slots)
         self.rows = np.array(rows, dtype=np.int64)
         # Per row (by row index, never written): the statistics as given.
         self.first, self.second, self.counts = (
@@ -377,9 +382,9 @@ class RowPartition:
         self._stat_buffer = np.empty((self.rows.size, 3))
 
     def histogram(self, node: int = 0) -> np.ndarray:
-        """The histogram of a node's rows, shape ``(n_features, 256, 3)``."""
+        """The histogram of a node's rows, shape ``(n_features, n_slots, 3)``."""
         start, stop = self.ranges[node]
-        return node_histogram(self.binned, self.rows, start, stop, self.stats)
+        return node_histogram(self.binned, self.rows, start, stop, self.stats, self.n_slots)
 
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
         """The range of ``rows`` that holds each current leaf's rows, by node id."""

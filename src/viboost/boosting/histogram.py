@@ -108,44 +108,55 @@ def transpose_bins(binned: np.ndarray) -> np.ndarray:
 
 
 @threaded_kernel(cache=True)
-def _node_histogram(binned, rows, start, stop, stats):  # pragma: no cover - compiled
-    """Per (feature, bin): the sums of the three columns of ``stats`` (in the order of
-    ``rows``) over positions ``start:stop``, shape ``(d, 256, 3)``; fixed chunks summed in
-    chunk order."""
+def _node_histogram(binned, rows, start, stop, stats, n_slots):  # pragma: no cover - compiled
+    """Per (feature, slot): the sums of the three columns of ``stats`` (in the order of
+    ``rows``) over positions ``start:stop``, shape ``(d, n_slots, 3)``; bin ``b`` in slot ``b``,
+    the missing bin in the last slot; fixed chunks summed in chunk order."""
     d = binned.shape[1]
     n = stop - start
     n_chunks = min(_NODE_MAX_CHUNKS, max(1, (n + _NODE_CHUNK_ROWS - 1) // _NODE_CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
-    width = d * 768
-    partial = np.zeros((n_chunks, width))
+    stride = 3 * n_slots
+    missing_slot = n_slots - 1
+    partial = np.zeros((n_chunks, d * stride))
     for c in numba.prange(n_chunks):
         h = partial[c]
         for k in range(start + c * size, min(stop, start + (c + 1) * size)):
             a, b, n_k = stats[k, 0], stats[k, 1], stats[k, 2]
             row = binned[rows[k]]
             for j in range(d):
-                base = j * 768 + 3 * np.int64(row[j])
+                slot = np.int64(row[j])
+                if slot == 255:
+                    slot = missing_slot
+                base = j * stride + 3 * slot
                 h[base] += a
                 h[base + 1] += b
                 h[base + 2] += n_k
     total = partial[0]
     for c in range(1, n_chunks):
         total += partial[c]
-    return total.reshape((d, 256, 3))
+    return total.reshape((d, n_slots, 3))
 
 
 def node_histogram(
-    binned: np.ndarray, rows: np.ndarray, start: int, stop: int, stats: np.ndarray
+    binned: np.ndarray,
+    rows: np.ndarray,
+    start: int,
+    stop: int,
+    stats: np.ndarray,
+    n_slots: int = 256,
 ) -> np.ndarray:
-    """The histogram of one tree node: per (feature, bin), the sums of the three per-row
+    """The histogram of one tree node: per (feature, slot), the sums of the three per-row
     statistics (two of the split score and the rows' count) over positions ``start:stop`` of
-    ``rows``, shape ``(n_features, 256, 3)``.
+    ``rows``, shape ``(n_features, n_slots, 3)``.
 
-    ``stats[k]`` belongs to row ``rows[k]`` (ordered with the rows, as LightGBM orders its
-    gradients, so only the bins are read out of order). Summed over fixed row chunks in a fixed
-    order (the same for any number of threads); a node of a single chunk runs on the calling
-    thread (waking threads would cost more than it).
+    Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so
+    ``n_slots`` = the most bins of any feature + 1 keeps the histogram no larger than the
+    binning needs (256: bin and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
+    with the rows, as LightGBM orders its gradients, so only the bins are read out of order).
+    Summed over fixed row chunks in a fixed order (the same for any number of threads); a node
+    of a single chunk runs on the calling thread (waking threads would cost more than it).
     """
     if stop - start <= _NODE_CHUNK_ROWS:
-        return _node_histogram.serial(binned, rows, start, stop, stats)
-    return _node_histogram(binned, rows, start, stop, stats)
+        return _node_histogram.serial(binned, rows, start, stop, stats, int(n_slots))
+    return _node_histogram(binned, rows, start, stop, stats, int(n_slots))

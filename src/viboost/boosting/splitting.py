@@ -47,7 +47,8 @@ def node_score(a, b, criterion, prior):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cover - compiled
-    """The best split of a node from its histogram.
+    """The best split of a node from its histogram (per feature and slot, the missing values
+    in the last slot: :func:`~viboost.boosting.histogram.node_histogram`).
 
     Position ``p`` sends the observed bins ``< p`` left (``p = n_bins[j]``: every observed value
     left, the missing ones right); missing values go left or right, whichever gains more (left
@@ -59,8 +60,9 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
     best_j, best_p, best_missing_left = -1, 0, True
     best_la, best_lb, best_lc = 0.0, 0.0, 0.0
     # The node's totals, from feature 0 (every row has one bin of each feature).
+    missing = hist.shape[1] - 1  # the missing values' slot
     ta, tb, tc = 0.0, 0.0, 0.0
-    for b in range(256):
+    for b in range(hist.shape[1]):
         ta += hist[0, b, 0]
         tb += hist[0, b, 1]
         tc += hist[0, b, 2]
@@ -68,7 +70,7 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
     tol = GAIN_TOL * max(abs(parent), 1e-300)
     empty = GAIN_TOL * tc  # a count below this is rounding residue of the subtraction trick
     for j in range(d):
-        ma, mb, mc = hist[j, MISSING_BIN, 0], hist[j, MISSING_BIN, 1], hist[j, MISSING_BIN, 2]
+        ma, mb, mc = hist[j, missing, 0], hist[j, missing, 1], hist[j, missing, 2]
         no_missing = mc <= empty
         la, lb, lc = 0.0, 0.0, 0.0
         nb = n_bins[j]

@@ -94,6 +94,8 @@ class TreeSearch:
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
+        # Histogram slots: the bins of the widest feature, and one for missing values.
+        self._n_slots = int(np.max(self.binner_.n_bins_)) + 1
         self._set_active(active, sample_weight)
 
     def _set_active(self, active: np.ndarray, sample_weight: np.ndarray | None) -> None:
@@ -162,7 +164,9 @@ class TreeSearch:
         weights = np.ascontiguousarray(weights, dtype=np.float64)
         y = np.ascontiguousarray(y, dtype=np.float64)
         first, second = self.settings.statistics(weights, y, margin)
-        rows = RowPartition(self.binned_, self._rows, first, second, self._counts)
+        rows = RowPartition(
+            self.binned_, self._rows, first, second, self._counts, n_slots=self._n_slots
+        )
         growth = TreeGrowth(
             rows.histogram(),
             self.binner_.n_bins_,
