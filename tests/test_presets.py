@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from viboost import VIBoostClassifier
@@ -15,7 +16,7 @@ def test_paper_preset_is_algorithm_1_as_printed():
 
 def test_robust_preset():
     assert PRESETS["robust"] == FitPlan(
-        1000, 0.1, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=20,
+        1000, 0.1, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
         leaf_weights="per-leaf",
     )  # fmt: skip
     assert not PRESETS["robust"].stumps
@@ -47,3 +48,14 @@ def test_plans_saved_before_trees_read_as_stumps():
 def test_unknown_preset_is_rejected_with_the_choices():
     with pytest.raises(ValueError, match="preset"):
         VIBoostClassifier(preset="fast").fit([[0.0], [1.0]], [0, 1])
+
+
+def test_robust_min_samples_leaf_is_20_or_5_percent_of_the_rows():
+    assert resolve_preset("robust", None, None, None, None, total_weight=35.0).min_samples_leaf == 2
+    assert resolve_preset("robust", None, None, None, None, total_weight=1e5).min_samples_leaf == 20
+    explicit = resolve_preset("robust", None, None, None, None, None, None, 7, None, 35.0)
+    assert explicit.min_samples_leaf == 7
+    assert resolve_preset("paper", None, None, None, None, total_weight=35.0).min_samples_leaf == 1
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    clf = VIBoostClassifier(20, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    assert clf.plan_.min_samples_leaf == 3

@@ -167,8 +167,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         depth asks for trees of up to ``2 ** max_depth`` leaves).
     min_samples_leaf : int or None, default=None
         Fewest training rows in a leaf, each counted as its sample weight (a row of weight k
-        counts as its k copies would; rows of weight 0 not at all). None: 20 for ``"robust"``,
-        1 for ``"paper"``.
+        counts as its k copies would; rows of weight 0 not at all). None: for ``"robust"`` 20,
+        or 5% of the rows when that is fewer (:func:`viboost.presets.auto_min_samples_leaf`;
+        each leaf's prior already regularises small leaves); 1 for ``"paper"``.
     leaf_weights : {"per-leaf", "tied"} or None, default=None
         ``"per-leaf"``: each leaf is a base classifier with its own weight and its own v-Log
         posterior (the rows of the leaf, S.4.1), its value the posterior's mode, and the tree is
@@ -464,7 +465,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
             )
 
-        plan = self._resolve_plan()
+        plan = self._resolve_plan(float(sample_weight.sum()))
         if not plan.stumps and self.max_bins is None:
             raise ValueError(
                 "max_bins=None (the exhaustive search) builds decision stumps only; trees "
@@ -653,8 +654,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.flip_rates_ = rates[1:]
         self.flip_rates_interval_ = intervals[1:]
 
-    def _resolve_plan(self) -> FitPlan:
-        """The preset's settings with the explicitly set ones (:func:`resolve_preset`)."""
+    def _resolve_plan(self, total_weight: float | None = None) -> FitPlan:
+        """The preset's settings with the explicitly set ones (:func:`resolve_preset`); the
+        robust preset's ``min_samples_leaf`` from ``total_weight``."""
         return resolve_preset(
             self.preset,
             self.n_estimators,
@@ -665,6 +667,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.max_depth,
             self.min_samples_leaf,
             self.leaf_weights,
+            total_weight,
         )
 
     def _learner_search(

@@ -327,10 +327,14 @@ def learner_phrase(plan: FitPlan) -> str:
         else "tied weights: +-1 leaves, one weight per tree"
     )
     depth = "no depth limit" if plan.max_depth is None else f"depth at most {plan.max_depth}"
-    return (
-        f"trees of up to {plan.max_leaf_nodes} leaves ({weights}; {depth}; at least "
-        f"{plan.min_samples_leaf} row{'s' if plan.min_samples_leaf != 1 else ''} per leaf)"
-    )
+    if plan.min_samples_leaf is None:  # resolved from the data at fit time
+        from viboost.presets import AUTO_MIN_SAMPLES_LEAF
+
+        rows = f"at least {AUTO_MIN_SAMPLES_LEAF} rows per leaf, or 5% of the rows if fewer"
+    else:
+        rows = f"at least {plan.min_samples_leaf} row{'s' if plan.min_samples_leaf != 1 else ''}"
+        rows += " per leaf"
+    return f"trees of up to {plan.max_leaf_nodes} leaves ({weights}; {depth}; {rows})"
 
 
 def rounds_phrase(model: VIBoostClassifier) -> str:

@@ -94,6 +94,7 @@ class BlockSummary:
 
     n_rows: int
     n_active: int
+    total_weight: float
     labels: np.ndarray
     active_labels: np.ndarray
     infinite_features: int
@@ -111,6 +112,7 @@ def summarize_block(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> 
     return BlockSummary(
         n_rows=int(X.shape[0]),
         n_active=int(np.count_nonzero(sample_weight > 0)),
+        total_weight=float(sample_weight[np.isfinite(sample_weight)].sum()),
         labels=np.unique(y[~missing]),
         active_labels=np.unique(y[~missing & (sample_weight > 0)]),
         infinite_features=int(np.count_nonzero(np.isinf(X).any(axis=0))),

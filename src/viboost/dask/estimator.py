@@ -261,7 +261,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             del self.feature_names_in_
         self.classes_ = classes
         priors = self._model_priors(clean_prior)
-        plan = self._resolve_plan()
+        plan = self._resolve_plan(float(sum(summary.total_weight for summary in summaries)))
         tree = self._tree_settings(plan)
         n_active = sum(summary.n_active for summary in summaries)
         # The training blocks are released when this call returns (nothing else holds them).
