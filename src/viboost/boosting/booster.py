@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numba
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -332,7 +333,7 @@ class InMemoryRows:
                 else:
                     rows = RoundRows.weighted(y, h, margin, weight)
             out.append(rows)
-            covered.append(_with_training_covers(learner, leaf, h, weight))
+            covered.append(_with_training_covers(learner, leaf, h, weight, margins.total_weight))
             self._outputs.append(h)
             self._leaves.append(leaf)
         return out, covered
@@ -366,13 +367,28 @@ class InMemoryRows:
 
 
 def _with_training_covers(
-    learner: BaseLearner, leaf: np.ndarray | None, h: np.ndarray | None, weight: np.ndarray
+    learner: BaseLearner,
+    leaf: np.ndarray | None,
+    h: np.ndarray | None,
+    weight: np.ndarray,
+    total: float,
 ) -> BaseLearner:
     """``learner`` with the training weight that reached each of its nodes recorded (the
     ``cover`` of :data:`~viboost.boosting.learners.NODE_DTYPE`): from each row's leaf, or, for a
-    stump, from its outputs (the left leaf is ``-polarity``)."""
+    stump, from its outputs in {-1, +1} (``sum w h`` is the right leaf's weight minus the left's
+    for polarity +1; the left leaf is ``-polarity``). ``total`` is ``weight.sum()``."""
     if leaf is None:
-        right = float(weight[h > 0].sum()) if learner.polarity > 0 else float(weight[h < 0].sum())
-        left = float(weight.sum()) - right
-        return learner.with_covers(np.array([left, right]))
+        difference = _signed_sum(weight, h) * learner.polarity  # right minus left
+        right = 0.5 * (total + difference)
+        return learner.with_covers(np.array([total - right, right]))
     return learner.with_covers(np.bincount(leaf, weights=weight, minlength=learner.n_leaves))
+
+
+@numba.njit(cache=True)
+def _signed_sum(weight, h):  # pragma: no cover - compiled
+    """``sum_n weight_n h_n`` in one serial pass (not BLAS: its threads would spin beside the
+    kernels' own after the call)."""
+    total = 0.0
+    for i in range(weight.shape[0]):
+        total += weight[i] * h[i]
+    return total

@@ -269,6 +269,8 @@ class RowMargins:
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         self.sample_weight = np.ascontiguousarray(sample_weight, dtype=np.float64)
         self.margin = np.array(margin, dtype=np.float64)
+        #: The sum of the sample weights (the multiplicities).
+        self.total_weight = float(self.sample_weight.sum())
         self._exp_knot: np.ndarray | None = None
         #: (min, max) of the knots -y H over the weighted rows when the last round found it.
         self.knot_range: tuple[float, float] | None = None
@@ -278,6 +280,7 @@ class RowMargins:
         """An independent copy (the margins and the cache)."""
         other = RowMargins.__new__(RowMargins)
         other.y, other.sample_weight = self.y, self.sample_weight  # never written
+        other.total_weight = self.total_weight
         other.margin = self.margin.copy()
         other._exp_knot = None if self._exp_knot is None else self._exp_knot.copy()
         other.knot_range = self.knot_range
