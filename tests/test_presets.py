@@ -50,7 +50,7 @@ def test_unknown_preset_is_rejected_with_the_choices():
         VIBoostClassifier(preset="fast").fit([[0.0], [1.0]], [0, 1])
 
 
-def test_robust_min_samples_leaf_is_20_or_5_percent_of_the_rows():
+def test_robust_min_samples_leaf_is_20_or_half_a_leafs_share():
     assert resolve_preset("robust", None, None, None, None, total_weight=35.0).min_samples_leaf == 2
     assert resolve_preset("robust", None, None, None, None, total_weight=1e5).min_samples_leaf == 20
     explicit = resolve_preset("robust", None, None, None, None, None, None, 7, None, 35.0)
@@ -58,4 +58,4 @@ def test_robust_min_samples_leaf_is_20_or_5_percent_of_the_rows():
     assert resolve_preset("paper", None, None, None, None, total_weight=35.0).min_samples_leaf == 1
     X = np.random.default_rng(0).normal(size=(60, 2))
     clf = VIBoostClassifier(20, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
-    assert clf.plan_.min_samples_leaf == 3
+    assert clf.plan_.min_samples_leaf == 3  # 60 rows / (2 x 8 leaves)

@@ -168,8 +168,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     min_samples_leaf : int or None, default=None
         Fewest training rows in a leaf, each counted as its sample weight (a row of weight k
         counts as its k copies would; rows of weight 0 not at all). None: for ``"robust"`` 20,
-        or 5% of the rows when that is fewer (:func:`viboost.presets.auto_min_samples_leaf`;
-        each leaf's prior already regularises small leaves); 1 for ``"paper"``.
+        or ``n_rows / (2 max_leaf_nodes)`` when that is fewer, so that a full tree remains
+        possible on small data (:func:`viboost.presets.auto_min_samples_leaf`); 1 for
+        ``"paper"``.
     leaf_weights : {"per-leaf", "tied"} or None, default=None
         ``"per-leaf"``: each leaf is a base classifier with its own weight and its own v-Log
         posterior (the rows of the leaf, S.4.1), its value the posterior's mode, and the tree is

@@ -36,7 +36,6 @@ import math
 from dataclasses import dataclass
 
 __all__ = [
-    "AUTO_LEAF_SHARE",
     "AUTO_MIN_SAMPLES_LEAF",
     "PRESETS",
     "FitPlan",
@@ -83,30 +82,30 @@ PRESETS: dict[str, FitPlan] = {
     ),
 }
 
-#: The robust preset's least rows per leaf: this many, or :data:`AUTO_LEAF_SHARE` of the fit's
-#: rows if fewer (:func:`auto_min_samples_leaf`).
+#: The robust preset's least rows per leaf: this many, or fewer when a full tree of the data
+#: would not fit (:func:`auto_min_samples_leaf`).
 AUTO_MIN_SAMPLES_LEAF = 20
-AUTO_LEAF_SHARE = 0.05
 
 
-def auto_min_samples_leaf(total_weight: float) -> int:
+def auto_min_samples_leaf(total_weight: float, max_leaf_nodes: int) -> int:
     """The robust preset's ``min_samples_leaf`` for a fit whose rows' sample weights sum to
-    ``total_weight``: 20 (LightGBM's and HGB's default), or 5% of the rows when that is fewer
-    (at least 1).
+    ``total_weight``: 20 (LightGBM's and HGB's default), or, when that is more, half a leaf's
+    share of the rows in a tree of ``max_leaf_nodes`` leaves, ``total_weight / (2 L)`` (at
+    least 1): a full tree must remain possible.
 
     Each leaf's weight has the v-Log prior of section 4, which already shrinks the value of a
     leaf of few rows towards 0 (and the Newton split score ``G^2 / (H + mu_0 / 2)`` discounts
-    its gain), so the row minimum is a guard against chasing single rows of large data, not the
+    its gain), so the row minimum guards against chasing a few rows, it is not the only
     regulariser. A fixed 20 forbids every split on tiny data: on 35 Reuters stories the trees
-    kept only the intercept (28.6% error, as LightGBM's and HGB's defaults), against 15.7% with
-    1 row per leaf (``benchmarks/label_noise.md``).
+    kept only the intercept (28.6% error, as LightGBM's and HGB's defaults).
 
     Examples
     --------
-    >>> auto_min_samples_leaf(35.0), auto_min_samples_leaf(300.0), auto_min_samples_leaf(1e6)
-    (2, 15, 20)
+    >>> [auto_min_samples_leaf(rows, 8) for rows in (35.0, 300.0, 1e6)]
+    [2, 18, 20]
     """
-    return int(min(AUTO_MIN_SAMPLES_LEAF, max(1, math.ceil(AUTO_LEAF_SHARE * total_weight))))
+    share = math.floor(total_weight / (2.0 * max_leaf_nodes))
+    return int(min(AUTO_MIN_SAMPLES_LEAF, max(1, share)))
 
 
 def resolve_preset(
@@ -153,7 +152,10 @@ def resolve_preset(
             if min_samples_leaf is not None
             else base.min_samples_leaf
             if base.min_samples_leaf is not None or total_weight is None
-            else auto_min_samples_leaf(float(total_weight))
+            else auto_min_samples_leaf(
+                float(total_weight),
+                base.max_leaf_nodes if max_leaf_nodes is None else int(max_leaf_nodes),
+            )
         ),
         leaf_weights=base.leaf_weights if leaf_weights is None else leaf_weights,
     )

@@ -330,7 +330,10 @@ def learner_phrase(plan: FitPlan) -> str:
     if plan.min_samples_leaf is None:  # resolved from the data at fit time
         from viboost.presets import AUTO_MIN_SAMPLES_LEAF
 
-        rows = f"at least {AUTO_MIN_SAMPLES_LEAF} rows per leaf, or 5% of the rows if fewer"
+        rows = (
+            f"at least {AUTO_MIN_SAMPLES_LEAF} rows per leaf, fewer on small data "
+            "(rows / (2 x leaves))"
+        )
     else:
         rows = f"at least {plan.min_samples_leaf} row{'s' if plan.min_samples_leaf != 1 else ''}"
         rows += " per leaf"
