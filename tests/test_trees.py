@@ -18,6 +18,7 @@ from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import MISSING_BIN
 from viboost.boosting.booster import Booster, InMemoryRows, run_rounds
 from viboost.boosting.predictor import predict_ensemble
+from viboost.boosting.splitting import partition_rows
 from viboost.boosting.tree_search import TreeSearch
 from viboost.boosting.trees import HistogramTree
 from viboost.presets import PRESETS
@@ -415,3 +416,28 @@ def test_default_trees_estimate_the_flip_rate_of_an_interaction():
     lo, hi = clf.noise_rate_interval_
     assert lo < clf.noise_rate_ < hi
     assert np.mean(clf.predict(X) == truth) > 0.93  # stumps: 0.53 (no additive fit exists)
+
+
+@pytest.mark.parametrize("n", [10, 100_001])
+def test_partition_is_stable_and_the_same_for_any_thread_count(n):
+    rng = np.random.default_rng(n)
+    binned = rng.integers(0, 256, size=(n, 3), dtype=np.uint8)
+    binned[rng.random(n) < 0.1, 1] = MISSING_BIN
+    rows = np.sort(rng.choice(n, n - n // 7, replace=False)).astype(np.int64)
+    stats = rng.random((rows.size, 3))
+    start, stop = 3, rows.size - 2
+    part = rows[start:stop]
+    left = (binned[part, 1] < 100) | (binned[part, 1] == MISSING_BIN)
+    order = np.concatenate([np.flatnonzero(left), np.flatnonzero(~left)])
+    want_rows, want_stats = rows.copy(), stats.copy()
+    want_rows[start:stop], want_stats[start:stop] = part[order], stats[start:stop][order]
+    for threads in (1, 2):
+        got_rows, got_stats = rows.copy(), stats.copy()
+        with numba_threads(threads):
+            n_left = partition_rows(
+                binned, got_rows, got_stats, start, stop, 1, 100, True,
+                np.empty(rows.size, np.int64), np.empty((rows.size, 3)),
+            )  # fmt: skip
+        assert n_left == left.sum()
+        np.testing.assert_array_equal(got_rows, want_rows)
+        np.testing.assert_array_equal(got_stats, want_stats)

@@ -22,6 +22,7 @@ import math
 import numba
 import numpy as np
 
+from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN
 
 __all__ = ["CRITERIA", "GAIN_TOL", "best_node_split", "leaf_value", "node_score", "partition_rows"]
@@ -107,38 +108,90 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
     return best_gain, best_j, best_p, best_missing_left, best_la, best_lb, best_lc
 
 
+# Rows per chunk of a parallel partition (boundaries from the node's row count only).
+_PARTITION_CHUNK_ROWS = 1 << 15
+_PARTITION_MAX_CHUNKS = 64
+
+
 @numba.njit(cache=True)
-def partition_rows(
+def _goes_left(b, position, missing_left):  # pragma: no cover - compiled
+    return missing_left if b == MISSING_BIN else b < position
+
+
+@threaded_kernel(cache=True)
+def _partition(
     binned, rows, stats, start, stop, feature, position, missing_left, row_buffer, stat_buffer
 ):  # pragma: no cover - compiled
-    """Stable partition of positions ``start:stop`` of ``rows`` (and of ``stats``, ordered
-    with them): the left child's rows first; returns their count."""
+    """Stable partition of positions ``start:stop`` in fixed chunks: count each chunk's left
+    rows, then each chunk writes its rows to their final places in the buffers, which are
+    copied back; the same order for any number of threads."""
+    n = stop - start
+    n_chunks = min(
+        _PARTITION_MAX_CHUNKS, max(1, (n + _PARTITION_CHUNK_ROWS - 1) // _PARTITION_CHUNK_ROWS)
+    )
+    size = (n + n_chunks - 1) // n_chunks
+    lefts = np.zeros(n_chunks, dtype=np.int64)
+    for c in numba.prange(n_chunks):
+        count = 0
+        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
+            if _goes_left(binned[rows[k], feature], position, missing_left):
+                count += 1
+        lefts[c] = count
+    left_at = np.zeros(n_chunks, dtype=np.int64)
+    right_at = np.zeros(n_chunks, dtype=np.int64)
     n_left = 0
-    n_right = 0
-    for k in range(start, stop):
-        i = rows[k]
-        b = binned[i, feature]
-        go_left = missing_left if b == MISSING_BIN else b < position
-        if go_left:
-            at = start + n_left
-            rows[at] = i
-            stats[at, 0] = stats[k, 0]
-            stats[at, 1] = stats[k, 1]
-            stats[at, 2] = stats[k, 2]
-            n_left += 1
-        else:
-            row_buffer[n_right] = i
-            stat_buffer[n_right, 0] = stats[k, 0]
-            stat_buffer[n_right, 1] = stats[k, 1]
-            stat_buffer[n_right, 2] = stats[k, 2]
-            n_right += 1
-    for k in range(n_right):
-        at = start + n_left + k
-        rows[at] = row_buffer[k]
-        stats[at, 0] = stat_buffer[k, 0]
-        stats[at, 1] = stat_buffer[k, 1]
-        stats[at, 2] = stat_buffer[k, 2]
+    for c in range(n_chunks):
+        left_at[c] = n_left
+        n_left += lefts[c]
+    taken = 0
+    for c in range(n_chunks):
+        right_at[c] = n_left + (c * size - taken)
+        taken += lefts[c]
+    for c in numba.prange(n_chunks):
+        at_left, at_right = left_at[c], right_at[c]
+        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
+            i = rows[k]
+            if _goes_left(binned[i, feature], position, missing_left):
+                at = at_left
+                at_left += 1
+            else:
+                at = at_right
+                at_right += 1
+            row_buffer[at] = i
+            stat_buffer[at, 0] = stats[k, 0]
+            stat_buffer[at, 1] = stats[k, 1]
+            stat_buffer[at, 2] = stats[k, 2]
+    for k in numba.prange(n):
+        rows[start + k] = row_buffer[k]
+        stats[start + k, 0] = stat_buffer[k, 0]
+        stats[start + k, 1] = stat_buffer[k, 1]
+        stats[start + k, 2] = stat_buffer[k, 2]
     return n_left
+
+
+def partition_rows(
+    binned: np.ndarray,
+    rows: np.ndarray,
+    stats: np.ndarray,
+    start: int,
+    stop: int,
+    feature: int,
+    position: int,
+    missing_left: bool,
+    row_buffer: np.ndarray,
+    stat_buffer: np.ndarray,
+) -> int:
+    """Stable partition of positions ``start:stop`` of ``rows`` (and of ``stats``, ordered
+    with them): the left child's rows first; returns their count. Rows with bin ``< position``
+    of ``feature`` go left, missing ones (bin 255) if ``missing_left``. The buffers hold at
+    least ``stop - start`` rows. A node of one chunk runs on the calling thread."""
+    args = (
+        binned, rows, stats, int(start), int(stop), int(feature), int(position),
+        bool(missing_left), row_buffer, stat_buffer,
+    )  # fmt: skip
+    if stop - start <= _PARTITION_CHUNK_ROWS:
+        return int(_partition.serial(*args))
+    return int(_partition(*args))
 
 
 def leaf_value(a: float, b: float, criterion: int, prior: float) -> float:
