@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -677,23 +677,15 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """The search engine of this fit, built once: trees, binned stumps, or the exhaustive
         stump search with max_bins=None."""
         weighted = sample_weight > 0
-        if not plan.stumps:
-            per_leaf = plan.leaf_weights == "per-leaf"
+        settings = plan.tree_settings(float(self.weight_prior))
+        if settings is not None:
             return TreeSearch(
                 X,
                 active=weighted,
                 max_bins=self.max_bins,
-                max_leaf_nodes=plan.max_leaf_nodes,
-                max_depth=plan.max_depth,
-                min_samples_leaf=plan.min_samples_leaf,
-                leaf_weights=plan.leaf_weights,
-                # The split score of the leaf values' mode (module docstring of trees).
-                criterion=("newton" if plan.alpha == "exact" else "smoothed")
-                if per_leaf
-                else "error",
-                weight_prior=float(self.weight_prior),
                 random_state=self.random_state,
                 sample_weight=sample_weight,
+                **asdict(settings),
             )
         if self.max_bins is None:
             return ExactStumpSearch(X, active=weighted)

@@ -34,6 +34,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from viboost.boosting.grower import TreeSettings
 
 __all__ = [
     "AUTO_MIN_SAMPLES_LEAF",
@@ -67,6 +71,28 @@ class FitPlan:
     def stumps(self) -> bool:
         """Whether the base learners are the paper's decision stumps."""
         return self.max_leaf_nodes == 2 and self.leaf_weights == "tied"
+
+    def tree_settings(self, weight_prior: float) -> TreeSettings | None:
+        """How this plan's trees are grown (None for stumps): the split score is the one of
+        the leaf values' mode (:mod:`viboost.boosting.trees`): Newton's for the exact mode,
+        the smoothed exponential loss for the approximate one, the error for tied leaves.
+        ``min_samples_leaf`` must be resolved (``resolve_preset`` with ``total_weight``)."""
+        if self.stumps:
+            return None
+        from viboost.boosting.grower import TreeSettings
+
+        if self.leaf_weights == "per-leaf":
+            criterion = "newton" if self.alpha == "exact" else "smoothed"
+        else:
+            criterion = "error"
+        return TreeSettings(
+            max_leaf_nodes=self.max_leaf_nodes,
+            max_depth=self.max_depth,
+            min_samples_leaf=self.min_samples_leaf,
+            leaf_weights=self.leaf_weights,
+            criterion=criterion,
+            weight_prior=float(weight_prior),
+        )
 
 
 PRESETS: dict[str, FitPlan] = {

@@ -105,9 +105,7 @@ class TreeSearch:
             raise ValueError(f"active must have shape ({n_samples},)")
         if sample_weight is None:
             sample_weight = np.ones(n_samples)
-        self._active = active
         self._rows = np.flatnonzero(active).astype(np.int64)
-        self._n_rows = n_samples
         self._last = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
@@ -176,7 +174,8 @@ class TreeSearch:
         )
         nodes, error = grow(growth, rows.expand).tree()
         tree = HistogramTree(nodes, self.settings.leaf_weights)
-        self._last = (tree, rows, growth.positions) if self._rows.size == self._n_rows else None
+        every_row = self._rows.size == self.binned_.shape[0]
+        self._last = (tree, rows, growth.positions) if every_row else None
         return tree, error
 
     def outputs(self, tree: HistogramTree) -> np.ndarray:
@@ -190,8 +189,8 @@ class TreeSearch:
         if last is None or last[0] is not tree:
             return tree.leaf_index(self.binned_columns_)
         _, rows, positions = last
-        number = np.cumsum(tree.nodes["is_leaf"]) - 1
-        out = np.empty(self._n_rows, dtype=np.int64)
+        number = tree.leaf_numbers
+        out = np.empty(self.binned_.shape[0], dtype=np.int64)
         for node, (start, stop) in rows.leaf_ranges().items():
             out[rows.rows[start:stop]] = number[positions[node]]
         return out

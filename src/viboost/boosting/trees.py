@@ -132,6 +132,11 @@ class HistogramTree:
         return np.flatnonzero(self.nodes["is_leaf"])
 
     @property
+    def leaf_numbers(self) -> np.ndarray:
+        """Per node, its leaf number (in leaf order; meaningful at the leaves only)."""
+        return np.cumsum(self.nodes["is_leaf"]) - 1
+
+    @property
     def n_leaves(self) -> int:
         """Number of leaves."""
         return int(self.nodes["is_leaf"].sum())
@@ -185,8 +190,7 @@ class HistogramTree:
             np.ascontiguousarray(nodes["is_leaf"]),
             _APPLY_BLOCK,
         )
-        number = np.cumsum(nodes["is_leaf"]) - 1
-        return number[reached]
+        return self.leaf_numbers[reached]
 
     def binned_outputs(self, binned_columns: np.ndarray) -> np.ndarray:
         """``h(x_n)`` of rows from their bins; equal to :meth:`predict` on those rows."""

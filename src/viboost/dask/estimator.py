@@ -291,17 +291,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     def _tree_settings(self, plan: FitPlan) -> TreeSettings | None:
         """The trees of this fit, as :meth:`VIBoostClassifier._learner_search` grows them in
         memory; None for the paper's decision stumps."""
-        if plan.stumps:
-            return None
-        per_leaf = plan.leaf_weights == "per-leaf"
-        return TreeSettings(
-            max_leaf_nodes=plan.max_leaf_nodes,
-            max_depth=plan.max_depth,
-            min_samples_leaf=plan.min_samples_leaf,
-            leaf_weights=plan.leaf_weights,
-            criterion=("newton" if plan.alpha == "exact" else "smoothed") if per_leaf else "error",
-            weight_prior=float(self.weight_prior),
-        )
+        return plan.tree_settings(float(self.weight_prior))
 
     def _check_summaries(self, summaries: list[blocks.BlockSummary]) -> np.ndarray:
         """The classes, after the checks of the in-memory ``fit`` on the summaries."""
