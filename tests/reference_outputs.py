@@ -156,9 +156,16 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 
 #: Robust-preset configurations (cross-fitted noise fit, early stopping, refit on s_n phi_n),
 #: saved in ``tests/data/reference_outputs_robust.npz`` from main at 1e96ddc, before the
-#: booster became one object (issue 20). The robust preset then fitted stumps; since trees
-#: became its default (issue 21) the configurations ask for the stumps explicitly.
-_STUMPS = {"max_leaf_nodes": 2, "leaf_weights": "tied", "min_samples_leaf": 1}
+#: booster became one object (issue 20). The robust preset then fitted stumps at learning rate
+#: 0.1 with patience 100; since its defaults changed (trees in issue 21, learning rate and
+#: patience in issue 22) the configurations ask for those explicitly.
+_STUMPS = {
+    "max_leaf_nodes": 2,
+    "leaf_weights": "tied",
+    "min_samples_leaf": 1,
+    "learning_rate": 0.1,
+    "n_iter_no_change": 100,
+}
 ROBUST_CONFIGS: dict[str, tuple[str, dict, dict]] = {
     "robust_defaults": ("small", {"n_estimators": 300, "random_state": 0, **_STUMPS}, {}),
     "robust_weighted": (

@@ -34,7 +34,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from viboost._utils.parallel import kernel_threads, numba_threads
+from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
 from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
 from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_rounds
@@ -488,7 +488,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         # The kernels' threads for this call only; one thread below the work threshold.
         threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
-        with numba_threads(threads):
+        with fit_threads(threads):
             # One binning for the whole fit (as LightGBM's cv): every booster searches the same
             # candidate thresholds, from the weighted rows' values (no labels are used).
             search = self._learner_search(X, sample_weight, plan)

@@ -292,18 +292,31 @@ class InMemoryRows:
     def best(self, intercept: bool = False) -> list[BaseLearner]:
         if intercept:
             return [search.intercept() for search in self.searches]
-        out = []
-        for search, margins, scaled in zip(
+        weights, margins, totals = [], [], []
+        for search, margins_k, scaled in zip(
             self.searches, self._margins, self._weights, strict=True
         ):
+            weights.append(scaled.normalized())
             if getattr(search, "per_leaf", False):
                 # The weights' sum before normalisation puts the prior in their units.
                 with np.errstate(over="ignore"):
-                    total = scaled.total * float(np.exp(scaled.log_scale))
-                learner = search.best(scaled.normalized(), self.y, margins.margin, total)[0]
+                    totals.append(scaled.total * float(np.exp(scaled.log_scale)))
+                margins.append(margins_k.margin)
             else:
-                learner = search.best(scaled.normalized(), self.y)[0]
-            out.append(learner)
+                totals.append(1.0)
+                margins.append(None)
+        # Searches that grow their learners together (the folds' trees, in one pass per step).
+        kind = type(self.searches[0])
+        together = getattr(kind, "best_together", None)
+        if together is not None and all(type(s) is kind for s in self.searches):
+            found = together(self.searches, weights, self.y, margins, totals)
+            return [learner for learner, _ in found]
+        out = []
+        for search, w, margin, total in zip(self.searches, weights, margins, totals, strict=True):
+            if margin is None:
+                out.append(search.best(w, self.y)[0])
+            else:
+                out.append(search.best(w, self.y, margin, total)[0])
         return out
 
     def round_rows(

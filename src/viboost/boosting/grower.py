@@ -41,9 +41,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit
 
-from viboost.boosting.histogram import node_histogram
+from viboost.boosting.histogram import node_histograms
 from viboost.boosting.learners import NODE_DTYPE
-from viboost.boosting.splitting import CRITERIA, best_node_split, leaf_value, partition_rows
+from viboost.boosting.splitting import CRITERIA, best_node_split, leaf_value, partition_nodes
 from viboost.boosting.trees import LEAF_WEIGHTS
 
 __all__ = [
@@ -51,7 +51,9 @@ __all__ = [
     "RowPartition",
     "TreeGrowth",
     "TreeSettings",
+    "expand_together",
     "grow",
+    "histograms_together",
 ]
 
 
@@ -350,10 +352,13 @@ class RowPartition:
         The range of ``rows`` that holds each node's rows, by node id, when ``rows`` is already
         partitioned; None: ``rows`` are the root's (node 0).
     n_slots : int, default=256
-        Slots per feature of the histograms (:func:`~viboost.boosting.histogram.node_histogram`:
+        Slots per feature of the histograms (:func:`~viboost.boosting.histogram.node_histograms`:
         the most bins of any feature + 1 is enough).
 
     ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays.
+    :meth:`stacked` makes the partitions of several trees over the same bins (the folds of a
+    cross-fit) whose rows share one array, so that :func:`expand_together` splits and
+    histograms the nodes of all of them in one parallel pass.
     """
 
     def __init__(
@@ -366,25 +371,52 @@ class RowPartition:
         ranges: dict[int, tuple[int, int]] | None = None,
         n_slots: int = 256,
     ) -> None:
-        self.binned = binned
-        self.n_slots = int(n_slots)
-        self.rows = np.array(rows, dtype=np.int64)
-        # Per row (by row index, never written): the statistics as given.
-        self.first, self.second, self.counts = (
-            np.asarray(values, dtype=np.float64) for values in (first, second, counts)
+        (partition,) = self.stacked(binned, [rows], [first], [second], [counts], n_slots)
+        self.__dict__.update(partition.__dict__)
+        if ranges is not None:
+            self.ranges = dict(ranges)
+
+    @classmethod
+    def stacked(
+        cls,
+        binned: np.ndarray,
+        rows: Sequence[np.ndarray],
+        first: Sequence[np.ndarray],
+        second: Sequence[np.ndarray],
+        counts: Sequence[np.ndarray],
+        n_slots: int = 256,
+    ) -> list[RowPartition]:
+        """The partitions of several trees over the same bins (per tree, the arguments of the
+        constructor), each at its root, their rows in one shared array."""
+        sizes = [np.size(r) for r in rows]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        store = _Store(
+            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]),
+            stats=np.empty((int(offsets[-1]), 3)),
         )
-        # The same, ordered with ``rows`` (and moved with them by expand).
-        self.stats = np.empty((self.rows.size, 3))
-        for column, values in enumerate((self.first, self.second, self.counts)):
-            self.stats[:, column] = values[self.rows]
-        self.ranges = {0: (0, self.rows.size)} if ranges is None else dict(ranges)
-        self._row_buffer = np.empty(self.rows.size, dtype=np.int64)
-        self._stat_buffer = np.empty((self.rows.size, 3))
+        out = []
+        for k in range(len(sizes)):
+            part = cls.__new__(cls)
+            part.binned = binned
+            part.n_slots = int(n_slots)
+            part._store = store
+            part._offset = int(offsets[k])
+            part.rows = store.rows[offsets[k] : offsets[k + 1]]
+            # Per row (by row index, never written): the statistics as given.
+            part.first, part.second, part.counts = (
+                np.asarray(values, dtype=np.float64) for values in (first[k], second[k], counts[k])
+            )
+            # The same, ordered with ``rows`` (and moved with them by expand).
+            part.stats = store.stats[offsets[k] : offsets[k + 1]]
+            for column, values in enumerate((part.first, part.second, part.counts)):
+                part.stats[:, column] = values[part.rows]
+            part.ranges = {0: (0, sizes[k])}
+            out.append(part)
+        return out
 
     def histogram(self, node: int = 0) -> np.ndarray:
         """The histogram of a node's rows, shape ``(n_features, n_slots, 3)``."""
-        start, stop = self.ranges[node]
-        return node_histogram(self.binned, self.rows, start, stop, self.stats, self.n_slots)
+        return histograms_together([self], [node])[0]
 
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
         """The range of ``rows`` that holds each current leaf's rows, by node id."""
@@ -392,18 +424,75 @@ class RowPartition:
 
     def expand(self, expansions: Sequence[Expansion]) -> list[np.ndarray]:
         """Split the nodes (in place) and return their smaller children's histograms."""
-        out = []
-        for request in expansions:
-            start, stop = self.ranges.pop(request.node)
-            n_left = partition_rows(
-                self.binned, self.rows, self.stats, start, stop, request.feature,
-                request.position, request.missing_left, self._row_buffer, self._stat_buffer,
-            )  # fmt: skip
-            mid = start + n_left
-            self.ranges[request.left] = (start, mid)
-            self.ranges[request.right] = (mid, stop)
-            out.append(self.histogram(request.left if request.small_left else request.right))
-        return out
+        return expand_together([self], [expansions])[0]
+
+
+@dataclass
+class _Store:
+    """The rows and statistics that stacked partitions share, with the partition's buffers."""
+
+    rows: np.ndarray
+    stats: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.row_buffer = np.empty_like(self.rows)
+        self.stat_buffer = np.empty_like(self.stats)
+
+
+def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
+    store = partitions[0]._store
+    if any(p._store is not store for p in partitions):
+        raise ValueError("the partitions do not share their rows (RowPartition.stacked)")
+    return store
+
+
+def histograms_together(partitions: Sequence[RowPartition], nodes: Sequence[int]) -> np.ndarray:
+    """The histograms of node ``nodes[i]`` of ``partitions[i]`` (stacked partitions), in one
+    pass, shape ``(len(nodes), n_features, n_slots, 3)``."""
+    store = _shared_store(partitions)
+    bounds = np.array(
+        [
+            [p._offset + i for i in p.ranges[node]]
+            for p, node in zip(partitions, nodes, strict=True)
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    part = partitions[0]
+    return node_histograms(
+        part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots
+    )
+
+
+def expand_together(
+    partitions: Sequence[RowPartition], expansions: Sequence[Sequence[Expansion]]
+) -> list[list[np.ndarray]]:
+    """Split the nodes of ``expansions[k]`` in ``partitions[k]`` (stacked partitions, in place)
+    in one pass, and return, per partition, their smaller children's histograms (computed in
+    one further pass)."""
+    if not partitions:
+        return []
+    store = _shared_store(partitions)
+    flat = [(p, e) for p, requests in zip(partitions, expansions, strict=True) for e in requests]
+    if not flat:
+        return [[] for _ in partitions]
+    bounds = np.array([[p._offset + i for i in p.ranges.pop(e.node)] for p, e in flat])
+    n_left = partition_nodes(
+        partitions[0].binned, store.rows, store.stats, bounds[:, 0], bounds[:, 1],
+        np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
+        np.array([e.missing_left for _, e in flat]), store.row_buffer, store.stat_buffer,
+    )  # fmt: skip
+    smaller = []
+    for (p, e), (start, stop), count in zip(flat, bounds, n_left, strict=True):
+        start, stop, mid = start - p._offset, stop - p._offset, start - p._offset + count
+        p.ranges[e.left] = (int(start), int(mid))
+        p.ranges[e.right] = (int(mid), int(stop))
+        smaller.append(e.left if e.small_left else e.right)
+    hists = histograms_together([p for p, _ in flat], smaller)
+    out: list[list[np.ndarray]] = [[] for _ in partitions]
+    index = {id(p): k for k, p in enumerate(partitions)}
+    for (p, _), hist in zip(flat, hists, strict=True):
+        out[index[id(p)]].append(hist)
+    return out
 
 
 def grow(

@@ -15,7 +15,13 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 
-__all__ = ["binned_histogram", "node_histogram", "occupied_bins", "transpose_bins"]
+__all__ = [
+    "binned_histogram",
+    "node_histogram",
+    "node_histograms",
+    "occupied_bins",
+    "transpose_bins",
+]
 
 # Rows per chunk of the histogram; the chunk boundaries depend on n_samples and n_features only
 # (never on the number of threads), so every histogram, hence every chosen stump, is the same for
@@ -107,35 +113,85 @@ def transpose_bins(binned: np.ndarray) -> np.ndarray:
     return _transpose(binned, _TRANSPOSE_BLOCK_ROWS)
 
 
+@numba.njit(cache=True)
+def _node_chunks(starts, stops):  # pragma: no cover - compiled
+    """Each node's chunks: the first chunk's index per node (and the total at the end), and
+    the rows per chunk; boundaries from each node's row count only."""
+    n_nodes = starts.shape[0]
+    first = np.zeros(n_nodes + 1, dtype=np.int64)
+    size = np.zeros(n_nodes, dtype=np.int64)
+    for r in range(n_nodes):
+        n = stops[r] - starts[r]
+        n_chunks = min(_NODE_MAX_CHUNKS, max(1, (n + _NODE_CHUNK_ROWS - 1) // _NODE_CHUNK_ROWS))
+        size[r] = (n + n_chunks - 1) // n_chunks
+        first[r + 1] = first[r] + n_chunks
+    return first, size
+
+
 @threaded_kernel(cache=True)
-def _node_histogram(binned, rows, start, stop, stats, n_slots):  # pragma: no cover - compiled
-    """Per (feature, slot): the sums of the three columns of ``stats`` (in the order of
-    ``rows``) over positions ``start:stop``, shape ``(d, n_slots, 3)``; bin ``b`` in slot ``b``,
-    the missing bin in the last slot; fixed chunks summed in chunk order."""
+def _node_histograms(binned, rows, starts, stops, stats, n_slots):  # pragma: no cover - compiled
+    """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
+    order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
+    3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. Every node's fixed chunks
+    are filled in one parallel loop and summed per node in chunk order."""
     d = binned.shape[1]
-    n = stop - start
-    n_chunks = min(_NODE_MAX_CHUNKS, max(1, (n + _NODE_CHUNK_ROWS - 1) // _NODE_CHUNK_ROWS))
-    size = (n + n_chunks - 1) // n_chunks
-    stride = 3 * n_slots
     missing_slot = n_slots - 1
-    partial = np.zeros((n_chunks, d * stride))
-    for c in numba.prange(n_chunks):
-        h = partial[c]
-        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
+    n_nodes = starts.shape[0]
+    first, size = _node_chunks(starts, stops)
+    # Indexed (feature, slot, statistic): the compiled loop runs about twice as fast as with
+    # flat offsets j * stride + 3 * slot (measured, numba 0.6x).
+    partial = np.zeros((first[n_nodes], d, n_slots, 3))
+    for unit in numba.prange(first[n_nodes]):
+        r = np.searchsorted(first, unit, side="right") - 1
+        lo = starts[r] + (unit - first[r]) * size[r]
+        h = partial[unit]
+        for k in range(lo, min(stops[r], lo + size[r])):
             a, b, n_k = stats[k, 0], stats[k, 1], stats[k, 2]
             row = binned[rows[k]]
             for j in range(d):
                 slot = np.int64(row[j])
                 if slot == 255:
                     slot = missing_slot
-                base = j * stride + 3 * slot
-                h[base] += a
-                h[base + 1] += b
-                h[base + 2] += n_k
-    total = partial[0]
-    for c in range(1, n_chunks):
-        total += partial[c]
-    return total.reshape((d, n_slots, 3))
+                h[j, slot, 0] += a
+                h[j, slot, 1] += b
+                h[j, slot, 2] += n_k
+    out = np.empty((n_nodes, d, n_slots, 3))
+    for r in numba.prange(n_nodes):
+        total = out[r]
+        total[:] = partial[first[r]]
+        for c in range(first[r] + 1, first[r + 1]):
+            total += partial[c]
+    return out
+
+
+def node_histograms(
+    binned: np.ndarray,
+    rows: np.ndarray,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    stats: np.ndarray,
+    n_slots: int = 256,
+) -> np.ndarray:
+    """The histograms of tree nodes: per node ``r`` and (feature, slot), the sums of the three
+    per-row statistics (two of the split score and the rows' count) over positions
+    ``starts[r]:stops[r]`` of ``rows``, shape ``(n_nodes, n_features, n_slots, 3)``.
+
+    Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so
+    ``n_slots`` = the most bins of any feature + 1 keeps the histogram no larger than the
+    binning needs (256: bin and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
+    with the rows, as LightGBM orders its gradients, so only the bins are read out of order).
+    The nodes may belong to different trees (the folds of a cross-fit, their rows in one
+    array): all of them are one parallel pass. Each node is summed over fixed row chunks in a
+    fixed order, so its histogram is the same for any number of threads and any other nodes
+    of the call; a call of a single chunk runs on the calling thread (waking threads would
+    cost more than it).
+    """
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    stops = np.ascontiguousarray(stops, dtype=np.int64)
+    kernel = _node_histograms
+    if int(np.sum(stops - starts)) <= _NODE_CHUNK_ROWS:
+        kernel = _node_histograms.serial
+    return kernel(binned, rows, starts, stops, stats, int(n_slots))
 
 
 def node_histogram(
@@ -146,17 +202,7 @@ def node_histogram(
     stats: np.ndarray,
     n_slots: int = 256,
 ) -> np.ndarray:
-    """The histogram of one tree node: per (feature, slot), the sums of the three per-row
-    statistics (two of the split score and the rows' count) over positions ``start:stop`` of
-    ``rows``, shape ``(n_features, n_slots, 3)``.
-
-    Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so
-    ``n_slots`` = the most bins of any feature + 1 keeps the histogram no larger than the
-    binning needs (256: bin and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
-    with the rows, as LightGBM orders its gradients, so only the bins are read out of order).
-    Summed over fixed row chunks in a fixed order (the same for any number of threads); a node
-    of a single chunk runs on the calling thread (waking threads would cost more than it).
-    """
-    if stop - start <= _NODE_CHUNK_ROWS:
-        return _node_histogram.serial(binned, rows, start, stop, stats, int(n_slots))
-    return _node_histogram(binned, rows, start, stop, stats, int(n_slots))
+    """The histogram of one tree node, shape ``(n_features, n_slots, 3)``
+    (:func:`node_histograms` of the one node ``start:stop``)."""
+    bounds = np.array([start]), np.array([stop])
+    return node_histograms(binned, rows, *bounds, stats, n_slots)[0]

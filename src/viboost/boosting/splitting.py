@@ -11,7 +11,7 @@ the leaf values are set (:data:`CRITERIA`, see :mod:`viboost.boosting.trees`); a
 - ``"error"`` (code 2): the fall in weighted error, each leaf labelled by its majority.
 
 :func:`best_node_split` scans every bin boundary of every feature with both sides for missing
-values, :func:`partition_rows` moves a node's rows into its two children, and
+values, :func:`partition_nodes` moves nodes' rows into their two children, and
 :func:`leaf_value` is a leaf's provisional value under each score.
 """
 
@@ -25,7 +25,15 @@ import numpy as np
 from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN
 
-__all__ = ["CRITERIA", "GAIN_TOL", "best_node_split", "leaf_value", "node_score", "partition_rows"]
+__all__ = [
+    "CRITERIA",
+    "GAIN_TOL",
+    "best_node_split",
+    "leaf_value",
+    "node_score",
+    "partition_nodes",
+    "partition_rows",
+]
 
 #: Split scores by code: Newton's G^2 / (H + lambda), the smoothed exponential loss, the error.
 CRITERIA = {"newton": 0, "smoothed": 1, "error": 2}
@@ -118,40 +126,74 @@ def _goes_left(b, position, missing_left):  # pragma: no cover - compiled
     return missing_left if b == MISSING_BIN else b < position
 
 
+@numba.njit(cache=True)
+def _partition_chunks(starts, stops):  # pragma: no cover - compiled
+    """Each node's chunks (as ``_node_chunks`` of the histograms): the first chunk's index per
+    node (and the total at the end) and the rows per chunk."""
+    n_nodes = starts.shape[0]
+    first = np.zeros(n_nodes + 1, dtype=np.int64)
+    size = np.zeros(n_nodes, dtype=np.int64)
+    for r in range(n_nodes):
+        n = stops[r] - starts[r]
+        n_chunks = min(
+            _PARTITION_MAX_CHUNKS, max(1, (n + _PARTITION_CHUNK_ROWS - 1) // _PARTITION_CHUNK_ROWS)
+        )
+        size[r] = (n + n_chunks - 1) // n_chunks
+        first[r + 1] = first[r] + n_chunks
+    return first, size
+
+
 @threaded_kernel(cache=True)
 def _partition(
-    binned, rows, stats, start, stop, feature, position, missing_left, row_buffer, stat_buffer
+    binned,
+    rows,
+    stats,
+    starts,
+    stops,
+    features,
+    positions,
+    missing_left,
+    row_buffer,
+    stat_buffer,
 ):  # pragma: no cover - compiled
-    """Stable partition of positions ``start:stop`` in fixed chunks: count each chunk's left
-    rows, then each chunk writes its rows to their final places in the buffers, which are
-    copied back; the same order for any number of threads."""
-    n = stop - start
-    n_chunks = min(
-        _PARTITION_MAX_CHUNKS, max(1, (n + _PARTITION_CHUNK_ROWS - 1) // _PARTITION_CHUNK_ROWS)
-    )
-    size = (n + n_chunks - 1) // n_chunks
-    lefts = np.zeros(n_chunks, dtype=np.int64)
-    for c in numba.prange(n_chunks):
+    """Stable partition of each node's positions ``starts[r]:stops[r]`` in fixed chunks: count
+    each chunk's left rows, then each chunk writes its rows to their final places in the
+    buffers (at the same positions), which are copied back; the same order for any number of
+    threads. Returns each node's left count."""
+    n_nodes = starts.shape[0]
+    first, size = _partition_chunks(starts, stops)
+    n_units = first[n_nodes]
+    lefts = np.zeros(n_units, dtype=np.int64)
+    for unit in numba.prange(n_units):
+        r = np.searchsorted(first, unit, side="right") - 1
+        lo = starts[r] + (unit - first[r]) * size[r]
+        feature, position, missing = features[r], positions[r], missing_left[r]
         count = 0
-        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
-            if _goes_left(binned[rows[k], feature], position, missing_left):
+        for k in range(lo, min(stops[r], lo + size[r])):
+            if _goes_left(binned[rows[k], feature], position, missing):
                 count += 1
-        lefts[c] = count
-    left_at = np.zeros(n_chunks, dtype=np.int64)
-    right_at = np.zeros(n_chunks, dtype=np.int64)
-    n_left = 0
-    for c in range(n_chunks):
-        left_at[c] = n_left
-        n_left += lefts[c]
-    taken = 0
-    for c in range(n_chunks):
-        right_at[c] = n_left + (c * size - taken)
-        taken += lefts[c]
-    for c in numba.prange(n_chunks):
-        at_left, at_right = left_at[c], right_at[c]
-        for k in range(start + c * size, min(stop, start + (c + 1) * size)):
+        lefts[unit] = count
+    left_at = np.zeros(n_units, dtype=np.int64)
+    right_at = np.zeros(n_units, dtype=np.int64)
+    n_left = np.zeros(n_nodes, dtype=np.int64)
+    for r in range(n_nodes):
+        count = 0
+        for unit in range(first[r], first[r + 1]):
+            left_at[unit] = starts[r] + count
+            count += lefts[unit]
+        n_left[r] = count
+        taken = 0
+        for unit in range(first[r], first[r + 1]):
+            right_at[unit] = starts[r] + count + ((unit - first[r]) * size[r] - taken)
+            taken += lefts[unit]
+    for unit in numba.prange(n_units):
+        r = np.searchsorted(first, unit, side="right") - 1
+        lo = starts[r] + (unit - first[r]) * size[r]
+        feature, position, missing = features[r], positions[r], missing_left[r]
+        at_left, at_right = left_at[unit], right_at[unit]
+        for k in range(lo, min(stops[r], lo + size[r])):
             i = rows[k]
-            if _goes_left(binned[i, feature], position, missing_left):
+            if _goes_left(binned[i, feature], position, missing):
                 at = at_left
                 at_left += 1
             else:
@@ -161,12 +203,47 @@ def _partition(
             stat_buffer[at, 0] = stats[k, 0]
             stat_buffer[at, 1] = stats[k, 1]
             stat_buffer[at, 2] = stats[k, 2]
-    for k in numba.prange(n):
-        rows[start + k] = row_buffer[k]
-        stats[start + k, 0] = stat_buffer[k, 0]
-        stats[start + k, 1] = stat_buffer[k, 1]
-        stats[start + k, 2] = stat_buffer[k, 2]
+    for unit in numba.prange(n_units):
+        r = np.searchsorted(first, unit, side="right") - 1
+        lo = starts[r] + (unit - first[r]) * size[r]
+        for k in range(lo, min(stops[r], lo + size[r])):
+            rows[k] = row_buffer[k]
+            stats[k, 0] = stat_buffer[k, 0]
+            stats[k, 1] = stat_buffer[k, 1]
+            stats[k, 2] = stat_buffer[k, 2]
     return n_left
+
+
+def partition_nodes(
+    binned: np.ndarray,
+    rows: np.ndarray,
+    stats: np.ndarray,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    features: np.ndarray,
+    positions: np.ndarray,
+    missing_left: np.ndarray,
+    row_buffer: np.ndarray,
+    stat_buffer: np.ndarray,
+) -> np.ndarray:
+    """Stable partition of the disjoint ranges ``starts[r]:stops[r]`` of ``rows`` (and of
+    ``stats``, ordered with them): each node's left child's rows first; returns their counts.
+    Rows with bin ``< positions[r]`` of ``features[r]`` go left, missing ones (bin 255) if
+    ``missing_left[r]``. The nodes may belong to different trees (their rows in one array):
+    all are one parallel pass. The buffers are as long as ``rows`` (each node uses its own
+    range of them). A call of a single chunk runs on the calling thread."""
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    stops = np.ascontiguousarray(stops, dtype=np.int64)
+    kernel = _partition
+    if int(np.sum(stops - starts)) <= _PARTITION_CHUNK_ROWS:
+        kernel = _partition.serial
+    return kernel(
+        binned, rows, stats, starts, stops,
+        np.ascontiguousarray(features, dtype=np.int64),
+        np.ascontiguousarray(positions, dtype=np.int64),
+        np.ascontiguousarray(missing_left, dtype=np.bool_),
+        row_buffer, stat_buffer,
+    )  # fmt: skip
 
 
 def partition_rows(
@@ -181,17 +258,12 @@ def partition_rows(
     row_buffer: np.ndarray,
     stat_buffer: np.ndarray,
 ) -> int:
-    """Stable partition of positions ``start:stop`` of ``rows`` (and of ``stats``, ordered
-    with them): the left child's rows first; returns their count. Rows with bin ``< position``
-    of ``feature`` go left, missing ones (bin 255) if ``missing_left``. The buffers hold at
-    least ``stop - start`` rows. A node of one chunk runs on the calling thread."""
-    args = (
-        binned, rows, stats, int(start), int(stop), int(feature), int(position),
-        bool(missing_left), row_buffer, stat_buffer,
+    """:func:`partition_nodes` of the one node ``start:stop``; returns its left count."""
+    n_left = partition_nodes(
+        binned, rows, stats, np.array([start]), np.array([stop]), np.array([feature]),
+        np.array([position]), np.array([missing_left]), row_buffer, stat_buffer,
     )  # fmt: skip
-    if stop - start <= _PARTITION_CHUNK_ROWS:
-        return int(_partition.serial(*args))
-    return int(_partition(*args))
+    return int(n_left[0])
 
 
 def leaf_value(a: float, b: float, criterion: int, prior: float) -> float:

@@ -9,10 +9,18 @@ tree best-first (:class:`~viboost.boosting.grower.TreeGrowth`) over this process
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
+from viboost.boosting.grower import (
+    RowPartition,
+    TreeGrowth,
+    TreeSettings,
+    expand_together,
+    histograms_together,
+)
 from viboost.boosting.histogram import transpose_bins
 from viboost.boosting.trees import HistogramTree, intercept_tree
 
@@ -159,24 +167,65 @@ class TreeSearch:
         error : float
             The weighted error of the tree's leaf signs (0 for the Newton score).
         """
-        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        return self.best_together([self], [weights], y, [margin], [total])[0]
+
+    @staticmethod
+    def best_together(
+        searches: Sequence[TreeSearch],
+        weights: Sequence[np.ndarray],
+        y: np.ndarray,
+        margins: Sequence[np.ndarray | None],
+        totals: Sequence[float],
+    ) -> list[tuple[HistogramTree, float]]:
+        """:meth:`best` of several searches over the same bins (the folds of a cross-fit, each
+        restricted to its rows), their trees grown in lockstep: each step splits one node of
+        every tree and histograms the children in one parallel pass
+        (:func:`~viboost.boosting.grower.expand_together`). Each tree is the one its own
+        :meth:`best` grows."""
+        first_search = searches[0]
+        if any(s.binned_ is not first_search.binned_ for s in searches):
+            return [
+                s.best(w, y, m, t)
+                for s, w, m, t in zip(searches, weights, margins, totals, strict=True)
+            ]
         y = np.ascontiguousarray(y, dtype=np.float64)
-        first, second = self.settings.statistics(weights, y, margin)
-        rows = RowPartition(
-            self.binned_, self._rows, first, second, self._counts, n_slots=self._n_slots
+        stats = [
+            s.settings.statistics(np.ascontiguousarray(w, dtype=np.float64), y, m)
+            for s, w, m in zip(searches, weights, margins, strict=True)
+        ]
+        partitions = RowPartition.stacked(
+            first_search.binned_,
+            [s._rows for s in searches],
+            [first for first, _ in stats],
+            [second for _, second in stats],
+            [s._counts for s in searches],
+            n_slots=first_search._n_slots,
         )
-        growth = TreeGrowth(
-            rows.histogram(),
-            self.binner_.n_bins_,
-            self.binner_.thresholds_,
-            self.settings,
-            self.settings.prior(float(total)),
-        )
-        nodes, error = grow(growth, rows.expand).tree()
-        tree = HistogramTree(nodes, self.settings.leaf_weights)
-        every_row = self._rows.size == self.binned_.shape[0]
-        self._last = (tree, rows, growth.positions) if every_row else None
-        return tree, error
+        roots = histograms_together(partitions, [0] * len(searches))
+        growths = [
+            TreeGrowth(
+                root,
+                s.binner_.n_bins_,
+                s.binner_.thresholds_,
+                s.settings,
+                s.settings.prior(float(total)),
+            )
+            for s, root, total in zip(searches, roots, totals, strict=True)
+        ]
+        while True:
+            requests = [growth.requests() for growth in growths]
+            if not any(requests):
+                break
+            for growth, hists in zip(growths, expand_together(partitions, requests), strict=True):
+                growth.expanded(hists)
+        out = []
+        for search, growth, rows in zip(searches, growths, partitions, strict=True):
+            nodes, error = growth.tree()
+            tree = HistogramTree(nodes, search.settings.leaf_weights)
+            every_row = search._rows.size == search.binned_.shape[0]
+            search._last = (tree, rows, growth.positions) if every_row else None
+            out.append((tree, error))
+        return out
 
     def outputs(self, tree: HistogramTree) -> np.ndarray:
         """``h(x_n)`` (the tree's leaf values) for every row of the search."""

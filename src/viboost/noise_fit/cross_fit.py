@@ -27,7 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold, check_cv
 from tqdm.auto import tqdm
 
-from viboost._utils.validation import RandomStateLike, check_random_state
+from viboost._utils.validation import RandomStateLike, check_random_state, spawn_generator
 from viboost.boosting.booster import Booster, RowSource, run_rounds
 from viboost.noise_fit.calibration import (
     NoiseCalibration,
@@ -39,6 +39,7 @@ from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
+    "CALIBRATION_ROWS",
     "CHECK_EVERY",
     "CV_TOL",
     "CrossFitResult",
@@ -53,6 +54,9 @@ __all__ = [
 CHECK_EVERY = 10
 #: A score counts as an improvement if it is higher by this many nats per unit of weight.
 CV_TOL = 1e-5
+#: The round counts are scored on at most this many of the scored rows (a random subset fixed
+#: for the fit); the chosen count's calibration is then refitted on all of them.
+CALIBRATION_ROWS = 1 << 17
 
 Folds = list[tuple[np.ndarray, np.ndarray]]
 
@@ -106,12 +110,14 @@ def score_out_of_fold(
     sample_weight: np.ndarray,
     priors: ModelPriors,
     noise_model: bool,
+    start: NoiseCalibration | None = None,
 ) -> tuple[float, NoiseCalibration | None]:
     """The cross-fitted score of a round count: the marginal log-likelihood of the labels under
-    the calibrated noise model, or the logistic log-likelihood for the core model."""
+    the calibrated noise model (its search started at ``start``, the previous count's
+    calibration), or the logistic log-likelihood for the core model."""
     if not noise_model:
         return float(np.dot(sample_weight, log_expit(y * margin))), None
-    calibration = calibrate_noise(y, margin, sample_weight, priors)
+    calibration = calibrate_noise(y, margin, sample_weight, priors, start=start)
     return calibration.log_likelihood, calibration
 
 
@@ -258,6 +264,11 @@ class CrossFitter:
         """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}."""
         stopping, active = self._search_round_count(make_rows, y, sample_weight, folds)
         n_rounds, _, (calibration, out_of_fold) = stopping.best
+        if calibration is not None and active.size > CALIBRATION_ROWS:
+            # The count was chosen on a subset of the scored rows: calibrate on all of them.
+            calibration = calibrate_noise(
+                y[active], out_of_fold[active], sample_weight[active], self.priors, calibration
+            )
         if n_rounds == self.n_estimators:
             warnings.warn(
                 f"The out-of-fold score was best at n_estimators={n_rounds}, the most rounds "
@@ -331,10 +342,17 @@ class CrossFitter:
             fold_settings,
             self.learning_rate,
         )
-        # The scored rows in row order (a fixed order for the calibration's sums).
+        # The scored rows in row order (a fixed order for the calibration's sums), or a random
+        # subset of CALIBRATION_ROWS of them; its scores are scaled to the weight of all.
         active = np.flatnonzero(validation.any(axis=0))
-        y_act, s_act = y[active], sample_weight[active]
-        stopping = RoundCountSearch(self.patience, s_act.sum())
+        scored = active
+        if active.size > CALIBRATION_ROWS:
+            rng = spawn_generator(fold_seed(self.random_state))
+            scored = np.sort(rng.choice(active, CALIBRATION_ROWS, replace=False))
+        y_act, s_act = y[scored], sample_weight[scored]
+        to_all = float(sample_weight[active].sum()) / float(s_act.sum())
+        stopping = RoundCountSearch(self.patience, s_act.sum() * to_all)
+        calibration = None
         done = 0
         with tqdm(
             total=self.n_estimators,
@@ -352,9 +370,9 @@ class CrossFitter:
                 progress.update(step)
                 out_of_fold = booster.out_of_fold()
                 score, calibration = score_out_of_fold(
-                    y_act, out_of_fold[active], s_act, self.priors, self.noise_model
+                    y_act, out_of_fold[scored], s_act, self.priors, self.noise_model, calibration
                 )
-                if stopping.update(done, score, (calibration, out_of_fold)):
+                if stopping.update(done, score * to_all, (calibration, out_of_fold)):
                     break
             # The bar ends where the search stopped, and says which count it chose.
             progress.total = done
