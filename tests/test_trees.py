@@ -441,3 +441,47 @@ def test_partition_is_stable_and_the_same_for_any_thread_count(n):
         assert n_left == left.sum()
         np.testing.assert_array_equal(got_rows, want_rows)
         np.testing.assert_array_equal(got_stats, want_stats)
+
+
+def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
+    """partition_nodes and node_histograms of nodes of several trees in one call (their rows
+    stacked in one array) equal the calls for one node at a time, and the sums written out."""
+    from viboost.boosting.histogram import node_histograms
+    from viboost.boosting.splitting import partition_nodes
+
+    rng = np.random.default_rng(4)
+    n, d = 40_000, 4
+    binned = rng.integers(0, 200, size=(n, d), dtype=np.uint8)
+    binned[rng.random(n) < 0.05, 2] = MISSING_BIN
+    trees = [np.sort(rng.choice(n, size, replace=False)) for size in (30_000, 25_000, 5)]
+    rows = np.concatenate(trees).astype(np.int64)
+    stats = rng.random((rows.size, 3))
+    starts = np.array([0, 30_000 + 100, 55_000])
+    stops = np.array([30_000, 55_000, 55_005])
+    features, positions, missing = np.array([0, 2, 1]), np.array([50, 120, 7]), [True, False, True]
+    together, together_stats = rows.copy(), stats.copy()
+    with numba_threads(2):
+        n_left = partition_nodes(
+            binned, together, together_stats, starts, stops, features, positions, missing,
+            np.empty_like(rows), np.empty_like(stats),
+        )  # fmt: skip
+        hists = node_histograms(binned, together, starts, starts + n_left, together_stats, 201)
+    for r in range(3):
+        alone, alone_stats = rows.copy(), stats.copy()
+        count = partition_rows(
+            binned, alone, alone_stats, starts[r], stops[r], features[r], positions[r],
+            missing[r], np.empty_like(rows), np.empty_like(stats),
+        )  # fmt: skip
+        assert count == n_left[r]
+        span = slice(starts[r], stops[r])
+        np.testing.assert_array_equal(alone[span], together[span])
+        np.testing.assert_array_equal(alone_stats[span], together_stats[span])
+        left = slice(starts[r], starts[r] + count)
+        # The oracle: the sums written out with numpy.
+        want = np.zeros((d, 201, 3))
+        for j in range(d):
+            bins = binned[alone[left], j]
+            slot = np.where(bins == MISSING_BIN, 200, bins)
+            for c in range(3):
+                np.add.at(want[j, :, c], slot, alone_stats[left, c])
+        np.testing.assert_allclose(hists[r], want, rtol=1e-12, atol=1e-12)

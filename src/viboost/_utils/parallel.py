@@ -15,9 +15,9 @@ Policy
   also keeps BLAS (OpenBLAS, MKL) on one thread meanwhile: the fit's own BLAS calls are tiny
   (3 x 3 factorisations of the noise calibration), and OpenBLAS's threads spin for a while after
   each call, taking a core from the compiled kernels (measured on 2 cores: a calibration of
-  10^5 rows 3-8x slower, a 10^5-row default fit 17% slower). numba's count is thread-local, so a fit in a
-  joblib worker thread (``GridSearchCV(n_jobs=2)`` with the threading backend) changes the count
-  of that thread only, and a new thread starts from ``NUMBA_NUM_THREADS``.
+  10^5 rows 3-8x slower, a 10^5-row default fit 17% slower). numba's count is thread-local,
+  so a fit in a joblib worker thread (``GridSearchCV(n_jobs=2)`` with the threading backend)
+  changes the count of that thread only, and a new thread starts from ``NUMBA_NUM_THREADS``.
 
 - Each parallel kernel is a :class:`ThreadedKernel` (decorator :func:`threaded_kernel`): numba
   compiles it on first use in the form the call needs, serial when the calling thread's numba

@@ -34,13 +34,15 @@ holds the settings and the per-row statistics of a split score
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numba
 import numpy as np
-from scipy.special import expit
 
+from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.histogram import node_histograms
 from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.splitting import CRITERIA, best_node_split, leaf_value, partition_nodes
@@ -92,11 +94,31 @@ class TreeSettings:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The two per-row sums of the split score, linear in ``weights`` (so weights known up
         to a factor give sums known up to the same factor): ``y w`` and ``w sigmoid(y H)`` for
-        ``"newton"``, else the weights of the positive and of the negative rows."""
-        if self.code == 0:
-            sigma = np.full_like(weights, 0.5) if margin is None else expit(y * margin)
-            return y * weights, weights * sigma
-        return np.where(y > 0, weights, 0.0), np.where(y > 0, 0.0, weights)
+        ``"newton"`` (``H = 0`` when ``margin`` is None), else the weights of the positive and
+        of the negative rows."""
+        n_rows = y.shape[0]
+        out = np.empty((n_rows, 3))
+        self.row_statistics(np.arange(n_rows), weights, y, margin, np.zeros(n_rows), out)
+        return out[:, 0].copy(), out[:, 1].copy()
+
+    def row_statistics(
+        self,
+        rows: np.ndarray,
+        weights: np.ndarray,
+        y: np.ndarray,
+        margin: np.ndarray | None,
+        counts: np.ndarray,
+        out: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`statistics` and ``counts`` (how much a row counts towards
+        ``min_samples_leaf``) of rows ``rows``, in their order, into ``out`` (shape
+        ``(rows.size, 3)``): the statistics of a :class:`RowPartition`, in one compiled
+        pass."""
+        if margin is None:
+            margin = np.zeros(y.shape[0])
+        as_float = [np.ascontiguousarray(a, dtype=np.float64) for a in (weights, y, margin, counts)]
+        _row_statistics(out, np.ascontiguousarray(rows, dtype=np.int64), *as_float, self.code)
+        return out
 
     def prior(self, total: float) -> float:
         """The prior's term of the split score in the units of weights summing to one
@@ -104,6 +126,24 @@ class TreeSettings:
         ``mu_0`` otherwise."""
         prior = 0.5 * self.weight_prior if self.code == 0 else self.weight_prior
         return min(prior / total, 1e300) if total > 0 else 1e300
+
+
+@threaded_kernel(cache=True)
+def _row_statistics(out, rows, weights, y, margin, counts, code):  # pragma: no cover - compiled
+    """:meth:`TreeSettings.row_statistics` into ``out``."""
+    for k in numba.prange(rows.shape[0]):
+        i = rows[k]
+        w = weights[i]
+        if code == 0:
+            out[k, 0] = y[i] * w
+            out[k, 1] = w * (1.0 / (1.0 + math.exp(-(y[i] * margin[i]))))
+        elif y[i] > 0.0:
+            out[k, 0] = w
+            out[k, 1] = 0.0
+        else:
+            out[k, 0] = 0.0
+            out[k, 1] = w
+        out[k, 2] = counts[i]
 
 
 class Expansion(NamedTuple):
@@ -371,8 +411,15 @@ class RowPartition:
         ranges: dict[int, tuple[int, int]] | None = None,
         n_slots: int = 256,
     ) -> None:
-        (partition,) = self.stacked(binned, [rows], [first], [second], [counts], n_slots)
+        rows = np.asarray(rows, dtype=np.int64)
+        # Per row (by row index, never written): the statistics as given.
+        per_row = [np.asarray(values, dtype=np.float64) for values in (first, second, counts)]
+        stats = np.empty((rows.size, 3))
+        for column, values in enumerate(per_row):
+            stats[:, column] = values[rows]
+        (partition,) = self.stacked(binned, [rows], stats, n_slots)
         self.__dict__.update(partition.__dict__)
+        self.first, self.second, self.counts = per_row
         if ranges is not None:
             self.ranges = dict(ranges)
 
@@ -381,18 +428,19 @@ class RowPartition:
         cls,
         binned: np.ndarray,
         rows: Sequence[np.ndarray],
-        first: Sequence[np.ndarray],
-        second: Sequence[np.ndarray],
-        counts: Sequence[np.ndarray],
+        stats: np.ndarray,
         n_slots: int = 256,
     ) -> list[RowPartition]:
-        """The partitions of several trees over the same bins (per tree, the arguments of the
-        constructor), each at its root, their rows in one shared array."""
+        """The partitions of several trees over the same bins, each at its root, their rows in
+        one shared array: tree ``k`` fits ``rows[k]``, whose statistics (ordered with them,
+        :meth:`TreeSettings.row_statistics`) are the next ``rows[k].size`` rows of ``stats``
+        (shape ``(total rows, 3)``; taken over, not copied)."""
         sizes = [np.size(r) for r in rows]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if stats.shape != (int(offsets[-1]), 3):
+            raise ValueError(f"stats must have shape ({int(offsets[-1])}, 3), got {stats.shape}")
         store = _Store(
-            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]),
-            stats=np.empty((int(offsets[-1]), 3)),
+            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]), stats=stats
         )
         out = []
         for k in range(len(sizes)):
@@ -402,14 +450,8 @@ class RowPartition:
             part._store = store
             part._offset = int(offsets[k])
             part.rows = store.rows[offsets[k] : offsets[k + 1]]
-            # Per row (by row index, never written): the statistics as given.
-            part.first, part.second, part.counts = (
-                np.asarray(values, dtype=np.float64) for values in (first[k], second[k], counts[k])
-            )
-            # The same, ordered with ``rows`` (and moved with them by expand).
+            # Ordered with ``rows`` (and moved with them by expand).
             part.stats = store.stats[offsets[k] : offsets[k + 1]]
-            for column, values in enumerate((part.first, part.second, part.counts)):
-                part.stats[:, column] = values[part.rows]
             part.ranges = {0: (0, sizes[k])}
             out.append(part)
         return out

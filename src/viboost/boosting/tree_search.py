@@ -189,16 +189,17 @@ class TreeSearch:
                 for s, w, m, t in zip(searches, weights, margins, totals, strict=True)
             ]
         y = np.ascontiguousarray(y, dtype=np.float64)
-        stats = [
-            s.settings.statistics(np.ascontiguousarray(w, dtype=np.float64), y, m)
-            for s, w, m in zip(searches, weights, margins, strict=True)
-        ]
+        sizes = np.array([s._rows.size for s in searches])
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        stats = np.empty((int(offsets[-1]), 3))
+        for k, (search, w, margin) in enumerate(zip(searches, weights, margins, strict=True)):
+            search.settings.row_statistics(
+                search._rows, w, y, margin, search._counts, stats[offsets[k] : offsets[k + 1]]
+            )
         partitions = RowPartition.stacked(
             first_search.binned_,
             [s._rows for s in searches],
-            [first for first, _ in stats],
-            [second for _, second in stats],
-            [s._counts for s in searches],
+            stats,
             n_slots=first_search._n_slots,
         )
         roots = histograms_together(partitions, [0] * len(searches))

@@ -56,7 +56,7 @@ CHECK_EVERY = 10
 CV_TOL = 1e-5
 #: The round counts are scored on at most this many of the scored rows (a random subset fixed
 #: for the fit); the chosen count's calibration is then refitted on all of them.
-CALIBRATION_ROWS = 1 << 17
+CALIBRATION_ROWS = 1 << 15
 
 Folds = list[tuple[np.ndarray, np.ndarray]]
 
