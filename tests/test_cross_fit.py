@@ -79,10 +79,10 @@ def test_score_is_the_logistic_log_likelihood_for_the_core_model():
     rng = np.random.default_rng(0)
     y = np.where(rng.random(50) < 0.5, 1.0, -1.0)
     margin, weight = rng.normal(size=50), rng.random(50)
-    score, calibration = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=False)
+    score, calibration, _ = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=False)
     assert calibration is None
     assert score == pytest.approx(float(np.sum(weight * log_expit(y * margin))), rel=1e-12)
-    score, calibration = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=True)
+    score, calibration, _ = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=True)
     assert score == calibration.log_likelihood
 
 

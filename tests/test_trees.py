@@ -435,7 +435,7 @@ def test_partition_is_stable_and_the_same_for_any_thread_count(n):
         got_rows, got_stats = rows.copy(), stats.copy()
         with numba_threads(threads):
             n_left = partition_rows(
-                binned, got_rows, got_stats, start, stop, 1, 100, True,
+                binned.T, got_rows, got_stats, start, stop, 1, 100, True,
                 np.empty(rows.size, np.int64), np.empty((rows.size, 3)),
             )  # fmt: skip
         assert n_left == left.sum()
@@ -462,14 +462,15 @@ def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
     together, together_stats = rows.copy(), stats.copy()
     with numba_threads(2):
         n_left = partition_nodes(
-            binned, together, together_stats, starts, stops, features, positions, missing,
+            np.ascontiguousarray(binned.T), together, together_stats, starts, stops, features,
+            positions, missing,
             np.empty_like(rows), np.empty_like(stats),
         )  # fmt: skip
         hists = node_histograms(binned, together, starts, starts + n_left, together_stats, 201)
     for r in range(3):
         alone, alone_stats = rows.copy(), stats.copy()
         count = partition_rows(
-            binned, alone, alone_stats, starts[r], stops[r], features[r], positions[r],
+            binned.T, alone, alone_stats, starts[r], stops[r], features[r], positions[r],
             missing[r], np.empty_like(rows), np.empty_like(stats),
         )  # fmt: skip
         assert count == n_left[r]

@@ -145,7 +145,7 @@ def _partition_chunks(starts, stops):  # pragma: no cover - compiled
 
 @threaded_kernel(cache=True)
 def _partition(
-    binned,
+    columns,
     rows,
     stats,
     starts,
@@ -170,7 +170,7 @@ def _partition(
         feature, position, missing = features[r], positions[r], missing_left[r]
         count = 0
         for k in range(lo, min(stops[r], lo + size[r])):
-            if _goes_left(binned[rows[k], feature], position, missing):
+            if _goes_left(columns[feature, rows[k]], position, missing):
                 count += 1
         lefts[unit] = count
     left_at = np.zeros(n_units, dtype=np.int64)
@@ -193,7 +193,7 @@ def _partition(
         at_left, at_right = left_at[unit], right_at[unit]
         for k in range(lo, min(stops[r], lo + size[r])):
             i = rows[k]
-            if _goes_left(binned[i, feature], position, missing):
+            if _goes_left(columns[feature, i], position, missing):
                 at = at_left
                 at_left += 1
             else:
@@ -215,7 +215,7 @@ def _partition(
 
 
 def partition_nodes(
-    binned: np.ndarray,
+    columns: np.ndarray,
     rows: np.ndarray,
     stats: np.ndarray,
     starts: np.ndarray,
@@ -228,7 +228,9 @@ def partition_nodes(
 ) -> np.ndarray:
     """Stable partition of the disjoint ranges ``starts[r]:stops[r]`` of ``rows`` (and of
     ``stats``, ordered with them): each node's left child's rows first; returns their counts.
-    Rows with bin ``< positions[r]`` of ``features[r]`` go left, missing ones (bin 255) if
+    Row ``i`` has bin ``columns[j, i]`` of feature ``j`` (the bins by feature, ``binned.T``,
+    fastest C-contiguous: a split reads one feature of many rows). Rows with bin
+    ``< positions[r]`` of ``features[r]`` go left, missing ones (bin 255) if
     ``missing_left[r]``. The nodes may belong to different trees (their rows in one array):
     all are one parallel pass. The buffers are as long as ``rows`` (each node uses its own
     range of them). A call of a single chunk runs on the calling thread."""
@@ -238,7 +240,7 @@ def partition_nodes(
     if int(np.sum(stops - starts)) <= _PARTITION_CHUNK_ROWS:
         kernel = _partition.serial
     return kernel(
-        binned, rows, stats, starts, stops,
+        columns, rows, stats, starts, stops,
         np.ascontiguousarray(features, dtype=np.int64),
         np.ascontiguousarray(positions, dtype=np.int64),
         np.ascontiguousarray(missing_left, dtype=np.bool_),
@@ -247,7 +249,7 @@ def partition_nodes(
 
 
 def partition_rows(
-    binned: np.ndarray,
+    columns: np.ndarray,
     rows: np.ndarray,
     stats: np.ndarray,
     start: int,
@@ -260,7 +262,7 @@ def partition_rows(
 ) -> int:
     """:func:`partition_nodes` of the one node ``start:stop``; returns its left count."""
     n_left = partition_nodes(
-        binned, rows, stats, np.array([start]), np.array([stop]), np.array([feature]),
+        columns, rows, stats, np.array([start]), np.array([stop]), np.array([feature]),
         np.array([position]), np.array([missing_left]), row_buffer, stat_buffer,
     )  # fmt: skip
     return int(n_left[0])

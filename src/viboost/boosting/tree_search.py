@@ -114,6 +114,7 @@ class TreeSearch:
         if sample_weight is None:
             sample_weight = np.ones(n_samples)
         self._rows = np.flatnonzero(active).astype(np.int64)
+        self._inactive = np.flatnonzero(~active).astype(np.int64)
         self._last = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
@@ -201,6 +202,7 @@ class TreeSearch:
             [s._rows for s in searches],
             stats,
             n_slots=first_search._n_slots,
+            columns=first_search.binned_columns_,
         )
         roots = histograms_together(partitions, [0] * len(searches))
         growths = [
@@ -223,8 +225,7 @@ class TreeSearch:
         for search, growth, rows in zip(searches, growths, partitions, strict=True):
             nodes, error = growth.tree()
             tree = HistogramTree(nodes, search.settings.leaf_weights)
-            every_row = search._rows.size == search.binned_.shape[0]
-            search._last = (tree, rows, growth.positions) if every_row else None
+            search._last = (tree, rows, growth.positions)
             out.append((tree, error))
         return out
 
@@ -234,7 +235,8 @@ class TreeSearch:
 
     def leaf_index(self, tree: HistogramTree) -> np.ndarray:
         """The leaf number of every row of the search: from the last growth's partition when
-        ``tree`` is the last tree grown over every row, else by routing the rows' bins."""
+        ``tree`` is the last tree grown (the other rows routed by their bins), else by routing
+        every row's bins."""
         last = getattr(self, "_last", None)
         if last is None or last[0] is not tree:
             return tree.leaf_index(self.binned_columns_)
@@ -243,4 +245,6 @@ class TreeSearch:
         out = np.empty(self.binned_.shape[0], dtype=np.int64)
         for node, (start, stop) in rows.leaf_ranges().items():
             out[rows.rows[start:stop]] = number[positions[node]]
+        if self._inactive.size:
+            out[self._inactive] = tree.leaf_index(self.binned_columns_, self._inactive)
         return out

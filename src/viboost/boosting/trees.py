@@ -69,14 +69,16 @@ _APPLY_BLOCK = 1 << 12
 
 @threaded_kernel(cache=True)
 def _apply_binned(
-    binned_columns, feature, bin_threshold, missing_left, left, right, is_leaf, block
+    binned_columns, rows, feature, bin_threshold, missing_left, left, right, is_leaf, block
 ):  # pragma: no cover - compiled
-    """The node index of the leaf each row reaches, from its bins (``binned_columns[j, n]``)."""
-    n = binned_columns.shape[1]
+    """The node index of the leaf each of ``rows`` reaches, from its bins
+    (``binned_columns[j, n]``)."""
+    n = rows.shape[0]
     out = np.empty(n, dtype=np.int64)
     n_blocks = (n + block - 1) // block
     for c in numba.prange(n_blocks):
-        for i in range(c * block, min(n, (c + 1) * block)):
+        for k in range(c * block, min(n, (c + 1) * block)):
+            i = rows[k]
             node = 0
             while not is_leaf[node]:
                 b = binned_columns[feature[node], i]
@@ -86,7 +88,7 @@ def _apply_binned(
                     node = left[node]
                 else:
                     node = right[node]
-            out[i] = node
+            out[k] = node
     return out
 
 
@@ -177,11 +179,15 @@ class HistogramTree:
         """The tree's output at each row of the 2-D array ``X`` (NaN: the split's missing side)."""
         return predict_ensemble(X, [self], [1.0])
 
-    def leaf_index(self, binned_columns: np.ndarray) -> np.ndarray:
-        """Leaf number (in leaf order) of each row from its bins (``binned_columns[j, n]``)."""
+    def leaf_index(self, binned_columns: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Leaf number (in leaf order) of each row from its bins (``binned_columns[j, n]``), or
+        of the rows ``rows`` only."""
         nodes = self.nodes
+        if rows is None:
+            rows = np.arange(binned_columns.shape[1])
         reached = _apply_binned(
             binned_columns,
+            np.ascontiguousarray(rows, dtype=np.int64),
             np.ascontiguousarray(nodes["feature"]),
             np.ascontiguousarray(nodes["bin_threshold"]),
             np.ascontiguousarray(nodes["missing_left"]),

@@ -117,6 +117,16 @@ class NoiseCalibration:
         y, margin = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin))
         return _mislabel_kernel(y, margin, self._channel())
 
+    def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """``log p(y_n | H_n)`` of each row under these parameters (the terms of
+        :attr:`log_likelihood`, unweighted)."""
+        y, margin = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin))
+        logit_theta = float(logit(self.theta))
+        intercept = _intercept(logit_theta, self.noise_grade)[0]
+        return _row_log_likelihoods(
+            logit_theta, self.noise_grade, float(np.log(self.scale)), intercept, y, margin
+        )
+
     def _channel(self) -> np.ndarray:
         """``(b, c, a_-, a_+)``: the scale and intercept of :meth:`log_odds` and the offsets of
         q(w) (:meth:`clean`), what the compiled kernels read."""
@@ -311,6 +321,44 @@ def _wrong_by_label(channels, y, margin, weight):  # pragma: no cover - compiled
     return out
 
 
+@numba.njit(cache=True)
+def _row_terms(yi, margin, b, intercept, log_theta, noise_pos, noise_neg):  # pragma: no cover
+    """One row's ``log p(y | H) = logaddexp(log theta sigmoid(y F), log (1 - theta) sigmoid(y
+    xi))`` with ``F = b H + c``, its ``phi``, ``sigmoid(-y F)`` and ``y b H``; ``noise_pos`` and
+    ``noise_neg`` are ``log (1 - theta) sigmoid(+-xi)``."""
+    ybh = yi * b * margin
+    yf = ybh + yi * intercept
+    # log sigmoid(y F) and sigmoid(-y F) from one exp and one log1p.
+    e = math.exp(-abs(yf))
+    if yf >= 0.0:
+        log_signal = log_theta - math.log1p(e)
+        sig = e / (1.0 + e)
+    else:
+        log_signal = log_theta + yf - math.log1p(e)
+        sig = 1.0 / (1.0 + e)
+    log_noise = noise_pos if yi > 0.0 else noise_neg
+    # row = logaddexp(log_signal, log_noise) and phi = exp(log_signal - row).
+    gap = log_signal - log_noise
+    e = math.exp(-abs(gap))
+    if gap >= 0.0:
+        return log_signal + math.log1p(e), 1.0 / (1.0 + e), sig, ybh
+    return log_noise + math.log1p(e), e / (1.0 + e), sig, ybh
+
+
+@threaded_kernel(cache=True)
+def _row_log_likelihoods(logit_theta, xi, log_b, intercept, y, margin):  # pragma: no cover
+    """``log p(y_n | H_n)`` of every row (:func:`_row_terms`)."""
+    log_theta = _log_expit(logit_theta)
+    log_not_theta = _log_expit(-logit_theta)
+    noise_pos = log_not_theta + _log_expit(xi)
+    noise_neg = log_not_theta + _log_expit(-xi)
+    b = math.exp(log_b)
+    out = np.empty(y.shape[0])
+    for i in numba.prange(y.shape[0]):
+        out[i] = _row_terms(y[i], margin[i], b, intercept, log_theta, noise_pos, noise_neg)[0]
+    return out
+
+
 @threaded_kernel(cache=True)
 def _objective_sums(
     logit_theta, xi, log_b, intercept, y, margin, weight, n_chunks
@@ -337,26 +385,9 @@ def _objective_sums(
         for i in range(c * size, min(n, (c + 1) * size)):
             w = weight[i]
             yi = y[i]
-            ybh = yi * b * margin[i]
-            yf = ybh + yi * intercept
-            # log sigmoid(y F) and sigmoid(-y F) from one exp and one log1p.
-            e = math.exp(-abs(yf))
-            if yf >= 0.0:
-                log_signal = log_theta - math.log1p(e)
-                sig = e / (1.0 + e)
-            else:
-                log_signal = log_theta + yf - math.log1p(e)
-                sig = 1.0 / (1.0 + e)
-            log_noise = noise_pos if yi > 0.0 else noise_neg
-            # row = logaddexp(log_signal, log_noise) and phi = exp(log_signal - row).
-            gap = log_signal - log_noise
-            e = math.exp(-abs(gap))
-            if gap >= 0.0:
-                row = log_signal + math.log1p(e)
-                clean = 1.0 / (1.0 + e)
-            else:
-                row = log_noise + math.log1p(e)
-                clean = e / (1.0 + e)
+            row, clean, sig, ybh = _row_terms(
+                yi, margin[i], b, intercept, log_theta, noise_pos, noise_neg
+            )
             s0 += w * row
             s1 += w * (clean - theta)
             s2 += w * clean * yi * sig

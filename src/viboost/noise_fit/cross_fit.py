@@ -41,6 +41,7 @@ from viboost.variational.updates import update_eta, update_omega
 __all__ = [
     "CALIBRATION_ROWS",
     "CHECK_EVERY",
+    "CV_STANDARD_ERRORS",
     "CV_TOL",
     "CrossFitResult",
     "CrossFitter",
@@ -52,8 +53,10 @@ __all__ = [
 
 #: A cross-fitted fit scores its out-of-fold margins every this many rounds.
 CHECK_EVERY = 10
-#: A score counts as an improvement if it is higher by this many nats per unit of weight.
+#: A score counts as an improvement if it is higher by this many nats per unit of weight...
 CV_TOL = 1e-5
+#: ... plus this many standard errors of the difference, paired over the scored rows.
+CV_STANDARD_ERRORS = 1.0
 #: The round counts are scored on at most this many of the scored rows (a random subset fixed
 #: for the fit); the chosen count's calibration is then refitted on all of them.
 CALIBRATION_ROWS = 1 << 15
@@ -111,38 +114,89 @@ def score_out_of_fold(
     priors: ModelPriors,
     noise_model: bool,
     start: NoiseCalibration | None = None,
-) -> tuple[float, NoiseCalibration | None]:
+) -> tuple[float, NoiseCalibration | None, np.ndarray]:
     """The cross-fitted score of a round count: the marginal log-likelihood of the labels under
     the calibrated noise model (its search started at ``start``, the previous count's
-    calibration), or the logistic log-likelihood for the core model."""
+    calibration), or the logistic log-likelihood for the core model; the calibration; and each
+    row's log-likelihood (the score is their ``sample_weight``-weighted sum)."""
     if not noise_model:
-        return float(np.dot(sample_weight, log_expit(y * margin))), None
+        rows = log_expit(y * margin)
+        return float(np.dot(sample_weight, rows)), None, rows
     calibration = calibrate_noise(y, margin, sample_weight, priors, start=start)
-    return calibration.log_likelihood, calibration
+    return calibration.log_likelihood, calibration, calibration.row_log_likelihood(y, margin)
 
 
 class RoundCountSearch:
     """Early stopping over the scored round counts: the best so far, and when to stop.
 
-    A score counts as an improvement if it beats the best by more than :data:`CV_TOL` nats per
-    unit of weight (so that fits on separable data, whose log-likelihood creeps towards 0,
-    stop); the search stops once ``patience`` rounds (None: never) have passed since the best.
+    The best count is the one of the highest score; a score counts as higher only if it beats
+    the best by more than :data:`CV_TOL` nats per unit of weight (so that fits on separable
+    data, whose log-likelihood creeps towards 0, stop). The search stops once ``patience``
+    rounds (None: never) have passed without a *significant* gain: a score that beats the last
+    significant one by more than that margin plus :data:`CV_STANDARD_ERRORS` standard errors of
+    their difference, paired over the scored rows (when their log-likelihoods are given). On a
+    million rows the score creeps up by 1e-5 nats a row per check long after the test error
+    has stopped moving; those gains still choose the count, but no longer extend the search.
+
+    Parameters
+    ----------
+    patience : int or None
+    total_weight : float
+        The total weight of the rows whose score is compared.
+    weights : ndarray, default=None
+        The scored rows' weights (for the standard error); ``scale``: the factor from their
+        sums to the scores (the scores of a subset of rows are scaled to all of them).
     """
 
-    def __init__(self, patience: int | None, total_weight: float) -> None:
+    def __init__(
+        self,
+        patience: int | None,
+        total_weight: float,
+        weights: np.ndarray | None = None,
+        scale: float = 1.0,
+    ) -> None:
         self.patience = patience
         self._margin_of_gain = CV_TOL * float(total_weight)
+        self._weights = weights
+        self._scale = float(scale)
         self.best: tuple[int, float, Any] | None = None
+        # The last significant gain: its round count, score and rows' log-likelihoods.
+        self._anchor: tuple[int, float, np.ndarray | None] | None = None
         self.checks: list[tuple[int, float]] = []
 
-    def update(self, rounds: int, score: float, payload: Any) -> bool:
-        """Record the score after ``rounds`` rounds (``payload`` is kept with the best);
-        return whether to stop."""
+    def standard_error(self, rows: np.ndarray, reference: np.ndarray) -> float:
+        """The standard error of the difference of the scores of two checks' rows'
+        log-likelihoods, paired over the rows."""
+        if self._weights is None or rows.size < 2:
+            return 0.0
+        total = float(self._weights.sum())
+        share = self._weights / total  # (no overflow whatever the weights' scale)
+        diff = rows - reference
+        mean = float(np.dot(share, diff))
+        variance = float(np.dot(share * share, (diff - mean) ** 2)) * rows.size / (rows.size - 1)
+        return self._scale * total * float(np.sqrt(variance))
+
+    def update(
+        self, rounds: int, score: float, payload: Any, rows: np.ndarray | None = None
+    ) -> bool:
+        """Record the score after ``rounds`` rounds (``payload`` is kept with the best;
+        ``rows``: the scored rows' log-likelihoods, for the standard error); return whether to
+        stop."""
         self.checks.append((rounds, score))
         if self.best is None or score > self.best[1] + self._margin_of_gain:
             self.best = (rounds, score, payload)
+        anchor = self._anchor
+        if anchor is None:
+            significant = True
+        else:
+            noise = 0.0
+            if rows is not None and anchor[2] is not None:
+                noise = CV_STANDARD_ERRORS * self.standard_error(rows, anchor[2])
+            significant = score > anchor[1] + self._margin_of_gain + noise
+        if significant:
+            self._anchor = (rounds, score, rows)
             return False
-        return self.patience is not None and rounds - self.best[0] >= self.patience
+        return self.patience is not None and rounds - self._anchor[0] >= self.patience
 
     @property
     def rounds(self) -> np.ndarray:
@@ -351,7 +405,7 @@ class CrossFitter:
             scored = np.sort(rng.choice(active, CALIBRATION_ROWS, replace=False))
         y_act, s_act = y[scored], sample_weight[scored]
         to_all = float(sample_weight[active].sum()) / float(s_act.sum())
-        stopping = RoundCountSearch(self.patience, s_act.sum() * to_all)
+        stopping = RoundCountSearch(self.patience, s_act.sum() * to_all, s_act, to_all)
         calibration = None
         done = 0
         with tqdm(
@@ -369,10 +423,10 @@ class CrossFitter:
                 done += step
                 progress.update(step)
                 out_of_fold = booster.out_of_fold()
-                score, calibration = score_out_of_fold(
+                score, calibration, rows = score_out_of_fold(
                     y_act, out_of_fold[scored], s_act, self.priors, self.noise_model, calibration
                 )
-                if stopping.update(done, score * to_all, (calibration, out_of_fold)):
+                if stopping.update(done, score * to_all, (calibration, out_of_fold), rows):
                     break
             # The bar ends where the search stopped, and says which count it chose.
             progress.total = done
