@@ -39,8 +39,10 @@ def test_stump_weights_match_their_log_space_definition(logistic, tau, odds, spr
 
 
 @pytest.mark.parametrize("logistic", [False, True])
-def test_add_and_reweight_matches_stump_weights_round_after_round(logistic):
-    """The cached-exponential update gives the weights of their definition, round after round."""
+@pytest.mark.parametrize("slope", [1.0, 0.0])
+def test_add_and_reweight_matches_stump_weights_round_after_round(logistic, slope):
+    """The cached-exponential update gives the weights of their definition, round after round,
+    for the noise model's q(w) (slope 1) and a constant phi (slope 0; 1 for the core model)."""
     y, _, margin, weight = random_round_rows(30_000, 2.0, seed=10)
     weight[:3] = 0.0
     rng = np.random.default_rng(11)
@@ -50,6 +52,9 @@ def test_add_and_reweight_matches_stump_weights_round_after_round(logistic):
         h = np.where(rng.random(y.size) < 0.6, y, -y)
         alpha = float(rng.normal(0.0, 0.5))
         odds = CleanLogOdds(float(rng.normal(2.0, 1.0)), float(rng.normal(1.0, 1.0)), 1.0)
+        if slope == 0.0:
+            odds = CleanLogOdds.constant(1.0 if t % 2 else float(rng.uniform(0.1, 0.9)))
+        assert rows._cache_ok
         got = rows.add_and_reweight(alpha, h, odds, 1.0, logistic)
         reference += alpha * h
         np.testing.assert_array_equal(rows.margin, reference)

@@ -33,8 +33,8 @@ _HIST_BUDGET_BYTES = 1 << 25
 # Rows per block of the (n, d) -> (d, n) transpose.
 _TRANSPOSE_BLOCK_ROWS = 1 << 12
 # Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
-_NODE_CHUNK_ROWS = 1 << 14
-_NODE_MAX_CHUNKS = 32
+_NODE_CHUNK_ROWS = 1 << 15
+_NODE_MAX_CHUNKS = 16
 
 
 def _histogram_chunks(n_samples: int, n_features: int) -> int:

@@ -190,9 +190,22 @@ def scaled_search_weights(
 
 @threaded_kernel(cache=True)
 def _add_kernel(
-    y, sample_weight, h, alpha, margin, exp_knot, offset_neg, offset_pos, logistic, unit, out
+    y,
+    sample_weight,
+    h,
+    alpha,
+    margin,
+    exp_knot,
+    offset_neg,
+    offset_pos,
+    slope,
+    logistic,
+    unit,
+    out,
 ):  # pragma: no cover - compiled
-    """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (slope-1 q(w), tau = 1).
+    """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (q(w) of slope 1 or
+    0, tau = 1). Slope 0 is a phi constant over the rows (1 for the core model), a common factor
+    that the weights leave out, as :func:`_weights_kernel` does.
 
     With ``unit`` (outputs in {-1, +1}) the factor is one of two precomputed exponentials.
 
@@ -230,12 +243,15 @@ def _add_kernel(
             high = max(high, u)
             inverse_odds = inverse_odds_pos if yi > 0.0 else inverse_odds_neg
             if e <= 1.0:
-                w = e / inverse_clean_proba(e, inverse_odds)
+                w = e / inverse_clean_proba(e, inverse_odds) if slope > 0.0 else e
                 if logistic:
                     w /= 1.0 + e
             else:
                 r = 1.0 / e
-                w = 1.0 / scaled_inverse_clean_proba(r, inverse_odds)  # phi e^u
+                if slope > 0.0:
+                    w = 1.0 / scaled_inverse_clean_proba(r, inverse_odds)  # phi e^u
+                else:
+                    w = e
                 if logistic:  # phi sigma(u) = phi e^u * r / (1 + r)
                     w *= r / (1.0 + r)
             w *= s
@@ -319,11 +335,16 @@ class RowMargins:
         """``H += alpha h``; return the next round's weights, before normalisation. ``unit``:
         whether ``h`` is in {-1, +1} (a stump or a tree with tied weights), which saves an
         exponential per row."""
+        # Slope 1 (the noise model's q(w)) with offsets within reach of exp(-offset), or 0
+        # (phi constant over the rows: a common factor, left out).
         fast = (
             self._cache_ok
-            and clean.slope == 1.0
             and (logistic or tau == 1.0)
-            and max(abs(clean.offset_neg), abs(clean.offset_pos)) < _OFFSET_REACH
+            and (
+                clean.slope == 0.0
+                or clean.slope == 1.0
+                and max(abs(clean.offset_neg), abs(clean.offset_pos)) < _OFFSET_REACH
+            )
         )
         if fast:
             if self._exp_knot is None:
@@ -336,8 +357,9 @@ class RowMargins:
                 float(alpha),
                 self.margin,
                 self._exp_knot,
-                clean.offset_neg,
-                clean.offset_pos,
+                clean.offset_neg if clean.slope else np.inf,
+                clean.offset_pos if clean.slope else np.inf,
+                float(clean.slope),
                 logistic,
                 bool(unit),
                 out,
