@@ -173,3 +173,46 @@ def test_the_calibration_is_the_optimum_itself_whatever_the_row_order():
     again = calibrate_noise(y[order], margin[order], weight[order])
     for name in ("theta", "noise_grade", "scale", "log_likelihood"):
         assert getattr(again, name) == pytest.approx(getattr(fit, name), rel=1e-10, abs=1e-12)
+
+
+def test_a_warm_start_reaches_the_same_optimum():
+    y, margin, _ = _draw(20000, theta=0.7, xi=-0.5, scale=1.5, seed=3)
+    cold = calibrate_noise(y, margin)
+    nearby = calibrate_noise(y, margin * 1.2)
+    warm = calibrate_noise(y, margin, start=nearby)
+    for name in ("theta", "noise_grade", "scale", "log_likelihood"):
+        assert getattr(warm, name) == pytest.approx(getattr(cold, name), rel=1e-9, abs=1e-12)
+
+
+def test_row_log_likelihoods_sum_to_the_score_and_match_the_oracle():
+    y, margin, _ = _draw(3000, theta=0.8, xi=0.3, scale=2.0, seed=4)
+    weight = np.random.default_rng(4).uniform(0.5, 2.0, y.size)
+    fit = calibrate_noise(y, margin, weight)
+    rows = fit.row_log_likelihood(y, margin)
+    assert np.dot(weight, rows) == pytest.approx(fit.log_likelihood, rel=1e-12)
+    log_odds = fit.scale * margin + _intercept(fit.theta, fit.noise_grade)
+    p = fit.theta * expit(y * log_odds) + (1 - fit.theta) * expit(y * fit.noise_grade)
+    np.testing.assert_allclose(rows, np.log(p), rtol=1e-12)
+
+
+def test_flip_rate_interval_on_a_row_subset_matches_all_rows():
+    """Above INTERVAL_ROWS rows the draws are evaluated on a subset with the mode's rates on all
+    rows as a control variate: the interval agrees with the one evaluated on every row (the
+    oracle, with INTERVAL_ROWS raised) to well under its width."""
+    import viboost.noise_fit.calibration as calibration_module
+
+    y, margin, _ = _draw(60000, theta=0.85, xi=0.4, scale=1.5, seed=6)
+    weight = np.ones(y.size)
+    fit = calibrate_noise(y, margin, weight)
+    subset = fit.flip_rate_interval(y, margin, weight, random_state=0)
+    limit = calibration_module.INTERVAL_ROWS
+    try:
+        calibration_module.INTERVAL_ROWS = y.size
+        every_row = fit.flip_rate_interval(y, margin, weight, random_state=0)
+    finally:
+        calibration_module.INTERVAL_ROWS = limit
+    width = every_row[:, 1] - every_row[:, 0]
+    assert np.all(width > 0)
+    np.testing.assert_allclose(subset, every_row, atol=0.02 * width.max())
+    rates = fit.flip_rates(y, margin, weight)
+    assert np.all((every_row[:, 0] <= rates) & (rates <= every_row[:, 1]))

@@ -199,7 +199,7 @@ def test_inspect(model_file, capsys):
     assert main(["inspect", str(model_file), "--stumps", "3"]) == 0
     out = capsys.readouterr().out
     assert "preset: robust (noise_fit: cross-fit" in out
-    assert "learning rate: 0.1, alpha: exact, noise model: on" in out
+    assert "learning rate: 0.2, alpha: exact, noise model: on" in out
     assert "rounds: 8 (chosen by cross-fitting, at most 8)" in out
     assert "classes: 0, 1" in out
     assert re.search(r"share of wrong labels: \d+\.\d% \(90% interval ", out), out

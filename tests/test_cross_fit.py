@@ -39,6 +39,39 @@ def test_round_count_search_keeps_the_best_and_stops_after_patience():
     assert search.scores[0] == -50.0
 
 
+def test_round_count_search_stops_once_gains_are_within_a_standard_error():
+    """Gains below one standard error of the paired difference still choose the count (the
+    highest score) but do not extend the search; a gain well above it does. The oracle: the
+    standard error of a weighted sum of differences, written out."""
+    rng = np.random.default_rng(0)
+    n = 2000
+    weights = rng.uniform(0.5, 1.5, n)
+    search = RoundCountSearch(patience=20, total_weight=weights.sum(), weights=weights)
+    base = rng.normal(-0.5, 0.3, n)
+
+    def check(rounds, rows):
+        return search.update(rounds, float(np.dot(weights, rows)), rounds, rows)
+
+    assert not check(10, base)
+    noise = rng.normal(0.0, 0.05, n)
+    creeping = base + noise - noise.mean() + 1e-4  # a real but tiny rise, far below 1 SE
+    diff = creeping - base
+    share = weights / weights.sum()
+    spread = np.sqrt(np.dot(share**2, (diff - np.dot(share, diff)) ** 2) * n / (n - 1))
+    se = weights.sum() * spread
+    assert search.standard_error(creeping, base) == pytest.approx(se, rel=1e-12)
+    assert np.dot(weights, diff) < se  # within a standard error
+    assert not check(20, creeping)
+    assert search.best[0] == 20  # the highest score still chooses the count
+    assert check(30, creeping + 1e-5)  # 20 rounds without a significant gain: stop
+    # A gain of many standard errors extends the search.
+    again = RoundCountSearch(patience=20, total_weight=weights.sum(), weights=weights)
+    assert not again.update(10, float(np.dot(weights, base)), 10, base)
+    assert not again.update(20, float(np.dot(weights, base + 0.1)), 20, base + 0.1)
+    assert not again.update(30, float(np.dot(weights, base + 0.1)), 30, base + 0.1)
+    assert again.update(40, float(np.dot(weights, base + 0.1)), 40, base + 0.1)
+
+
 def test_round_count_search_without_patience_never_stops():
     search = RoundCountSearch(patience=None, total_weight=1.0)
     assert not any(search.update(r, -float(r), None) for r in range(10, 1000, 10))

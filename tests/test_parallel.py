@@ -308,3 +308,18 @@ def test_threaded_kernel_compiles_only_the_form_a_call_needs():
         assert len(chunk_sums.parallel.signatures) == 1
         np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
     assert chunk_sums.serial.py_func.__qualname__.endswith("_serial")  # own cache files
+
+
+def test_fit_threads_keeps_blas_on_one_thread_and_restores_it():
+    from threadpoolctl import threadpool_info
+
+    from viboost._utils.parallel import fit_threads
+
+    def blas_threads():
+        return [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+
+    before = blas_threads()
+    with fit_threads(1) as n:
+        assert n == 1
+        assert all(count == 1 for count in blas_threads())
+    assert blas_threads() == before

@@ -72,7 +72,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     Two presets (:mod:`viboost.presets`; explicitly set parameters always win):
 
-    - ``"robust"`` (default): boosters with shrinkage (``learning_rate=0.1``) and the exact mode
+    - ``"robust"`` (default): boosters with shrinkage (``learning_rate=0.2``) and the exact mode
       of q(c) are cross-fitted on ``cv`` folds; their out-of-fold margins choose the number of
       rounds (at most ``n_estimators=1000``) and calibrate theta, xi and the scale of ``H`` by
       the model's marginal likelihood, which gives every row a calibrated ``phi_n``; the final
@@ -96,7 +96,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         and ``noise_fit`` (see above).
     learning_rate : float or None, default=None
         Shrinkage: round t adds ``learning_rate * alpha_t h_t`` to ``H``. None: from the preset
-        (robust: 0.1, paper: 1).
+        (robust: 0.2, paper: 1).
     weight_prior : float, default=1.0
         mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each stump weight. Larger
         values shrink the weights more (the 1/Z term of section 6 eq. (18)); near 0 the core
@@ -133,10 +133,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         class has fewer rows), shuffled by ``random_state``. A splitter or an iterable of
         (train, validation) index arrays is used as given, as in scikit-learn; rows in no
         validation fold get the final ensemble's margin.
-    n_iter_no_change : int or None, default=100
+    n_iter_no_change : int or None, default=30
         With cross-fitting: stop once the out-of-fold log-likelihood (scored every 10 rounds)
-        has not risen by 1e-5 nats per unit of sample weight for this many rounds; the best
-        round count is kept. None tries all ``n_estimators``.
+        has not risen significantly for this many rounds (by more than 1e-5 nats per unit of
+        sample weight plus one standard error of the rise, paired over the rows:
+        :class:`~viboost.noise_fit.cross_fit.RoundCountSearch`); the round count of the highest
+        score is kept. None tries all ``n_estimators``.
     tol : float, default=1e-8
         The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
         (a fall also stops it; falls are recorded, see ``elbo_``).
@@ -332,7 +334,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         alpha: str | None = None,
         noise_fit: str | None = None,
         cv: int = 5,
-        n_iter_no_change: int | None = 100,
+        n_iter_no_change: int | None = 30,
         tol: float = 1e-8,
         max_vi_iter: int = 100,
         fixed_vi_iter: int | None = None,

@@ -14,13 +14,14 @@
 ``"robust"`` (the default)
     The same model, fitted in two stages (:meth:`VIBoostClassifier.fit`):
 
-    1. *cross-fitting*: ``cv`` boosters, each on all folds but one, add stumps with the exact mode
-       of q(c) shrunk by ``learning_rate = 0.1``; every 10 rounds the out-of-fold margins are
+    1. *cross-fitting*: ``cv`` boosters, each on all folds but one, add trees (8 leaves, each
+       leaf at the exact mode of its q(c)) shrunk by ``learning_rate = 0.2``, grown together
+       (one histogram pass per step for all folds); every 10 rounds the out-of-fold margins are
        scored by the model's marginal likelihood of the observed labels, with (theta, xi, the
        scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.noise_fit.calibration`). The
-       best round count wins (at most ``n_estimators = 1000``; stopping after ``n_iter_no_change``
-       rounds without improvement), and its calibration gives phi_n for every training row from a
-       margin that row did not help fit;
+       best round count wins (at most ``n_estimators = 1000``; stopping after ``n_iter_no_change
+       = 30`` rounds without a significant gain), and its calibration gives phi_n for every
+       training row from a margin that row did not help fit;
     2. *the final fit*: the same booster on all rows for that many rounds, each row counting
        ``s_n phi_n`` times: the weight update of S.4.1 under the calibrated q(w).
 
@@ -99,7 +100,7 @@ PRESETS: dict[str, FitPlan] = {
     "paper": FitPlan(n_estimators=100, learning_rate=1.0, alpha="approx", noise_fit="in-sample"),
     "robust": FitPlan(
         n_estimators=1000,
-        learning_rate=0.1,
+        learning_rate=0.2,
         alpha="exact",
         noise_fit="cross-fit",
         max_leaf_nodes=8,
