@@ -160,7 +160,9 @@ def test_growth_from_node_histograms_is_the_tree_search(
 ):
     """TreeGrowth over a RowPartition grows TreeSearch's tree: bit for bit without speculation
     (the same histograms, the same splits in the same order); speculating, the same splits,
-    with the sums of the leaves it never needed to split taken from their parents' splits."""
+    with the sums of more leaves taken from their parents' splits (leaves it never needed to
+    split; without speculation only the children of the last split and of nodes whose children
+    cannot split)."""
     X, y = _tree_data()
     rng = np.random.default_rng(1)
     active = rng.random(y.size) < 0.9
@@ -195,8 +197,8 @@ def test_growth_from_node_histograms_is_the_tree_search(
     if speculate:  # fewer exchanges than splits, each of several nodes
         assert len(trips) < want.n_leaves - 1
         np.testing.assert_allclose(error, want_error, rtol=1e-12)
-    else:
-        assert trips == [1] * (want.n_leaves - 1)
+    else:  # one node a trip; the last split needs no histograms
+        assert trips == [1] * len(trips) and len(trips) <= want.n_leaves - 1
         assert error == want_error
 
 

@@ -231,10 +231,9 @@ class TreeGrowth:
 
     def _needs_histograms(self, index: int) -> bool:
         """Whether splitting a leaf needs its children's histograms: for their own splits,
-        unless (speculating) it is the tree's last split or neither child may split (depth,
-        rows); their sums then come from the leaf's split."""
-        if not self.speculate:
-            return True
+        unless it is the tree's last split or neither child may split (depth, rows); their
+        sums then come from the leaf's split, and the leaf's rows stay unpartitioned (a
+        :class:`RowPartition` range of a node that is no leaf of the tree)."""
         if self._n_leaves + 1 >= self.settings.max_leaf_nodes:
             return False
         record = self._records[index]

@@ -33,7 +33,7 @@ _HIST_BUDGET_BYTES = 1 << 25
 # Rows per block of the (n, d) -> (d, n) transpose.
 _TRANSPOSE_BLOCK_ROWS = 1 << 12
 # Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
-_NODE_CHUNK_ROWS = 1 << 15
+_NODE_CHUNK_ROWS = 1 << 14
 _NODE_MAX_CHUNKS = 16
 
 

@@ -242,9 +242,15 @@ class TreeSearch:
             return tree.leaf_index(self.binned_columns_)
         _, rows, positions = last
         number = tree.leaf_numbers
+        is_leaf = tree.nodes["is_leaf"]
         out = np.empty(self.binned_.shape[0], dtype=np.int64)
+        routed = [self._inactive]
         for node, (start, stop) in rows.leaf_ranges().items():
-            out[rows.rows[start:stop]] = number[positions[node]]
-        if self._inactive.size:
-            out[self._inactive] = tree.leaf_index(self.binned_columns_, self._inactive)
+            if is_leaf[positions[node]]:
+                out[rows.rows[start:stop]] = number[positions[node]]
+            else:  # split without partitioning its rows (the tree's last split)
+                routed.append(rows.rows[start:stop])
+        routed_rows = np.concatenate(routed)
+        if routed_rows.size:
+            out[routed_rows] = tree.leaf_index(self.binned_columns_, routed_rows)
         return out
