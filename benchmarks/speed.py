@@ -1,4 +1,4 @@
-"""Fit time, peak memory and accuracy of VIBoost against AdaBoost, LightGBM and XGBoost.
+"""Fit time, peak memory and accuracy of VIBoost against AdaBoost, LightGBM, XGBoost, cleanlab.
 
 Run from the repository root::
 
@@ -6,16 +6,20 @@ Run from the repository root::
     python benchmarks/speed.py --sizes 2000 5000 --rounds 10     # quick check
     python benchmarks/speed.py --models lightgbm xgboost --sizes 1000000 --repeats 3
     python benchmarks/speed.py --models trees --sizes 10000 100000   # the 31-leaf tree rows only
+    python benchmarks/speed.py --models default --out benchmarks/speed_default.md  # default fits
 
 Options: ``--sizes N ...`` (training rows; ``--rows`` is the same option), ``--rounds T``
 (boosting rounds, default 100), ``--repeats R`` (best of R fits, and of R predictions of the
 tree rows; default 1), ``--models KEY ...`` (a subset of ``viboost``, ``viboost-1iter``,
 ``adaboost``, ``lightgbm``, ``xgboost``, ``lightgbm-trees``, ``xgboost-trees``,
-``viboost-trees``, or the groups ``stumps`` and ``trees``), ``--test-rows`` (default 100,000),
-``--predict-rows`` (default 1,000,000), ``--out PATH`` (default ``benchmarks/speed.md``).
-The table is printed on stdout and written atomically to ``--out``; progress goes to stderr.
-A model whose library is not installed (XGBoost, LightGBM: ``pip install ".[bench]"``) is
-skipped with a note on stderr and in the report.
+``viboost-trees``, ``cleanlab``, ``lightgbm-default``, ``viboost-default``,
+``viboost-default-1thread``, or the groups ``stumps``, ``trees`` and ``default``; without
+``--models``: the stump and tree rows, not the default group), ``--test-rows`` (default
+100,000), ``--predict-rows`` (default 1,000,000), ``--out PATH`` (default
+``benchmarks/speed.md``). The table is printed on stdout and written atomically to ``--out``;
+progress goes to stderr. A model whose library is not installed or fails to import (XGBoost,
+LightGBM, cleanlab: ``pip install ".[bench]"``) is skipped with a note on stderr and in the
+report.
 
 Stump rows, all with T = ``--rounds`` rounds of depth-1 trees (stumps):
 
@@ -53,6 +57,28 @@ The tree rows also time the prediction (``predict_proba``) of the N training row
 warm-up call on 1,000 rows, best of ``--repeats``; the report gives each tree row's fit and
 predict times against LightGBM's at the same N (VIBoost/LightGBM, XGBoost/LightGBM).
 
+Default rows (``--models default``), each library's default fit, as a user would compare them on
+noisy labels; ``--rounds`` does not apply (VIBoost chooses its own number of rounds, LightGBM
+and CleanLearning use LightGBM's default 100 trees of up to 31 leaves):
+
+- ``cleanlab``: ``cleanlab.classification.CleanLearning(LGBMClassifier(random_state=0,
+  n_jobs=-1, verbose=-1), seed=0)``: 5-fold cross-validated LightGBM probabilities, the label
+  issues they point to, then LightGBM refitted on the rows not flagged;
+- ``lightgbm-default``: ``LGBMClassifier(random_state=0, n_jobs=-1, verbose=-1)`` (no label
+  cleaning);
+- ``viboost-default``: ``VIBoostClassifier(random_state=0, n_jobs=-1)``: the default robust
+  preset (cross-fitted noise model, 8-leaf trees, early stopping on the out-of-fold marginal
+  likelihood), on all cores;
+- ``viboost-default-1thread``: ``VIBoostClassifier(random_state=0, n_jobs=1)``: the same on one
+  thread (its model is bit-identical to the n_jobs=-1 one; the ratio of the two fit times is
+  the speed-up from threads).
+
+The report's default section gives, per N, the fit times, VIBoost's over CleanLearning's, the
+1-thread over the all-threads VIBoost fit time, the test error in % of each, the peak RSS and
+RSS increase of each, VIBoost's number of rounds (``len(model.estimators_)``) and its estimated
+noise rate ``model.noise_rate_`` against the true 10%, and how many numba compilations (or
+cache loads) happened during VIBoost's timed fit (0 when the warm-up covered every kernel).
+
 Data (deterministic, regenerated in every child process): D = 50 features, float64, i.i.d.
 standard normal, C-contiguous. With w = (1, -1, 0.5, 0.5, -0.5) and e a standard-normal noise
 draw per row, the clean label is ``y = 1[X[:, :5] @ w + 0.5 * e > 0]``. In the TRAINING set,
@@ -66,7 +92,12 @@ one at a time, never two fits at once. A child:
 
 1. imports the libraries and warms the model up with two small fits and predicts (2,000 rows x
    5 rounds, and 50,000 rows x 2 rounds, above the size from which VIBoost compresses a round's
-   rows), so the timed fit excludes numba JIT compilation (and library start-up costs);
+   rows), so the timed fit excludes numba JIT compilation (and library start-up costs). A
+   default VIBoost row warms up with ``VIBoostClassifier(random_state=0, n_jobs=<its n_jobs>,
+   n_estimators=20)`` fitted (and predicting) on 2,000 rows and on 60,000 rows (60,000 x 50 is
+   above the 2^20 rows x features from which the compiled kernels run threaded, so the
+   parallel kernels are compiled too); LightGBM's and CleanLearning's default rows with one fit
+   and predict of their own model on 2,000 rows (nothing to compile);
 2. generates the training data;
 3. reads VmRSS from /proc/self/status (the "pre-fit RSS") and resets the high-water mark VmHWM
    by writing 5 to /proc/self/clear_refs (so allocations before the fit do not count);
@@ -82,15 +113,20 @@ one at a time, never two fits at once. A child:
 
 MB means 10^6 bytes throughout. The "x LightGBM" column is fit seconds over LightGBM's fit
 seconds at the same N in the same run: the stump rows against LightGBM with stumps, the tree
-rows against LightGBM with 31-leaf trees. The per-round time exponent of a model is the least
-squares slope of log(ms per round) against log N over the sizes it ran.
+rows against LightGBM with 31-leaf trees (the default rows have their own section and are
+compared with CleanLearning). The per-round time exponent of a model is the least squares slope
+of log(ms per round) against log N over the sizes it ran (stump and tree rows only). The peak
+RSS is that of the child process alone: processes it may start (cleanlab's ``find_label_issues``
+can use a multiprocessing pool) are not counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -103,6 +139,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -132,33 +169,49 @@ MODELS: dict[str, str] = {
     "lightgbm-trees": "LightGBM (31-leaf trees)",
     "xgboost-trees": "XGBoost (31-leaf trees)",
     "viboost-trees": "VIBoost (31-leaf trees)",
+    "cleanlab": "CleanLearning (LightGBM)",
+    "lightgbm-default": "LightGBM (defaults)",
+    "viboost-default": "VIBoost (defaults, n_jobs=-1)",
+    "viboost-default-1thread": "VIBoost (defaults, n_jobs=1)",
 }
 #: VIBoost's stump rows (the targets, the inner iterations and the predict-time section).
 VIBOOST_KEYS = ("viboost", "viboost-1iter")
 #: The rows of 31-leaf trees, compared with LightGBM's 31-leaf trees (fit and predict).
 TREE_KEYS = ("lightgbm-trees", "xgboost-trees", "viboost-trees")
+#: The default rows: each library's default fit, compared with CleanLearning (own section).
+DEFAULT_KEYS = ("cleanlab", "lightgbm-default", "viboost-default", "viboost-default-1thread")
+#: ``n_jobs`` of VIBoost's default rows.
+DEFAULT_VIBOOST_JOBS = {"viboost-default": -1, "viboost-default-1thread": 1}
 #: ``--models`` groups.
 GROUPS = {
-    "stumps": tuple(key for key in MODELS if key not in TREE_KEYS),
+    "stumps": tuple(key for key in MODELS if key not in TREE_KEYS + DEFAULT_KEYS),
     "trees": TREE_KEYS,
+    "default": DEFAULT_KEYS,
 }
+#: The models run without ``--models``: the stump and tree rows.
+DEFAULT_MODELS = [key for key in MODELS if key not in DEFAULT_KEYS]
 #: The LightGBM row each row's "x LightGBM" ratios are taken against.
 BASELINE = {key: "lightgbm-trees" if key in TREE_KEYS else "lightgbm" for key in MODELS}
-#: The module each model needs (skipped with a note when it is missing).
+#: The modules each model needs (skipped with a note when one is missing or fails to import).
 REQUIRES = {
-    "lightgbm": "lightgbm",
-    "xgboost": "xgboost",
-    "adaboost": "sklearn",
-    "viboost": "viboost",
-    "viboost-1iter": "viboost",
-    "lightgbm-trees": "lightgbm",
-    "xgboost-trees": "xgboost",
-    "viboost-trees": "viboost",
+    "lightgbm": ("lightgbm",),
+    "xgboost": ("xgboost",),
+    "adaboost": ("sklearn",),
+    "viboost": ("viboost",),
+    "viboost-1iter": ("viboost",),
+    "lightgbm-trees": ("lightgbm",),
+    "xgboost-trees": ("xgboost",),
+    "viboost-trees": ("viboost",),
+    "cleanlab": ("cleanlab", "lightgbm"),
+    "lightgbm-default": ("lightgbm",),
+    "viboost-default": ("viboost",),
+    "viboost-default-1thread": ("viboost",),
 }
 #: What to install for a missing module.
 INSTALL = {
     "lightgbm": 'pip install lightgbm, or the bench extra: pip install ".[bench]"',
     "xgboost": 'pip install xgboost, or the bench extra: pip install ".[bench]"',
+    "cleanlab": 'pip install cleanlab, or the bench extra: pip install ".[bench]"',
     "sklearn": "pip install scikit-learn",
     "viboost": "pip install -e .",
 }
@@ -167,6 +220,11 @@ TREE_LEARNING_RATE = 0.1
 TREE_MIN_SAMPLES_LEAF = 20
 # Rows of the warm-up prediction before the timed prediction of the training rows.
 PREDICT_WARMUP_ROWS = 1_000
+# Warm-up of the default rows: VIBoost fits `DEFAULT_WARMUP_ROUNDS` rounds at most on each of
+# these row counts, the larger above the 2**20 rows x features (60,000 x 50 = 3e6) from which
+# its compiled kernels run threaded; LightGBM and CleanLearning fit the smaller one only.
+DEFAULT_WARMUP_ROWS = (2_000, 60_000)
+DEFAULT_WARMUP_ROUNDS = 20
 
 # Targets of the project.
 TARGET_N_RATIO = 1_000_000
@@ -178,6 +236,11 @@ TARGET_MEM_EXTRA_MB = 300.0
 TARGET_PREDICT_S = 0.2
 TARGET_PREDICT_ROWS = 1_000_000
 TARGET_ROUNDS = 100
+# Targets of the default rows: VIBoost (n_jobs=-1) no slower and no less accurate than
+# CleanLearning at every N; n_jobs=-1 at least this much faster than n_jobs=1 from this N.
+TARGET_DEFAULT_RATIO = 1.0
+TARGET_THREAD_SPEEDUP = 1.6
+TARGET_THREAD_MIN_N = 100_000
 
 
 # ---------------------------------------------------------------------------------- data
@@ -274,6 +337,24 @@ def make_model(key: str, rounds: int) -> Any:
             random_state=0,
             n_jobs=-1,
         )
+    # The default rows (``rounds`` does not apply: each library's defaults).
+    if key == "cleanlab":
+        from cleanlab.classification import CleanLearning
+        from lightgbm import LGBMClassifier
+
+        return CleanLearning(LGBMClassifier(random_state=0, n_jobs=-1, verbose=-1), seed=0)
+    if key == "lightgbm-default":
+        from lightgbm import LGBMClassifier
+
+        return LGBMClassifier(random_state=0, n_jobs=-1, verbose=-1)
+    if key == "viboost-default":
+        from viboost import VIBoostClassifier
+
+        return VIBoostClassifier(random_state=0, n_jobs=-1)
+    if key == "viboost-default-1thread":
+        from viboost import VIBoostClassifier
+
+        return VIBoostClassifier(random_state=0, n_jobs=1)
     raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
 
 
@@ -283,6 +364,37 @@ def warm_up(factory: Callable[[int], Any]) -> None:
         X_w, y_w = make_data(rows, WARMUP_SEED, FLIP_RATE)
         factory(rounds).fit(X_w, y_w).predict(X_w)
     gc.collect()
+
+
+def warm_up_default(key: str) -> None:
+    """Warm a default row up (see the docstring): VIBoost's robust fit below and above the
+    threading threshold, so its timed fit compiles nothing; the others' start-up costs."""
+    if key in DEFAULT_VIBOOST_JOBS:
+        from viboost import VIBoostClassifier
+
+        for rows in DEFAULT_WARMUP_ROWS:
+            X_w, y_w = make_data(rows, WARMUP_SEED, FLIP_RATE)
+            with warnings.catch_warnings():  # "best at n_estimators=20": expected, capped here
+                warnings.simplefilter("ignore")
+                VIBoostClassifier(
+                    random_state=0,
+                    n_jobs=DEFAULT_VIBOOST_JOBS[key],
+                    n_estimators=DEFAULT_WARMUP_ROUNDS,
+                ).fit(X_w, y_w).predict(X_w)
+    else:
+        X_w, y_w = make_data(DEFAULT_WARMUP_ROWS[0], WARMUP_SEED, FLIP_RATE)
+        make_model(key, 0).fit(X_w, y_w).predict(X_w)
+    gc.collect()
+
+
+def compile_recorder(key: str) -> contextlib.AbstractContextManager[Any]:
+    """For VIBoost's default rows, a recorder of numba's compile events (compilations and cache
+    loads, ``.buffer``); a no-op context (None) for the other rows."""
+    if key not in DEFAULT_VIBOOST_JOBS:
+        return contextlib.nullcontext()
+    from numba.core import event
+
+    return event.install_recorder("numba:compile")
 
 
 # ---------------------------------------------------------------------------------- memory
@@ -323,7 +435,10 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"model": key, "n": n, "rounds": rounds}
 
     # 1. warm-up: imports, numba JIT, library start-up.
-    warm_up(lambda rounds: make_model(key, rounds))
+    if key in DEFAULT_KEYS:
+        warm_up_default(key)
+    else:
+        warm_up(lambda rounds: make_model(key, rounds))
 
     # 2. data.
     X, y = make_data(n, TRAIN_SEED, FLIP_RATE)
@@ -335,6 +450,7 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     increases: list[float] = []
     method = ""
     model = None
+    compilations = 0
     for _ in range(spec["repeats"]):
         model = None
         gc.collect()
@@ -348,9 +464,12 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
             method = "ru_maxrss after fit minus ru_maxrss after data (no reset possible)"
             base_kib = maxrss_kib()
         # 4. the timed fit.
-        start = time.perf_counter()
-        model.fit(X, y)
-        times.append(time.perf_counter() - start)
+        with compile_recorder(key) as recorder:
+            start = time.perf_counter()
+            model.fit(X, y)
+            times.append(time.perf_counter() - start)
+        if recorder is not None:
+            compilations += sum(1 for _, ev in recorder.buffer if ev.is_start)
         after = read_status_kib()
         peak_kib = after["VmHWM"] if "VmHWM" in after else maxrss_kib()
         peaks.append(peak_kib * 1024 / MB)
@@ -367,6 +486,13 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
     if key == "viboost-trees":
         out["n_learners"] = len(model.estimators_)
         out["mean_leaves"] = float(np.mean([tree.n_leaves for tree in model.estimators_[1:]]))
+    if key in DEFAULT_VIBOOST_JOBS:
+        out["n_rounds"] = len(model.estimators_)
+        out["noise_rate"] = float(model.noise_rate_)
+        out["noise_rate_interval"] = [float(v) for v in model.noise_rate_interval_]
+        out["jit_compilations"] = compilations
+    if key == "cleanlab":
+        out["label_issues"] = int(np.sum(model.label_issues_df["is_label_issue"]))
 
     # 6. a tree row: predict the N training rows.
     if key in TREE_KEYS:
@@ -461,7 +587,7 @@ def load_average() -> float:
 def versions_line() -> str:
     """Versions of the benchmarked libraries, read from their installed metadata."""
     parts = []
-    for dist in ("viboost", "numpy", "numba", "scikit-learn", "lightgbm", "xgboost"):
+    for dist in ("viboost", "numpy", "numba", "scikit-learn", "lightgbm", "xgboost", "cleanlab"):
         try:
             parts.append(f"{dist} {importlib.metadata.version(dist)}")
         except importlib.metadata.PackageNotFoundError:
@@ -492,14 +618,25 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     """The markdown report of a run."""
     ok = [r for r in results if "error" not in r]
     by = {(r["model"], r["n"]): r for r in ok}
+    fixed = [key for key in args.models if key not in DEFAULT_KEYS]  # stump and tree rows
+    default = [key for key in args.models if key in DEFAULT_KEYS]
+    threads = []
+    if fixed:
+        threads.append(
+            "stump rows: library defaults (LightGBM, XGBoost and numba use all cores); "
+            "tree rows: n_jobs=-1 (all cores) for every library"
+        )
+    if default:
+        threads.append(
+            "default rows: n_jobs=-1 for every library, except VIBoost (defaults, n_jobs=1)"
+        )
     lines = [
         "# VIBoost speed benchmark",
         "",
         f"- Date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         *machine_lines(),
         versions_line(),
-        "- Threads: stump rows: library defaults (LightGBM, XGBoost and numba use all cores); "
-        "tree rows: n_jobs=-1 (all cores) for every library.",
+        f"- Threads: {'; '.join(threads) or 'no model ran'}.",
         f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
         f"{load_average():.2f} (other processes on the machine slow every fit down).",
         f"- Command: `{shlex.join(['python', *sys.argv])}`",
@@ -507,12 +644,28 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         f"y = 1[X[:, :5] @ {tuple(WEIGHTS.tolist())} + {NOISE_SCALE} * e > 0], e ~ N(0, 1); "
         f"{FLIP_RATE:.0%} of the training labels flipped (exactly floor(0.1 N), uniformly); "
         f"test set: {args.test_rows:,} rows with clean labels, the same for every N.",
-        f"- Rounds: {args.rounds} (stump rows: depth-1 trees; tree rows: trees of up to "
-        f"{TREE_LEAVES} leaves, VIBoost's after its intercept); fit time: best of "
-        f"{args.repeats}; each "
-        "(model, N) in a fresh process, one at a time, after warm-up fits ("
-        + ", ".join(f"{rows:,} rows x {rounds} rounds" for rows, rounds in WARMUP_FITS)
-        + ") so numba JIT compilation is excluded from the timed fit.",
+    ]
+    if fixed:
+        lines.append(
+            f"- Rounds: {args.rounds} (stump rows: depth-1 trees; tree rows: trees of up to "
+            f"{TREE_LEAVES} leaves, VIBoost's after its intercept); fit time: best of "
+            f"{args.repeats}; each "
+            "(model, N) in a fresh process, one at a time, after warm-up fits ("
+            + ", ".join(f"{rows:,} rows x {rounds} rounds" for rows, rounds in WARMUP_FITS)
+            + ") so numba JIT compilation is excluded from the timed fit."
+        )
+    if default:
+        lines.append(
+            "- Default rows: each library's defaults (--rounds does not apply; VIBoost chooses "
+            f"its own rounds); fit time: best of {args.repeats}; each (model, N) in a fresh "
+            "process, one at a time, after warm-up fits: VIBoost: VIBoostClassifier("
+            f"random_state=0, n_jobs=<its n_jobs>, n_estimators={DEFAULT_WARMUP_ROUNDS}) on "
+            + " and ".join(f"{rows:,}" for rows in DEFAULT_WARMUP_ROWS)
+            + f" rows (above 2^20 rows x features: the threaded kernels), so numba JIT "
+            f"compilation is excluded from the timed fit; LightGBM and CleanLearning: one fit "
+            f"of their own model on {DEFAULT_WARMUP_ROWS[0]:,} rows."
+        )
+    lines += [
         "- Memory: peak RSS = VmHWM read after the fit, the high-water mark having been reset "
         "just before it (/proc/self/clear_refs); RSS increase = that peak minus VmRSS before "
         "the fit, when the training data is already resident. MB = 10^6 bytes.",
@@ -524,7 +677,31 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
     for note in getattr(args, "skipped", []):
         lines += [f"- Skipped: {note}", ""]
 
-    lines += [
+    size_line = (
+        "Size of the float64 training matrix: "
+        + ", ".join(f"N = {n:,}: {n * D * 8 / MB:.0f} MB" for n in args.sizes)
+        + "."
+    )
+    if fixed:
+        lines += fixed_lines([r for r in results if r["model"] in fixed], ok, by, args, size_line)
+    if default:
+        lines += default_lines([r for r in results if r["model"] in default], by, args)
+        if not fixed:
+            lines += [size_line, ""]
+    lines += build_targets(ok, by, args)
+    return "\n".join(lines) + "\n"
+
+
+def fixed_lines(
+    results: list[dict[str, Any]],
+    ok: list[dict[str, Any]],
+    by: dict[tuple[str, int], dict[str, Any]],
+    args: argparse.Namespace,
+    size_line: str,
+) -> list[str]:
+    """The sections of the stump and tree rows (fixed rounds): table, exponents, predict."""
+    ok = [r for r in ok if r["model"] not in DEFAULT_KEYS]
+    lines = [
         "| N | model | fit s | ms/round | x LightGBM | peak RSS MB | RSS increase MB "
         "| test accuracy |",
         "|---:|:---|---:|---:|---:|---:|---:|---:|",
@@ -541,13 +718,7 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
             f" | {fmt(ratio)} | {r['peak_rss_mb']:.0f} | {r['rss_increase_mb']:.0f}"
             f" | {r['test_accuracy']:.4f} |"
         )
-    lines += [
-        "",
-        "Size of the float64 training matrix: "
-        + ", ".join(f"N = {n:,}: {n * D * 8 / MB:.0f} MB" for n in args.sizes)
-        + ".",
-        "",
-    ]
+    lines += ["", size_line, ""]
 
     vib = [r for r in ok if r["model"] in VIBOOST_KEYS]
     if vib:
@@ -570,7 +741,7 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "| model | exponent | over N |",
         "|:---|---:|:---|",
     ]
-    for key in args.models:
+    for key in (key for key in args.models if key not in DEFAULT_KEYS):
         runs = sorted((r for r in ok if r["model"] == key), key=lambda r: r["n"])
         if len(runs) >= 2:
             ns = [r["n"] for r in runs]
@@ -593,8 +764,127 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
             "per row and stump)"
         )
     lines.append("")
-    lines += build_targets(ok, by, args)
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def bayes_error() -> float:
+    """The least error possible on the clean labels: P(sign(s) != sign(s + NOISE_SCALE e)) for
+    s = X[:, :5] @ WEIGHTS ~ N(0, |WEIGHTS|^2), i.e. arccos(corr(s, s + NOISE_SCALE e)) / pi."""
+    norm = float(np.linalg.norm(WEIGHTS))
+    return math.acos(norm / math.hypot(norm, NOISE_SCALE)) / math.pi
+
+
+def default_lines(
+    results: list[dict[str, Any]],
+    by: dict[tuple[str, int], dict[str, Any]],
+    args: argparse.Namespace,
+) -> list[str]:
+    """The section of the default rows: VIBoost's default fit against CleanLearning's."""
+    failed = {(r["model"], r["n"]): r["error"] for r in results if "error" in r}
+
+    def cell(key: str, n: int, show: Callable[[dict[str, Any]], str]) -> str:
+        if (key, n) in failed:
+            return f"failed ({failed[key, n]})"
+        run = by.get((key, n))
+        return show(run) if run else "-"
+
+    def error(r: dict[str, Any]) -> str:
+        return f"{100 * (1 - r['test_accuracy']):.2f}"
+
+    def rss(r: dict[str, Any]) -> str:
+        return f"{r['peak_rss_mb']:.0f} (+{r['rss_increase_mb']:.0f})"
+
+    def ratio(n: int, key: str, base_key: str) -> float | None:
+        run, base = by.get((key, n)), by.get((base_key, n))
+        return run["fit_s"] / base["fit_s"] if run and base else None
+
+    keys = ("cleanlab", "lightgbm-default", "viboost-default", "viboost-default-1thread")
+    short = ("CleanLearning", "LightGBM", "VIBoost", "VIBoost n_jobs=1")
+    lines = [
+        "## Default fits: VIBoost against CleanLearning",
+        "",
+        "Each library's defaults on the same training labels, "
+        f"{FLIP_RATE:.0%} of them flipped: CleanLearning = `cleanlab.classification."
+        "CleanLearning(LGBMClassifier(random_state=0, n_jobs=-1, verbose=-1), seed=0)` (5-fold "
+        "cross-validated LightGBM, label issues, LightGBM refitted on the rows not flagged); "
+        "LightGBM = `LGBMClassifier(random_state=0, n_jobs=-1, verbose=-1)` (100 trees of 31 "
+        "leaves, no cleaning); VIBoost = `VIBoostClassifier(random_state=0, n_jobs=-1)` (robust "
+        "preset: cross-fitted noise model, trees, early stopping) and the same with n_jobs=1.",
+        "",
+        "VIBoost/CleanLearning: fit seconds over CleanLearning's at the same N (< 1: faster). "
+        "Threads speed-up: VIBoost's n_jobs=1 fit seconds over its n_jobs=-1 seconds. Test "
+        f"error: % of the {args.test_rows:,} clean test rows misclassified; the clean labels "
+        f"carry the noise {NOISE_SCALE} e, so no model can go below the Bayes error "
+        f"{100 * bayes_error():.2f}%. Rounds: `len(model.estimators_)`. Noise rate: VIBoost's "
+        f"`noise_rate_` (true rate of flipped training labels: {FLIP_RATE:.0%}). RSS: peak MB "
+        "(+ increase over the pre-fit RSS).",
+        "",
+        "| N | CleanLearning fit s | LightGBM fit s | VIBoost fit s (n_jobs=-1) "
+        "| VIBoost/CleanLearning | VIBoost n_jobs=1 s | threads speed-up "
+        + "".join(f"| test error % {name} " for name in short)
+        + "| VIBoost rounds | VIBoost noise rate "
+        + "".join(f"| peak RSS MB {name} " for name in short)
+        + "|",
+        "|---:" * 17 + "|",
+    ]
+    sizes = sorted({r["n"] for r in results})
+    for n in sizes:
+        cells = [f"{n:,}"]
+        cells += [cell(key, n, lambda r: fmt(r["fit_s"])) for key in keys[:3]]
+        cells.append(fmt(ratio(n, "viboost-default", "cleanlab")))
+        cells.append(cell(keys[3], n, lambda r: fmt(r["fit_s"])))
+        cells.append(fmt(ratio(n, "viboost-default-1thread", "viboost-default")))
+        cells += [cell(key, n, error) for key in keys]
+        cells.append(cell(keys[2], n, lambda r: str(r["n_rounds"])))
+        cells.append(cell(keys[2], n, lambda r: f"{r['noise_rate']:.4f}"))
+        cells += [cell(key, n, rss) for key in keys]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for n in sizes:
+        notes = []
+        one_vs_cl = ratio(n, "viboost-default-1thread", "cleanlab")
+        if one_vs_cl is not None:
+            notes.append(f"VIBoost n_jobs=1/CleanLearning fit {one_vs_cl:.3g}x")
+        many, one = by.get(("viboost-default", n)), by.get(("viboost-default-1thread", n))
+        if many:
+            low, high = many["noise_rate_interval"]
+            notes.append(
+                f"VIBoost: {many['n_rounds']} rounds, noise rate {many['noise_rate']:.4f} (90% "
+                f"interval {low:.4f} to {high:.4f}; true {FLIP_RATE:.0%})"
+            )
+        if many and one:
+            same = (one["n_rounds"], one["noise_rate"]) == (many["n_rounds"], many["noise_rate"])
+            notes.append(
+                "n_jobs=1: the same rounds and noise rate"
+                if same
+                else f"n_jobs=1 DIFFERS: {one['n_rounds']} rounds, noise rate "
+                f"{one['noise_rate']:.4f}"
+            )
+        compiled = [
+            f"{by[key, n]['jit_compilations']} ({MODELS[key]})"
+            for key in DEFAULT_VIBOOST_JOBS
+            if (key, n) in by
+        ]
+        if compiled:
+            notes.append(
+                "numba compilations or cache loads during VIBoost's timed fit (0: the warm-up "
+                "compiled everything): " + ", ".join(compiled)
+            )
+        run = by.get(("cleanlab", n))
+        if run:
+            notes.append(
+                f"CleanLearning flagged {run['label_issues']:,} label issues "
+                f"({math.floor(FLIP_RATE * n):,} labels flipped)"
+            )
+        if notes:
+            lines.append(f"- N = {n:,}: " + "; ".join(notes) + ".")
+    lines += [
+        "",
+        "Peak RSS: of the benchmark's child process alone (cleanlab's find_label_issues may "
+        "start a multiprocessing pool, whose processes are not counted).",
+        "",
+    ]
+    return lines
 
 
 def tree_ratios(r: dict[str, Any], by: dict[tuple[str, int], dict[str, Any]]) -> tuple:
@@ -657,8 +947,10 @@ def build_targets(
     ok: list[dict[str, Any]], by: dict[tuple[str, int], dict[str, Any]], args: argparse.Namespace
 ) -> list[str]:
     """The project's targets and whether this run met them (computed, never assumed)."""
+    fixed = any(key not in DEFAULT_KEYS for key in args.models)
+    default = any(key in DEFAULT_KEYS for key in args.models)
     lines = ["## Targets", ""]
-    if args.rounds != TARGET_ROUNDS:
+    if fixed and args.rounds != TARGET_ROUNDS:
         lines += [
             f"NOTE: the targets are defined at {TARGET_ROUNDS} rounds; this run used "
             f"{args.rounds}, so the statuses below are indicative only.",
@@ -670,6 +962,73 @@ def build_targets(
         "| target | measured | limit | status |",
         "|:---|---:|---:|:---|",
     ]
+    if fixed:
+        lines += fixed_targets(ok, by)
+    if default:
+        lines += default_targets(by, args)
+    if not (fixed or default):
+        lines.append("| - | - | - | no model ran |")
+    if fixed:
+        lines += [
+            "",
+            "Memory budget: RSS increase over the pre-fit RSS (which already holds the float64 "
+            f"training matrix) <= {TARGET_MEM_FRACTION:g} x (N x {D} x 8 bytes) + "
+            f"{TARGET_MEM_EXTRA_MB:g} MB, i.e. total fit-time footprint <= input + 25% + 300 MB.",
+        ]
+    return lines
+
+
+def default_targets(
+    by: dict[tuple[str, int], dict[str, Any]], args: argparse.Namespace
+) -> list[str]:
+    """Target rows of the default group: VIBoost against CleanLearning, and its threads."""
+    lines = []
+    name = MODELS["viboost-default"]
+    for n in args.sizes:
+        vi, cl = by.get(("viboost-default", n)), by.get(("cleanlab", n))
+        label = f"N = {n:,}: {name} fit <= {TARGET_DEFAULT_RATIO:g}x CleanLearning"
+        if vi and cl:
+            ratio = vi["fit_s"] / cl["fit_s"]
+            lines.append(
+                f"| {label} | {ratio:.3g}x ({vi['fit_s']:.3g} s) | {TARGET_DEFAULT_RATIO:g}x "
+                f"({cl['fit_s']:.3g} s) | {verdict(ratio, TARGET_DEFAULT_RATIO)} |"
+            )
+        else:
+            lines.append(f"| {label} | - | {TARGET_DEFAULT_RATIO:g}x | not measured in this run |")
+        label = f"N = {n:,}: {name} test error <= CleanLearning's"
+        if vi and cl:
+            err_vi, err_cl = 100 * (1 - vi["test_accuracy"]), 100 * (1 - cl["test_accuracy"])
+            lines.append(f"| {label} | {err_vi:.2f}% | {err_cl:.2f}% | {verdict(err_vi, err_cl)} |")
+        else:
+            lines.append(f"| {label} | - | - | not measured in this run |")
+    large = [n for n in args.sizes if n >= TARGET_THREAD_MIN_N]
+    for n in large:
+        label = (
+            f"N = {n:,}: {name} >= {TARGET_THREAD_SPEEDUP:g}x faster than "
+            f"{MODELS['viboost-default-1thread']}"
+        )
+        many, one = by.get(("viboost-default", n)), by.get(("viboost-default-1thread", n))
+        if many and one:
+            allowed = one["fit_s"] / TARGET_THREAD_SPEEDUP
+            lines.append(
+                f"| {label} | {one['fit_s'] / many['fit_s']:.3g}x faster ({many['fit_s']:.3g} s)"
+                f" | {TARGET_THREAD_SPEEDUP:g}x ({allowed:.3g} s) "
+                f"| {verdict(many['fit_s'], allowed)} |"
+            )
+        else:
+            lines.append(f"| {label} | - | {TARGET_THREAD_SPEEDUP:g}x | not measured in this run |")
+    if not large:
+        lines.append(
+            f"| {name} >= {TARGET_THREAD_SPEEDUP:g}x faster than n_jobs=1 at N >= "
+            f"{TARGET_THREAD_MIN_N:,} | - | {TARGET_THREAD_SPEEDUP:g}x | not measured in this run "
+            f"(needs N >= {TARGET_THREAD_MIN_N:,}) |"
+        )
+    return lines
+
+
+def fixed_targets(ok: list[dict[str, Any]], by: dict[tuple[str, int], dict[str, Any]]) -> list[str]:
+    """Target rows of the stump rows: fit time against LightGBM and AdaBoost, memory, predict."""
+    lines = []
     lgbm = by.get(("lightgbm", TARGET_N_RATIO))
     for key, limit in TARGET_RATIO.items():
         label = f"N = {TARGET_N_RATIO:,}: {MODELS[key]} fit <= {limit:g}x LightGBM"
@@ -726,12 +1085,6 @@ def build_targets(
             f"| {label} | - | {TARGET_PREDICT_S:g} s | not measured in this run "
             "(needs 100 stumps and --predict-rows 1000000) |"
         )
-    lines += [
-        "",
-        "Memory budget: RSS increase over the pre-fit RSS (which already holds the float64 "
-        f"training matrix) <= {TARGET_MEM_FRACTION:g} x (N x {D} x 8 bytes) + "
-        f"{TARGET_MEM_EXTRA_MB:g} MB, i.e. total fit-time footprint <= input + 25% + 300 MB.",
-    ]
     return lines
 
 
@@ -773,8 +1126,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--models",
         nargs="+",
         choices=[*MODELS, *GROUPS],
-        default=list(MODELS),
-        help="models to run, or the groups 'stumps' and 'trees' (default: all)",
+        default=DEFAULT_MODELS,
+        help="models to run, or the groups 'stumps', 'trees' and 'default' (default: the stump "
+        "and tree rows)",
     )
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--predict-rows", type=int, default=TARGET_PREDICT_ROWS)
@@ -790,6 +1144,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def import_problem(module: str) -> str:
+    """Why ``module`` cannot be used ("is not installed", "fails to import: ..."), or ""."""
+    if importlib.util.find_spec(module) is None:
+        return "is not installed"
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken install: skip its models, as for a missing one
+        return f"fails to import ({type(exc).__name__}: {exc})"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every (model, N) in its own child process, print and write the report."""
     args = parse_args(argv)
@@ -801,12 +1166,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     args.skipped = []
-    for module in sorted({REQUIRES[key] for key in args.models}):
-        if importlib.util.find_spec(module) is None:
-            names = ", ".join(MODELS[key] for key in args.models if REQUIRES[key] == module)
-            args.skipped.append(f"{names}: {module} is not installed ({INSTALL[module]}).")
+    for module in sorted({module for key in args.models for module in REQUIRES[key]}):
+        problem = import_problem(module)
+        if problem:
+            names = ", ".join(MODELS[key] for key in args.models if module in REQUIRES[key])
+            if not names:  # its models were skipped already, for another module
+                continue
+            args.skipped.append(f"{names}: {module} {problem} ({INSTALL[module]}).")
             print(f"note: skipping {args.skipped[-1]}", file=sys.stderr)
-            args.models = [key for key in args.models if REQUIRES[key] != module]
+            args.models = [key for key in args.models if module not in REQUIRES[key]]
     plan = [
         (n, key)
         for n in args.sizes
@@ -842,6 +1210,22 @@ def main(argv: list[str] | None = None) -> int:
             )
         else:
             extra = f", predict {r['predict_s']:.3f} s" if "predict_s" in r else ""
+            if key in DEFAULT_KEYS:
+                if "n_rounds" in r:
+                    extra = (
+                        f", {r['n_rounds']} rounds, noise rate {r['noise_rate']:.4f}, "
+                        f"{r['jit_compilations']} numba compilations in the timed fit"
+                    )
+                if "label_issues" in r:
+                    extra = f", {r['label_issues']:,} label issues flagged"
+                print(
+                    f"[{i}/{len(plan)}] N={n:,} {MODELS[key]}: fit {r['fit_s']:.3f} s, peak RSS "
+                    f"{r['peak_rss_mb']:.0f} MB (+{r['rss_increase_mb']:.0f}), test error "
+                    f"{100 * (1 - r['test_accuracy']):.2f}%{extra}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
             if key in TREE_KEYS:
                 extra += f", predict {n:,} rows {r['train_predict_s']:.3g} s"
                 fit_ratio, predict_ratio = tree_ratios(

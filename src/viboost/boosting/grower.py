@@ -45,7 +45,13 @@ import numpy as np
 from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.histogram import node_histograms
 from viboost.boosting.learners import NODE_DTYPE
-from viboost.boosting.splitting import CRITERIA, best_node_split, leaf_value, partition_nodes
+from viboost.boosting.splitting import (
+    CRITERIA,
+    best_node_split,
+    best_node_splits,
+    leaf_value,
+    partition_nodes,
+)
 from viboost.boosting.trees import LEAF_WEIGHTS
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "TreeGrowth",
     "TreeSettings",
     "expand_together",
+    "expanded_together",
     "grow",
     "histograms_together",
 ]
@@ -210,15 +217,19 @@ class TreeGrowth:
         self._add_record(0, root)
         self._admit(0)
 
-    def _add_record(self, depth: int, hist: np.ndarray) -> int:
+    def _add_record(self, depth: int, hist: np.ndarray, split: tuple | None = None) -> int:
+        """A node's record; its best split found here unless given (:meth:`_may_split`)."""
         sums = hist[0].sum(axis=0)
-        split = None
-        if depth < self._max_depth and sums[2] >= 2 * self._min_leaf:
+        if split is None and self._may_split(depth, sums):
             split = best_node_split(hist, self.n_bins, self._code, self.prior, self._min_leaf)
         self._records.append(
             {"depth": depth, "hist": hist, "sums": sums, "split": split, "children": None}
         )
         return len(self._records) - 1
+
+    def _may_split(self, depth: int, sums: np.ndarray) -> bool:
+        """Whether a node of this depth and these sums may split (depth and row limits)."""
+        return bool(depth < self._max_depth and sums[2] >= 2 * self._min_leaf)
 
     def _admit(self, index: int) -> None:
         """A node joins the tree (TreeSearch creates it here): a candidate if it can split."""
@@ -312,21 +323,41 @@ class TreeGrowth:
 
     def expanded(self, histograms: Sequence[np.ndarray]) -> None:
         """The histograms of the smaller children of the last :meth:`requests`, in order."""
+        expanded_together([self], [histograms])
+
+    def _children(self, histograms: Sequence[np.ndarray], out: np.ndarray, at: int) -> list:
+        """The children's histograms of the last requests, written into ``out`` from index
+        ``at`` on (left, right per request; the larger one by the subtraction trick), with
+        each child's depth and sums."""
         if len(histograms) != len(self._pending):
             raise ValueError(f"expected {len(self._pending)} histograms, got {len(histograms)}")
-        for request, small in zip(self._pending, histograms, strict=True):
+        children = []
+        for k, (request, small) in enumerate(zip(self._pending, histograms, strict=True)):
             parent = self._records[request.node]
-            if request.small_left:
-                left_hist, right_hist = small, parent["hist"] - small
-            else:
-                left_hist, right_hist = parent["hist"] - small, small
+            left, right = out[at + 2 * k], out[at + 2 * k + 1]
+            small_out, large_out = (left, right) if request.small_left else (right, left)
+            small_out[...] = small
+            np.subtract(parent["hist"], small, out=large_out)
             parent["hist"] = None  # free the parent's histogram
             depth = parent["depth"] + 1
-            left = self._add_record(depth, left_hist)
-            right = self._add_record(depth, right_hist)
-            if (left, right) != (request.left, request.right):
+            for hist in (left, right):
+                children.append((depth, hist, hist[0].sum(axis=0)))
+        return children
+
+    def _attach(self, children: list, splits: Sequence[tuple | None]) -> None:
+        """Record the children of the last requests with their splits."""
+        for k, request in enumerate(self._pending):
+            made = []
+            for depth, hist, sums in children[2 * k : 2 * k + 2]:
+                split = splits[len(made) + 2 * k]
+                self._records.append(
+                    {"depth": depth, "hist": hist, "sums": sums, "split": split,
+                     "children": None}
+                )  # fmt: skip
+                made.append(len(self._records) - 1)
+            if tuple(made) != (request.left, request.right):
                 raise RuntimeError("histograms arrived out of order")
-            parent["children"] = (left, right)
+            self._records[request.node]["children"] = (made[0], made[1])
         self._pending = []
 
     def tree(self) -> tuple[np.ndarray, float]:
@@ -540,6 +571,42 @@ def expand_together(
     for (p, _), hist in zip(flat, hists, strict=True):
         out[index[id(p)]].append(hist)
     return out
+
+
+def expanded_together(
+    growths: Sequence[TreeGrowth], histograms: Sequence[Sequence[np.ndarray]]
+) -> None:
+    """:meth:`TreeGrowth.expanded` of several growths of the same settings and bins (the folds'
+    trees), with the best splits of all their new nodes found in one parallel call
+    (:func:`~viboost.boosting.splitting.best_node_splits`)."""
+    n_children = 2 * sum(len(h) for h in histograms)
+    if n_children == 0:
+        for growth in growths:
+            growth._attach([], [])
+        return
+    first = next(h for h in histograms if len(h))[0]
+    out = np.empty((n_children, *first.shape))
+    children, priors, owners = [], [], []
+    for growth, hists in zip(growths, histograms, strict=True):
+        made = growth._children(hists, out, len(children))
+        children.extend(made)
+        priors.extend([growth.prior] * len(made))
+        owners.append((growth, len(made)))
+    reference = growths[0]
+    wanted, at = [], 0
+    for growth, count in owners:
+        wanted.extend(
+            growth._may_split(depth, sums) for depth, _, sums in children[at : at + count]
+        )
+        at += count
+    splits = best_node_splits(
+        out, reference.n_bins, reference._code, np.array(priors), reference._min_leaf,
+        np.array(wanted, dtype=bool),
+    )  # fmt: skip
+    at = 0
+    for growth, count in owners:
+        growth._attach(children[at : at + count], splits[at : at + count])
+        at += count
 
 
 def grow(

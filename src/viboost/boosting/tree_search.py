@@ -19,6 +19,7 @@ from viboost.boosting.grower import (
     TreeGrowth,
     TreeSettings,
     expand_together,
+    expanded_together,
     histograms_together,
 )
 from viboost.boosting.histogram import transpose_bins
@@ -219,8 +220,7 @@ class TreeSearch:
             requests = [growth.requests() for growth in growths]
             if not any(requests):
                 break
-            for growth, hists in zip(growths, expand_together(partitions, requests), strict=True):
-                growth.expanded(hists)
+            expanded_together(growths, expand_together(partitions, requests))
         out = []
         for search, growth, rows in zip(searches, growths, partitions, strict=True):
             nodes, error = growth.tree()
