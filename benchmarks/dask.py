@@ -11,11 +11,12 @@ Options: ``--rows N`` (training rows, default 1,000,000), ``--features D`` (defa
 ``--flip-rate`` (fraction of training labels flipped, default 0.1; 0 keeps them clean),
 ``--rounds T`` (boosting rounds of every model, default 100), ``--repeat R`` (best of R fits,
 default 1), ``--workers W`` (default 2), ``--memory-limit`` (per worker, default 4GB),
-``--models KEY ...`` (a subset of ``viboost-dask``, ``lightgbm-dask``, ``xgboost-dask``,
-``viboost-local``), ``--no-warmup``, ``--dashboard ADDRESS`` (off by default) and ``--out PATH``
-(default ``benchmarks/dask.md``). The table is printed on stdout and written atomically to
-``--out``; progress goes to stderr. The script exits with status 1, before starting anything,
-when ``viboost-dask`` is requested but ``viboost.dask.DaskVIBoostClassifier`` cannot be imported.
+``--setting NAME ...`` (a subset of ``stumps``, ``trees``, ``robust``; default all), ``--models
+KEY ...`` (a subset of the chosen settings' models, below), ``--no-warmup``, ``--dashboard
+ADDRESS`` (off by default) and ``--out PATH`` (default ``benchmarks/dask.md``). The table is
+printed on stdout and written atomically to ``--out``; progress goes to stderr. The script exits
+with status 1, before starting anything, when ``viboost-dask`` is requested but
+``viboost.dask.DaskVIBoostClassifier`` cannot be imported.
 
 What is measured, in one run, on one ``distributed.LocalCluster`` of W worker processes with one
 thread each (``processes=True``), all on this machine:
@@ -36,14 +37,32 @@ thread each (``processes=True``), all on this machine:
   preset="paper", random_state=0)`` (default ``n_jobs``: one thread) on the same data computed
   to numpy, in this (the client) process, not on the cluster.
 
-For each model: "fit s" is the wall-clock time of ``fit`` (``time.perf_counter``), the best of
-R fits of fresh estimators, after warm-up fits (2,000 rows x 5 rounds and 50,000 rows x 2
-rounds, on the cluster for the Dask models) so that numba compilation in the workers and library
-start-up costs are not timed; "x DaskVIBoost" is that time divided by DaskVIBoost's fit time
-(> 1 means DaskVIBoost is faster); "predict s" is the best of R calls of ``predict`` on the test
-set, computed to a numpy array (``.compute()`` for the Dask models); "test accuracy" compares
-those predictions with the clean test labels. The report also says how far DaskVIBoost's test
-``decision_function`` is from the in-memory reference's (the two fit the same model).
+Setting ``trees`` (31-leaf trees; the tree engine of ``benchmarks/speed.py``'s
+``viboost-trees`` row):
+
+- ``viboost-dask-trees``: ``DaskVIBoostClassifier(n_estimators=T + 1, preset="paper",
+  max_leaf_nodes=31, leaf_weights="per-leaf", alpha="exact", learning_rate=0.1,
+  noise_model=False, min_samples_leaf=20, random_state=0)`` (its first learner is the
+  intercept);
+- ``lightgbm-dask-trees``: ``DaskLGBMClassifier(n_estimators=T, num_leaves=31,
+  learning_rate=0.1, tree_learner="data", verbose=-1)``;
+- ``viboost-local-trees``: ``VIBoostClassifier`` with the parameters of ``viboost-dask-trees``,
+  in memory.
+
+Setting ``robust`` (each library's defaults, fitted once whatever ``--repeat`` says):
+``viboost-dask-robust``, ``DaskVIBoostClassifier(random_state=0)`` (cross-fitted, it chooses
+its rounds, which the report gives), and ``lightgbm-dask-default``, ``DaskLGBMClassifier()``.
+The models above the trees are the setting ``stumps``.
+
+For each model: "fit s" is the wall-clock time of ``fit`` (``time.perf_counter``), the best of R
+fits of fresh estimators, after warm-up fits (2,000 rows x 5 rounds and 50,000 rows x 2 rounds,
+on the cluster for the Dask models) so that numba compilation in the workers and library
+start-up costs are not timed; "x DaskLGBM" is that time divided by DaskLGBMClassifier's fit time
+in the same setting (< 1 means faster than LightGBM); "predict s" is the best of R calls of
+``predict`` on the test set, computed to a numpy array (``.compute()`` for the Dask models);
+"test accuracy" compares those predictions with the clean test labels. The report also says how
+far DaskVIBoost's test ``decision_function`` is from the in-memory reference's (the two fit the
+same model).
 
 Data (deterministic for given sizes and partitions): ``dask.array.random.default_rng`` with a
 fixed seed generates X, (N, D) float64 i.i.d. standard normal, in P row chunks, on the cluster;
@@ -95,15 +114,48 @@ MODELS = {
     "lightgbm-dask": "LightGBM (DaskLGBMClassifier)",
     "xgboost-dask": "XGBoost (DaskXGBClassifier)",
     "viboost-local": "VIBoostClassifier (in memory, 1 process)",
+    "viboost-dask-trees": "DaskVIBoostClassifier",
+    "lightgbm-dask-trees": "LightGBM (DaskLGBMClassifier)",
+    "viboost-local-trees": "VIBoostClassifier (in memory, 1 process)",
+    "viboost-dask-robust": "DaskVIBoostClassifier",
+    "lightgbm-dask-default": "LightGBM (DaskLGBMClassifier)",
 }
 NOTES = {
     "viboost-dask": "preset='paper'",
     "lightgbm-dask": "learning_rate 0.1 (default)",
     "xgboost-dask": "learning_rate 0.3 (default)",
     "viboost-local": "preset='paper', 1 thread, not on the cluster",
+    "viboost-dask-trees": "preset='paper', 31 leaves, per-leaf weights",
+    "lightgbm-dask-trees": "31 leaves, learning_rate 0.1",
+    "viboost-local-trees": "as DaskVIBoost, 1 thread, not on the cluster",
+    "viboost-dask-robust": "defaults (preset='robust': cross-fitted, chooses its rounds)",
+    "lightgbm-dask-default": "defaults",
 }
-BASELINE = "viboost-dask"
-DASK_MODELS = ("viboost-dask", "lightgbm-dask", "xgboost-dask")
+#: The settings, each a table of the report: its models and the one the fit times are over.
+SETTINGS = {
+    "stumps": ("viboost-dask", "lightgbm-dask", "xgboost-dask", "viboost-local"),
+    "trees": ("viboost-dask-trees", "lightgbm-dask-trees", "viboost-local-trees"),
+    "robust": ("viboost-dask-robust", "lightgbm-dask-default"),
+}
+BASELINES = {
+    "stumps": "lightgbm-dask",
+    "trees": "lightgbm-dask-trees",
+    "robust": "lightgbm-dask-default",
+}
+#: DaskVIBoost and its in-memory reference in each setting (the same model).
+PAIRS = {
+    "stumps": ("viboost-dask", "viboost-local"),
+    "trees": ("viboost-dask-trees", "viboost-local-trees"),
+}
+#: Fitted once, whatever ``--repeat`` says (their own number of rounds).
+ONCE = ("viboost-dask-robust", "lightgbm-dask-default")
+DASK_MODELS = tuple(key for key in MODELS if "-dask" in key)
+#: The in-memory tree engine of benchmarks/speed.py's ``viboost-trees`` row (T + 1 learners:
+#: the first is the intercept).
+TREE_PARAMS = dict(
+    preset="paper", max_leaf_nodes=31, leaf_weights="per-leaf", alpha="exact",
+    learning_rate=0.1, noise_model=False, min_samples_leaf=20, random_state=0,
+)  # fmt: skip
 
 WEIGHTS = (1.0, -1.0, 0.5, 0.5, -0.5)
 NOISE_SCALE = 0.5
@@ -189,6 +241,30 @@ def model_factory(key: str, client: Client) -> Callable[[int], Any]:
         from viboost import VIBoostClassifier
 
         return lambda rounds: VIBoostClassifier(n_estimators=rounds, preset="paper", random_state=0)
+    if key == "viboost-dask-trees":
+        cls = import_viboost_dask()
+        return lambda rounds: cls(n_estimators=rounds + 1, client=client, **TREE_PARAMS)
+    if key == "viboost-local-trees":
+        from viboost import VIBoostClassifier
+
+        return lambda rounds: VIBoostClassifier(n_estimators=rounds + 1, **TREE_PARAMS)
+    if key == "viboost-dask-robust":
+        cls = import_viboost_dask()
+        return lambda rounds: cls(random_state=0, client=client)
+    if key in ("lightgbm-dask-trees", "lightgbm-dask-default"):
+        from lightgbm.dask import DaskLGBMClassifier
+
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        if key == "lightgbm-dask-default":
+            return lambda rounds: DaskLGBMClassifier(client=client)
+        return lambda rounds: DaskLGBMClassifier(
+            n_estimators=rounds,
+            num_leaves=31,
+            learning_rate=0.1,
+            tree_learner="data",
+            verbose=-1,
+            client=client,
+        )
     raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
 
 
@@ -215,7 +291,8 @@ def run_model(
             to_numpy(factory(rounds).fit(X_w, y_w).predict(X_w))
     fit_times: list[float] = []
     model = None
-    for _ in range(args.repeat):
+    repeat = 1 if key in ONCE else args.repeat
+    for _ in range(repeat):
         model = None
         gc.collect()
         model = factory(args.rounds)
@@ -224,7 +301,7 @@ def run_model(
         fit_times.append(time.perf_counter() - start)
     predict_times: list[float] = []
     pred = None
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         start = time.perf_counter()
         pred = to_numpy(model.predict(X_test))
         predict_times.append(time.perf_counter() - start)
@@ -232,9 +309,20 @@ def run_model(
     out["fit_s_all"] = fit_times
     out["predict_s"] = min(predict_times)
     out["test_accuracy"] = float(np.mean(pred == data["y_test_np"]))
-    if key in ("viboost-dask", "viboost-local"):
+    out["rounds"] = _rounds(key, model, args.rounds)
+    if key.startswith("viboost") and key not in ONCE:
         out["decision"] = to_numpy(model.decision_function(X_test)).astype(np.float64)
     return out
+
+
+def _rounds(key: str, model: Any, rounds: int) -> int:
+    """The boosting rounds of a fitted model: its trees, not counting VIBoost's intercept."""
+    if key.startswith("viboost"):
+        intercept = key != "viboost-dask" and key != "viboost-local"  # per-leaf trees
+        return len(model.estimators_) - int(intercept)
+    if key == "lightgbm-dask-default":
+        return int(model.booster_.num_trees())
+    return rounds
 
 
 # ---------------------------------------------------------------------------------- report
@@ -256,8 +344,8 @@ def fmt(value: float | None, digits: int = 3) -> str:
 
 
 def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    """The markdown report: header, table and notes."""
-    base = next((r for r in results if r["model"] == BASELINE and "fit_s" in r), None)
+    """The markdown report: header, one table per setting, and notes."""
+    by_key = {r["model"]: r for r in results}
     lines = [
         "# Dask benchmark: DaskVIBoostClassifier, LightGBM and XGBoost on a LocalCluster",
         "",
@@ -272,51 +360,70 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         f"{args.partitions} chunks ({args.rows * args.features * 8 / 1e6:,.0f} MB), "
         f"{args.flip_rate:.0%} of the training labels flipped at random; "
         f"{args.test_rows:,} test rows with clean labels; persisted on the workers before timing.",
-        f"- Rounds: {args.rounds} depth-1 trees (stumps) for every model; fit time: best of "
-        f"{args.repeat}"
+        f"- Rounds: T = {args.rounds} (stumps: depth-1 trees for every model; trees: up to 31 "
+        "leaves, VIBoost's after its intercept; robust: each library's defaults, VIBoost "
+        "chooses its rounds); fit time: best of "
+        f"{args.repeat} (the robust setting: 1 fit)"
         + ("" if args.no_warmup else ", after warm-up fits (excluded from the timings)")
-        + "; predict time: best of "
-        f"{args.repeat} calls of predict on the test set, computed to numpy.",
+        + f"; predict time: best of {args.repeat} calls of predict on the test set, computed "
+        "to numpy.",
         f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
         f"{load_average():.2f} (other processes on the machine slow every fit down).",
         "",
-        "| model | fit s | x DaskVIBoost fit | predict s | test accuracy | note |",
-        "|:---|---:|---:|---:|---:|:---|",
     ]
-    for r in results:
-        name = MODELS[r["model"]]
-        if "fit_s" not in r:
-            lines.append(f"| {name} | - | - | - | - | {r['note']} |")
+    for setting, keys in SETTINGS.items():
+        rows = [by_key[key] for key in keys if key in by_key]
+        if not rows:
             continue
-        ratio = r["fit_s"] / base["fit_s"] if base else None
-        lines.append(
-            f"| {name} | {fmt(r['fit_s'])} | {fmt(ratio)} | {fmt(r['predict_s'])} "
-            f"| {r['test_accuracy']:.4f} | {NOTES[r['model']]} |"
-        )
-    lines.append("")
-    by_key = {r["model"]: r for r in results}
-    dask_dec = by_key.get("viboost-dask", {}).get("decision")
-    local_dec = by_key.get("viboost-local", {}).get("decision")
-    if dask_dec is not None and local_dec is not None:
-        diff = float(np.max(np.abs(dask_dec - local_dec))) if dask_dec.size else 0.0
-        agree = float(np.mean((dask_dec > 0) == (local_dec > 0)))
-        lines.append(
-            f"DaskVIBoost against the in-memory VIBoostClassifier on the test set: max "
-            f"|decision_function difference| {diff:.3g}, signs agree on {agree:.2%} of rows."
-        )
+        base = by_key.get(BASELINES[setting], {}).get("fit_s")
+        lines += [
+            f"## {setting}",
+            "",
+            "| model | rounds | fit s | x DaskLGBM fit | predict s | test accuracy | note |",
+            "|:---|---:|---:|---:|---:|---:|:---|",
+        ]
+        for r in rows:
+            name = MODELS[r["model"]]
+            if "fit_s" not in r:
+                lines.append(f"| {name} | - | - | - | - | - | {r['note']} |")
+                continue
+            ratio = r["fit_s"] / base if base else None
+            lines.append(
+                f"| {name} | {r['rounds']} | {fmt(r['fit_s'])} | {fmt(ratio)} "
+                f"| {fmt(r['predict_s'])} | {r['test_accuracy']:.4f} | {NOTES[r['model']]} |"
+            )
         lines.append("")
+        dask_key, local_key = PAIRS.get(setting, (None, None))
+        dask_dec = by_key.get(dask_key, {}).get("decision")
+        local_dec = by_key.get(local_key, {}).get("decision")
+        if dask_dec is not None and local_dec is not None:
+            diff = float(np.max(np.abs(dask_dec - local_dec))) if dask_dec.size else 0.0
+            agree = float(np.mean((dask_dec > 0) == (local_dec > 0)))
+            lines += [
+                f"DaskVIBoost against the in-memory VIBoostClassifier on the test set: max "
+                f"|decision_function difference| {diff:.3g}, signs agree on {agree:.2%} of rows.",
+                "",
+            ]
+        if base is None:
+            lines += ["DaskLGBMClassifier did not run in this setting: there is no ratio.", ""]
     lines += [
-        "x DaskVIBoost fit: the model's fit time divided by DaskVIBoostClassifier's (> 1 means "
-        "DaskVIBoost is faster)"
-        + ("." if base else "; DaskVIBoostClassifier did not run, so there is no ratio."),
+        "x DaskLGBM fit: the model's fit time divided by DaskLGBMClassifier's in the same "
+        "setting and run (< 1 means faster than LightGBM).",
         "",
-        "Parameters: DaskVIBoostClassifier and VIBoostClassifier(n_estimators=T, preset='paper', "
-        "random_state=0); DaskLGBMClassifier(n_estimators=T, num_leaves=2, max_depth=1, "
-        "min_child_samples=1, tree_learner='data', verbose=-1), learning_rate 0.1 (its default); "
-        "DaskXGBClassifier(n_estimators=T, max_depth=1, tree_method='hist'), learning_rate 0.3 "
-        "(its default). LightGBM and XGBoost use one thread per worker (the worker's thread "
-        "count). With shrinkage, LightGBM's and XGBoost's accuracy after T stumps is not their "
-        "best; the comparison is of speed.",
+        "Parameters. stumps: DaskVIBoostClassifier and VIBoostClassifier(n_estimators=T, "
+        "preset='paper', random_state=0); DaskLGBMClassifier(n_estimators=T, num_leaves=2, "
+        "max_depth=1, min_child_samples=1, tree_learner='data', verbose=-1), learning_rate 0.1 "
+        "(its default); DaskXGBClassifier(n_estimators=T, max_depth=1, tree_method='hist'), "
+        "learning_rate 0.3 (its default). trees: DaskVIBoostClassifier and "
+        "VIBoostClassifier(n_estimators=T + 1, preset='paper', max_leaf_nodes=31, "
+        "leaf_weights='per-leaf', alpha='exact', learning_rate=0.1, noise_model=False, "
+        "min_samples_leaf=20, random_state=0) (the first learner is the intercept; "
+        "benchmarks/speed.py's viboost-trees engine); DaskLGBMClassifier(n_estimators=T, "
+        "num_leaves=31, learning_rate=0.1, tree_learner='data', verbose=-1). robust: "
+        "DaskVIBoostClassifier(random_state=0) (cross-fitted, its rounds chosen) and "
+        "DaskLGBMClassifier() (100 rounds of 31 leaves), each fitted once. LightGBM and XGBoost "
+        "use one thread per worker (the worker's thread count). With shrinkage, LightGBM's and "
+        "XGBoost's accuracy after T stumps is not their best; the comparison is of speed.",
         "",
     ]
     return "\n".join(lines)
@@ -335,7 +442,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="best of R fits (default 1)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (1 thread)")
     parser.add_argument("--memory-limit", default="4GB", help="per worker (dask syntax)")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument(
+        "--setting",
+        nargs="+",
+        choices=list(SETTINGS),
+        default=list(SETTINGS),
+        help="the settings to run (default: all)",
+    )
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=None)
     parser.add_argument("--no-warmup", action="store_true", help="time the first fits too")
     parser.add_argument("--dashboard", default=None, help="dashboard address (default: none)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("dask.md"))
@@ -346,21 +460,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--rounds, --repeat and --workers must be positive")
     if not 0.0 <= args.flip_rate < 0.5:
         parser.error("--flip-rate must be in [0, 0.5)")
-    args.models = [key for key in MODELS if key in args.models]  # DaskVIBoost first
+    wanted = [key for setting in args.setting for key in SETTINGS[setting]]
+    if args.models is not None:
+        wanted = [key for key in wanted if key in args.models]
+    args.models = [key for key in MODELS if key in wanted]  # DaskVIBoost first
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Start the cluster, make the data, run every model, print and write the report."""
     args = parse_args(argv)
-    if BASELINE in args.models:
+    if any(key.startswith("viboost-dask") for key in args.models):
         try:
             import_viboost_dask()
         except ImportError as exc:
             print(
                 "error: viboost.dask.DaskVIBoostClassifier cannot be imported "
                 f"({type(exc).__name__}: {exc}). Install viboost with its Dask support, or "
-                "leave viboost-dask out with --models.",
+                "leave the viboost-dask models out with --models.",
                 file=sys.stderr,
             )
             return 1
@@ -393,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         X, y, X_test, y_test = persist(client, X, y, X_test, y_test)
         data: dict[str, Any] = {"X": X, "y": y, "X_test": X_test}
         data["y_test_np"] = y_test.compute()
-        if "viboost-local" in args.models:
+        if any(key.startswith("viboost-local") for key in args.models):
             data["X_np"], data["y_np"] = client.compute([X, y], sync=True)
             data["X_test_np"] = X_test.compute()
         data["warmups"], data["warmups_np"] = [], []

@@ -6,6 +6,8 @@ functions take numpy arrays; no cluster needed)."""
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -35,8 +37,11 @@ STRUCTURE = ("feature", "bin_threshold", "threshold", "missing_left", "left", "r
         (8, 3, 4, (4, 4)),
         (0, 3, 4, ()),
         (10_000, 50, None, (10_000,)),
-        (3_000_000, 64, None, (1 << 17,) * 22 + (3_000_000 - 22 * (1 << 17),)),
-        (100_000, 100_000, None, (4096,) * 24 + (100_000 - 24 * 4096,)),
+        (1_000_000, 20, None, (250_000,) * 4),  # 3 blocks of 8 MiB, rounded up to 4
+        (3_000_000, 64, None, (125_000,) * 24),
+        (1_000_003, 20, None, (250_001,) * 3 + (250_000,)),
+        (100_000, 100_000, None, (4000,) * 25),  # 25 blocks: 28 would be under 4096 rows
+        (5_000, 100_000, None, (2500, 2500)),
     ],
 )
 def test_block_sizes_depend_on_the_shape_only(n_rows, n_features, block_size, want):
@@ -229,31 +234,43 @@ def test_growth_counts_rows_as_their_sample_weights():
     np.testing.assert_allclose(trees[0].nodes["cover"], trees[1].nodes["cover"])
 
 
-def test_expanding_trees_on_a_block_leaves_the_old_state_untouched():
+def test_expanding_trees_on_a_block_gives_the_same_histograms_when_run_again():
     X, y = _tree_data(2, n=500)
     weight = np.ones(y.size)
     binner = FeatureBinner(max_bins=32).fit(X)
     block = blocks.build_block(X, y, weight, binner, 1.0)
     clean = CleanLogOdds.constant(1.0)
     boosters = blocks.reweight(
-        block, blocks.start_boosters(block, None), (None,), (clean,), 1.0, True
+        block, blocks.start_boosters(block, None, 2), (None, None), (clean, clean), 1.0, True
     )
     settings = TreeSettings(min_samples_leaf=5)
-    (start,) = blocks.start_trees(block, boosters, settings)
-    (((root,), log_scale, total, _),) = blocks.tree_histograms((start,))
+    start = blocks.start_trees(block, boosters, settings)
+    roots = blocks.tree_roots(start)
+    assert len(roots) == 2
+    ((root,), log_scale, total, _) = roots[0]
     growth = TreeGrowth(
         root / np.array([total, total, 1.0]), binner.n_bins_, binner.thresholds_, settings,
         settings.prior(total * np.exp(log_scale)), speculate=True,
     )  # fmt: skip
-    requests = growth.requests()
-    rows_before = start.rows.copy()
-    (after,) = blocks.expand_trees(block, (start,), (tuple(requests),))
-    np.testing.assert_array_equal(start.rows, rows_before)
-    assert set(start.ranges) == {0}
-    assert len(after.hists) == len(requests) == 1
-    (again,) = blocks.expand_trees(block, (start,), (tuple(requests),))
-    np.testing.assert_array_equal(again.rows, after.rows)
-    np.testing.assert_array_equal(again.hists[0], after.hists[0])
+    history = ((tuple(growth.requests()), ()),)
+    assert len(history[0][0]) == 1
+    first = blocks.expand_trees(block, boosters, start, settings, history)
+    assert start.applied == history
+    assert len(first[0]) == 1 and first[1] == ()
+    growth.expanded([hist / np.array([total, total, 1.0]) for hist in first[0]])
+    later = history + ((tuple(growth.requests()), ()),)
+    assert later[1][0]
+    # A copy of the state as it was before the first step (dask moved it) and a rerun of the
+    # first step on the state that already holds it: the partitions are rebuilt, same result.
+    copy = pickle.loads(pickle.dumps(blocks.start_trees(block, boosters, settings)))
+    again = blocks.expand_trees(block, boosters, start, settings, history)
+    np.testing.assert_array_equal(again[0][0], first[0][0])
+    step = blocks.expand_trees(block, boosters, start, settings, later)
+    replayed = blocks.expand_trees(block, boosters, copy, settings, later)
+    assert len(step[0]) == len(later[1][0])
+    for got, want in zip(replayed[0], step[0], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert copy.applied == start.applied == later
 
 
 def test_per_leaf_round_rows_and_covers_of_a_block():
@@ -286,7 +303,7 @@ class _LocalTasks:
             blocks.on_one_thread(func, *args, **shared) for args in zip(*per_block, strict=True)
         ]
 
-    run = submit
+    run = run_grouped = submit
 
     def gather(self, futures):
         return futures

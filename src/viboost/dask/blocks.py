@@ -10,21 +10,29 @@ reduces over the blocks in block order. Every formula is the in-memory engine's 
 partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
 :class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs`` and
 ``leaf_index``, :func:`~viboost.variational.compression.knot_moments` and
-:func:`~viboost.noise_fit.calibration.flip_rate_sums`; nothing is mutated in place, so a task
-that dask runs twice (after a worker is lost) gives the same result.
+:func:`~viboost.noise_fit.calibration.flip_rate_sums`. Nothing is mutated in place but the
+round's tree partitions (:class:`TreeRows`, split where they are), which record the steps they
+hold and replay them when they do not hold what a task expects; so a task that dask runs twice
+(after a worker is lost) gives the same result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner, absent_values
-from viboost.boosting.grower import Expansion, RowPartition, TreeSettings
+from viboost.boosting.grower import (
+    Expansion,
+    RowPartition,
+    TreeSettings,
+    expand_together,
+    histograms_together,
+)
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
@@ -52,15 +60,17 @@ __all__ = [
     "margins",
     "occupied_by_booster",
     "noise_weight_by_class",
+    "on_blocks",
     "on_one_thread",
     "out_of_fold",
     "reweight",
     "round_rows",
+    "same",
     "sample_block",
     "start_boosters",
     "start_trees",
     "summarize_block",
-    "tree_histograms",
+    "tree_roots",
 ]
 
 #: Rows per block are at most this many bytes of binned features (uint8) ...
@@ -78,14 +88,36 @@ def on_one_thread(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
 
+def on_blocks(func: Callable[..., Any], calls: list[tuple], **kwargs: Any) -> list:
+    """``[func(*args, **kwargs) for args in calls]`` on one thread (:func:`on_one_thread`):
+    one task for several blocks of a worker."""
+    with numba_threads(1):
+        return [func(*args, **kwargs) for args in calls]
+
+
+def same(value: Any) -> Any:
+    """``value`` itself (a task that moves a block to another worker)."""
+    return value
+
+
 def block_sizes(n_rows: int, n_features: int, block_size: int | None = None) -> tuple[int, ...]:
-    """The rows of each block: ``block_size`` (default: 8 MiB of binned features, between
-    4096 and 1,048,576 rows) each, the last one shorter. They depend on the shape of the data
-    only, so the fit's sums are the same for any partitioning and any number of workers."""
-    if block_size is None:
-        block_size = min(_MAX_BLOCK_ROWS, max(_MIN_BLOCK_ROWS, _BLOCK_BYTES // max(n_features, 1)))
-    full, rest = divmod(n_rows, block_size)
-    return (block_size,) * full + ((rest,) if rest else ())
+    """The rows of each block: ``block_size`` each, the last one shorter; by default as few
+    blocks of at most 8 MiB of binned features (and at most 1,048,576 rows) as hold the data,
+    their number rounded up to a multiple of 4 while the blocks keep at least 4096 rows (so
+    that 2 or 4 workers get equal shares), the rows shared out as evenly as possible. They
+    depend on the shape of the data only, so the fit's sums are the same for any partitioning
+    and any number of workers."""
+    if block_size is not None:
+        full, rest = divmod(n_rows, block_size)
+        return (block_size,) * full + ((rest,) if rest else ())
+    if n_rows == 0:
+        return ()
+    cap = min(_MAX_BLOCK_ROWS, max(_MIN_BLOCK_ROWS, _BLOCK_BYTES // max(n_features, 1)))
+    n_blocks = -(-n_rows // cap)
+    if n_blocks > 1:
+        n_blocks = max(n_blocks, min(-(-n_blocks // 4) * 4, n_rows // _MIN_BLOCK_ROWS))
+    base, extra = divmod(n_rows, n_blocks)
+    return (base + 1,) * extra + (base,) * (n_blocks - extra)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,11 +183,13 @@ def distinct_in_block(X: np.ndarray, sample_weight: np.ndarray, feature: int) ->
 @dataclass(frozen=True, eq=False)
 class TrainingBlock:
     """One block of training rows as the rounds read it: the bins of its features (row-major
-    ``uint8``), labels in {-1, +1} and sample weights."""
+    ``uint8``), labels in {-1, +1}, sample weights and the bins by feature (C-contiguous
+    ``(n_features, n_rows)``: the trees' splits read them; None: ``binned.T``)."""
 
     binned: np.ndarray
     y: np.ndarray
     sample_weight: np.ndarray
+    by_feature: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
@@ -167,8 +201,10 @@ def build_block(
 ) -> TrainingBlock:
     """Bin a block of raw rows; ``positive`` is the label that becomes +1."""
     y = np.asarray(y).ravel()
+    binned = binner.transform(np.asarray(X, dtype=np.float64))
     return TrainingBlock(
-        binned=binner.transform(np.asarray(X, dtype=np.float64)),
+        binned=binned,
+        by_feature=np.ascontiguousarray(binned.T),
         y=np.where(y == positive, 1.0, -1.0),
         sample_weight=np.ascontiguousarray(sample_weight, dtype=np.float64).ravel(),
     )
@@ -290,82 +326,97 @@ def histograms(
     return out
 
 
-@dataclass(frozen=True, eq=False)
 class TreeRows:
-    """One booster's tree of the round on one block: its active rows partitioned by node
-    (:class:`~viboost.boosting.grower.RowPartition`'s ``rows`` and ``ranges``), their two
-    statistics (in the block's scale of the search weights) and counts (sample weights), the
-    histograms that the last step computed, and the block's scale, weight total and knot
-    range."""
+    """The trees of a round on one block, one per booster: each booster's active rows
+    partitioned by node (:meth:`~viboost.boosting.grower.RowPartition.stacked`, all boosters'
+    rows in one array, so that a step splits and histograms the nodes of every tree in one
+    pass), the expansions applied to them, and per booster the root's histogram, the log of
+    the block's scale, the total of its scaled weights and its knot range.
 
-    rows: np.ndarray
-    ranges: dict[int, tuple[int, int]]
-    first: np.ndarray
-    second: np.ndarray
-    counts: np.ndarray
-    hists: tuple[np.ndarray, ...]
-    log_scale: float
-    total: float
-    knots: tuple[float, float]
+    It is the one state that a task changes in place (:func:`expand_trees` splits the
+    partitions where they are, instead of copying the block's rows every step); ``applied``
+    says which steps it holds, so a task that finds other steps applied (dask ran it twice, or
+    moved an older copy of the state to another worker) rebuilds the partitions from the
+    boosters and replays the steps: its result depends on its arguments only.
+    """
+
+    def __init__(
+        self,
+        partitions: list[RowPartition],
+        roots: tuple[tuple[np.ndarray, float, float, tuple[float, float]], ...],
+    ) -> None:
+        self.partitions = partitions
+        self.roots = roots
+        #: The steps of expansions applied to ``partitions`` (None while one is applied).
+        self.applied: tuple | None = ()
+
+
+def _partitions(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...], settings: TreeSettings
+) -> list[RowPartition]:
+    """Per booster, its active rows at the root of a partition (stacked), with the
+    statistics of ``settings``' split score under its search weights
+    (:meth:`~viboost.boosting.grower.TreeSettings.row_statistics`, linear in the weights, so
+    in the block's scale); a row counts towards ``min_samples_leaf`` as its sample weight, as
+    in memory."""
+    rows = [np.flatnonzero(booster.active) for booster in boosters]
+    stats = np.empty((sum(r.size for r in rows), 3))
+    at = 0
+    for booster, mine in zip(boosters, rows, strict=True):
+        settings.row_statistics(
+            mine, booster.weights.values, block.y, booster.margins.margin,
+            block.sample_weight, stats[at : at + mine.size],
+        )  # fmt: skip
+        at += mine.size
+    return RowPartition.stacked(block.binned, rows, stats, columns=block.by_feature)
 
 
 def start_trees(
     block: TrainingBlock, boosters: tuple[BoosterRows, ...], settings: TreeSettings
-) -> tuple[TreeRows, ...]:
-    """Per booster, the statistics of ``settings``' split score under its search weights
-    (:meth:`~viboost.boosting.grower.TreeSettings.statistics`, linear in the weights, so in
-    the block's scale) and the histogram of the root. Its active rows (positive multiplicity)
-    count towards ``min_samples_leaf`` as their sample weights, as in memory."""
-    out = []
-    for booster in boosters:
-        margins, weights = booster.margins, booster.weights
-        first, second = settings.statistics(weights.values, block.y, margins.margin)
-        active = booster.active
-        counts = np.where(active, block.sample_weight, 0.0)
-        partition = RowPartition(block.binned, np.flatnonzero(active), first, second, counts)
-        out.append(
-            TreeRows(
-                rows=partition.rows,
-                ranges=partition.ranges,
-                first=partition.first,
-                second=partition.second,
-                counts=partition.counts,
-                hists=(partition.histogram(),),
-                log_scale=weights.log_scale,
-                total=weights.total,
-                knots=_knots(booster, block),
-            )
-        )
-    return tuple(out)
+) -> TreeRows:
+    """The round's trees on the block at their roots, with the roots' histograms (all
+    boosters' in one pass)."""
+    partitions = _partitions(block, boosters, settings)
+    hists = histograms_together(partitions, [0] * len(partitions))
+    roots = tuple(
+        ((hist,), booster.weights.log_scale, booster.weights.total, _knots(booster, block))
+        for hist, booster in zip(hists, boosters, strict=True)
+    )
+    return TreeRows(partitions, roots)
+
+
+def tree_roots(
+    trees: TreeRows,
+) -> tuple[tuple[tuple[np.ndarray], float, float, tuple[float, float]], ...]:
+    """Per booster: ``(root's histogram,)``, the log of the block's scale, the total of its
+    scaled weights and its knot range."""
+    return trees.roots
 
 
 def expand_trees(
     block: TrainingBlock,
-    trees: tuple[TreeRows, ...],
-    expansions: tuple[tuple[Expansion, ...], ...],
-) -> tuple[TreeRows, ...]:
-    """Per booster, split the nodes of ``expansions[k]`` (a new partition; the old one is
-    untouched) and compute their smaller children's histograms
-    (:meth:`~viboost.boosting.grower.RowPartition.expand`)."""
-    out = []
-    for tree, requests in zip(trees, expansions, strict=True):
-        if not requests:
-            out.append(replace(tree, hists=()))
-            continue
-        partition = RowPartition(
-            block.binned, tree.rows, tree.first, tree.second, tree.counts, tree.ranges
-        )
-        hists = tuple(partition.expand(requests))
-        out.append(replace(tree, rows=partition.rows, ranges=partition.ranges, hists=hists))
-    return tuple(out)
+    boosters: tuple[BoosterRows, ...],
+    trees: TreeRows,
+    settings: TreeSettings,
+    history: tuple[tuple[tuple[Expansion, ...], ...], ...],
+) -> list[tuple[np.ndarray, ...]]:
+    """Apply the last step of ``history`` (per booster, the nodes to split:
+    :func:`~viboost.boosting.grower.expand_together`, every tree in one pass) to the trees
+    holding the steps before it, and return per booster its smaller children's histograms.
 
-
-def tree_histograms(
-    trees: tuple[TreeRows, ...],
-) -> list[tuple[tuple[np.ndarray, ...], float, float, tuple[float, float]]]:
-    """Per booster: the histograms of the last step, the log of the block's scale, the total
-    of its scaled weights and its knot range."""
-    return [(tree.hists, tree.log_scale, tree.total, tree.knots) for tree in trees]
+    ``trees`` is split in place; if it does not hold exactly the earlier steps (a rerun), its
+    partitions are rebuilt from ``boosters`` and those steps replayed first.
+    """
+    *before, step = history
+    if trees.applied != tuple(before):
+        trees.applied = None
+        trees.partitions = _partitions(block, boosters, settings)
+        for done in before:
+            expand_together(trees.partitions, done)
+    trees.applied = None
+    hists = expand_together(trees.partitions, step)
+    trees.applied = tuple(history)
+    return [tuple(mine) for mine in hists]
 
 
 def round_rows(

@@ -15,15 +15,24 @@ cross-fitting, all stepped together, so every pass below serves all of them). A 
    (:class:`~viboost.boosting.grower.TreeGrowth`, the splits of
    :class:`~viboost.boosting.trees.TreeSearch`): each further pass sends the splits the growth
    needs and gets back, per block, the histograms of the smaller children (the larger ones
-   are their parents' minus those), added in block order. The growth speculates, splitting in
-   one pass every leaf that may still split, so a tree costs about one pass per level (for
-   31 leaves, typically 10 to 15 passes) instead of one per split. The first round of per-leaf
-   trees, the intercept, needs no search (one pass for the knot ranges);
+   are their parents' minus those), added in block order. The blocks split their partitions
+   in place (:class:`~viboost.dask.blocks.TreeRows`, every ensemble's tree in one pass). The
+   growth speculates, splitting in one pass every leaf that may still split, so a tree costs
+   about one pass per level (for 31 leaves, typically 9 to 12 passes) instead of one per
+   split. The first round of per-leaf trees, the intercept, needs no search (one pass for the
+   knot ranges);
 2. **round rows**: each block returns the knot moments of its rows for the learner (by leaf
    for per-leaf weights), or, for at most
    :data:`~viboost.variational.compression.COMPRESS_ABOVE` weighted rows in all, the rows
    themselves, and the learner's covers on its rows; the client combines them in block order
    into the round's rows, on which the booster runs :func:`~viboost.variational.run_round`.
+
+A pass is one trip through the scheduler. The passes that return small results (histograms,
+moments) run as one task per worker thread over that thread's blocks
+(:meth:`BlockTasks.run_grouped`; :meth:`BlockTasks.place` spreads the blocks over the threads
+by rows once), and the tasks that only update the blocks' states (reweighting, the trees'
+roots) are submitted without waiting, so they ride on the next pass. So a round of 31-leaf
+trees costs about 1 + 10 + 1 trips, and a round of stumps two.
 
 So a round moves histograms, moments and scalars, and the rows, their bins and margins stay on
 the workers. The blocks and the order of every reduction depend only on the shape of the data
@@ -64,6 +73,64 @@ class BlockTasks:
     def __init__(self, client: Any, timeout: float) -> None:
         self.client = client
         self.timeout = float(timeout)
+        #: Per block, the worker thread that runs its grouped tasks (:meth:`place`): a
+        #: ``(worker address, thread number)``; None: one task per block.
+        self.homes: list[tuple[str, int]] | None = None
+
+    def place(self, futures: list, sizes: Sequence[int]) -> list:
+        """Spread the blocks ``futures`` (of ``sizes`` rows) over the workers' threads, the
+        largest first, each to the thread with the fewest rows so far (a worker that already
+        holds the block first), moving the blocks that land on another worker; return the
+        blocks' futures and remember the threads for :meth:`run_grouped`."""
+        from distributed import wait
+
+        with self.client.as_current():
+            wait(futures, timeout=self.timeout)
+        threads = sorted(self.client.nthreads().items())
+        slots = [(worker, t) for worker, n in threads for t in range(max(int(n), 1))]
+        if not slots:
+            return futures
+        holders = self.client.who_has(futures)
+        load = dict.fromkeys(slots, 0)
+        homes: list[tuple[str, int]] = [slots[0]] * len(futures)
+        for b in sorted(range(len(futures)), key=lambda b: (-sizes[b], b)):
+            held = holders.get(futures[b].key, ())
+            homes[b] = min(slots, key=lambda slot: (load[slot], slot[0] not in held))
+            load[homes[b]] += sizes[b]
+        out = list(futures)
+        for b, (worker, _) in enumerate(homes):
+            if worker not in holders.get(futures[b].key, ()):
+                out[b] = self.client.submit(
+                    blocks.same, futures[b], workers=[worker], allow_other_workers=True, pure=False
+                )
+        self.homes = homes
+        return out
+
+    def run_grouped(
+        self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any
+    ) -> list:
+        """As :meth:`run`, but one task per worker thread of :meth:`place` runs ``func`` on
+        each of its blocks in turn (fewer tasks for the scheduler); the results in block
+        order. For functions of small results whose blocks' arguments sit on that worker."""
+        n_blocks = len(per_block[0])
+        if self.homes is None or len(self.homes) != n_blocks:
+            return self.run(func, *per_block, **shared)
+        groups: dict[tuple[str, int], list[int]] = {}
+        for b, home in enumerate(self.homes):
+            groups.setdefault(home, []).append(b)
+        calls = list(zip(*per_block, strict=True))
+        futures = [
+            self.client.submit(
+                blocks.on_blocks, func, [calls[b] for b in members], workers=[home[0]],
+                allow_other_workers=True, pure=False, **shared,
+            )
+            for home, members in groups.items()
+        ]  # fmt: skip
+        out: list = [None] * n_blocks
+        for members, results in zip(groups.values(), self.gather(futures), strict=True):
+            for b, result in zip(members, results, strict=True):
+                out[b] = result
+        return out
 
     def submit(self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any) -> list:
         """``func(*args_of_block_b, **shared)`` for every block ``b``, as futures."""
@@ -199,7 +266,7 @@ class BlockRows:
         ``intercept``, the one-leaf tree (a pass for the knot ranges only)."""
         self._reweight()
         if intercept:
-            parts = self.tasks.run(blocks.knot_ranges, self.training, self.states)
+            parts = self.tasks.run_grouped(blocks.knot_ranges, self.training, self.states)
             self._grids = [
                 _grid([part[k] for part in parts]) if compress else None
                 for k, compress in enumerate(self.compress)
@@ -207,7 +274,7 @@ class BlockRows:
             return [intercept_tree() for _ in self.compress]
         if self.tree is not None:
             return self._grow_trees()
-        parts = self.tasks.run(blocks.histograms, self.training, self.states)
+        parts = self.tasks.run_grouped(blocks.histograms, self.training, self.states)
         learners, self._grids = [], []
         for k, occupied in enumerate(self.occupied):
             mine = [part[k] for part in parts]
@@ -227,7 +294,7 @@ class BlockRows:
         settings = self.tree
         binner = self.binner
         trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)
-        parts = self.tasks.run(blocks.tree_histograms, trees)
+        parts = self.tasks.run_grouped(blocks.tree_roots, trees)
         growths, scales, self._grids = [], [], []
         for k, compress in enumerate(self.compress):
             mine = [part[k] for part in parts]
@@ -245,20 +312,26 @@ class BlockRows:
             scales.append(scale)
             self._grids.append(_grid([part[3] for part in mine]) if compress else None)
         self.tree_trips = 0
+        history: tuple = ()
         while True:
             requests = tuple(tuple(growth.requests()) for growth in growths)
             if not any(requests):
                 break
-            trees = self.tasks.submit(
-                blocks.expand_trees, self.training, trees, expansions=requests
+            history += (requests,)
+            parts = self.tasks.run_grouped(
+                blocks.expand_trees,
+                self.training,
+                self.states,
+                trees,
+                settings=settings,
+                history=history,
             )
-            parts = self.tasks.run(blocks.tree_histograms, trees)
             self.tree_trips += 1
             for k, (growth, wanted) in enumerate(zip(growths, requests, strict=True)):
                 if wanted:
                     growth.expanded(
                         [
-                            scales[k].combine([part[k][0][i] for part in parts])
+                            scales[k].combine([part[k][i] for part in parts])
                             for i in range(len(wanted))
                         ]
                     )
@@ -270,7 +343,7 @@ class BlockRows:
         """Each ensemble's round rows: the blocks' knot moments combined in block order into
         pseudo-rows (by leaf for per-leaf weights), or the rows themselves; and the learners
         with their training covers, summed over the blocks (one pass over the blocks)."""
-        parts = self.tasks.run(
+        parts = self.tasks.run_grouped(
             blocks.round_rows,
             self.training,
             self.states,

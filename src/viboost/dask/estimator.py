@@ -253,6 +253,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
 
         binner = self._fit_binner(tasks, raw, summaries)
         training = tasks.compute(blocks.build_block, *raw, binner=binner, positive=classes[-1])
+        # Balanced over the workers' threads, which then run one task each per pass.
+        training = tasks.place(training, sizes)
 
         self.n_features_in_ = n_features
         if feature_names is not None:
