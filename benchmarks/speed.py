@@ -96,8 +96,10 @@ one at a time, never two fits at once. A child:
    default VIBoost row warms up with ``VIBoostClassifier(random_state=0, n_jobs=<its n_jobs>,
    n_estimators=20)`` fitted (and predicting) on 2,000 rows and on 60,000 rows (60,000 x 50 is
    above the 2^20 rows x features from which the compiled kernels run threaded, so the
-   parallel kernels are compiled too); LightGBM's and CleanLearning's default rows with one fit
-   and predict of their own model on 2,000 rows (nothing to compile);
+   parallel kernels are compiled too), and with ``n_estimators=2`` on 400,000 rows (folds
+   above the 2^18 rows from which the tree statistics run threaded); LightGBM's and
+   CleanLearning's default rows with one fit and predict of their own model on 2,000 rows
+   (nothing to compile);
 2. generates the training data;
 3. reads VmRSS from /proc/self/status (the "pre-fit RSS") and resets the high-water mark VmHWM
    by writing 5 to /proc/self/clear_refs (so allocations before the fit do not count);
@@ -220,11 +222,12 @@ TREE_LEARNING_RATE = 0.1
 TREE_MIN_SAMPLES_LEAF = 20
 # Rows of the warm-up prediction before the timed prediction of the training rows.
 PREDICT_WARMUP_ROWS = 1_000
-# Warm-up of the default rows: VIBoost fits `DEFAULT_WARMUP_ROUNDS` rounds at most on each of
-# these row counts, the larger above the 2**20 rows x features (60,000 x 50 = 3e6) from which
-# its compiled kernels run threaded; LightGBM and CleanLearning fit the smaller one only.
-DEFAULT_WARMUP_ROWS = (2_000, 60_000)
-DEFAULT_WARMUP_ROUNDS = 20
+# Warm-up of the default rows: VIBoost fits at most `rounds` rounds on each of these row counts:
+# the second above the 2**20 rows x features (60,000 x 50 = 3e6) from which its compiled kernels
+# run threaded, the third above the 2**18 fold rows from which the tree statistics run threaded;
+# LightGBM and CleanLearning fit the smallest one only.
+DEFAULT_WARMUP_FITS = ((2_000, 20), (60_000, 20), (400_000, 2))
+DEFAULT_WARMUP_ROWS = tuple(rows for rows, _ in DEFAULT_WARMUP_FITS)
 
 # Targets of the project.
 TARGET_N_RATIO = 1_000_000
@@ -372,14 +375,14 @@ def warm_up_default(key: str) -> None:
     if key in DEFAULT_VIBOOST_JOBS:
         from viboost import VIBoostClassifier
 
-        for rows in DEFAULT_WARMUP_ROWS:
+        for rows, rounds in DEFAULT_WARMUP_FITS:
             X_w, y_w = make_data(rows, WARMUP_SEED, FLIP_RATE)
             with warnings.catch_warnings():  # "best at n_estimators=20": expected, capped here
                 warnings.simplefilter("ignore")
                 VIBoostClassifier(
                     random_state=0,
                     n_jobs=DEFAULT_VIBOOST_JOBS[key],
-                    n_estimators=DEFAULT_WARMUP_ROUNDS,
+                    n_estimators=rounds,
                 ).fit(X_w, y_w).predict(X_w)
     else:
         X_w, y_w = make_data(DEFAULT_WARMUP_ROWS[0], WARMUP_SEED, FLIP_RATE)
@@ -659,9 +662,9 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
             "- Default rows: each library's defaults (--rounds does not apply; VIBoost chooses "
             f"its own rounds); fit time: best of {args.repeats}; each (model, N) in a fresh "
             "process, one at a time, after warm-up fits: VIBoost: VIBoostClassifier("
-            f"random_state=0, n_jobs=<its n_jobs>, n_estimators={DEFAULT_WARMUP_ROUNDS}) on "
-            + " and ".join(f"{rows:,}" for rows in DEFAULT_WARMUP_ROWS)
-            + f" rows (above 2^20 rows x features: the threaded kernels), so numba JIT "
+            "random_state=0, n_jobs=<its n_jobs>, n_estimators=<rounds>) on "
+            + ", ".join(f"{rows:,} rows x {rounds} rounds" for rows, rounds in DEFAULT_WARMUP_FITS)
+            + " (above 2^20 rows x features: the threaded kernels), so numba JIT "
             f"compilation is excluded from the timed fit; LightGBM and CleanLearning: one fit "
             f"of their own model on {DEFAULT_WARMUP_ROWS[0]:,} rows."
         )

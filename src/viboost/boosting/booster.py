@@ -367,6 +367,7 @@ class InMemoryRows:
             else:
                 weights.append(margins.add(alpha, h, clean, self.tau, self.logistic))
         self._weights = weights
+        self._outputs, self._leaves = [], []  # the round's, used: free them
 
     def margins(self, k: int = 0) -> np.ndarray:
         return self._margins[k].margin

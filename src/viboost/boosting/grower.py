@@ -493,15 +493,27 @@ class RowPartition:
             part._store = store
             part._offset = int(offsets[k])
             part.rows = store.rows[offsets[k] : offsets[k + 1]]
-            # Ordered with ``rows`` (and moved with them by expand).
-            part.stats = store.stats[offsets[k] : offsets[k + 1]]
             part.ranges = {0: (0, sizes[k])}
             out.append(part)
         return out
 
+    @property
+    def stats(self) -> np.ndarray:
+        """The rows' statistics, ordered with ``rows`` (and moved with them by :meth:`expand`),
+        shape ``(rows.size, 3)``."""
+        if self._store.stats is None:
+            raise RuntimeError("the partition's statistics were released")
+        return self._store.stats[self._offset : self._offset + self.rows.size]
+
     def histogram(self, node: int = 0) -> np.ndarray:
         """The histogram of a node's rows, shape ``(n_features, n_slots, 3)``."""
         return histograms_together([self], [node])[0]
+
+    def release(self) -> None:
+        """Free the statistics and the buffers of this partition and those stacked with it,
+        keeping the rows and ranges (no more splits or histograms after this)."""
+        store = self._store
+        store.stats = store.row_buffer = store.stat_buffer = None
 
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
         """The range of ``rows`` that holds each current leaf's rows, by node id."""

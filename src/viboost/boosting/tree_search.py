@@ -221,6 +221,9 @@ class TreeSearch:
             if not any(requests):
                 break
             expanded_together(growths, expand_together(partitions, requests))
+        # The grown partitions keep their rows and ranges (for leaf_index), not the statistics
+        # and buffers (two float64 copies of three columns of every fold's rows).
+        partitions[0].release()
         out = []
         for search, growth, rows in zip(searches, growths, partitions, strict=True):
             nodes, error = growth.tree()
@@ -241,6 +244,7 @@ class TreeSearch:
         if last is None or last[0] is not tree:
             return tree.leaf_index(self.binned_columns_)
         _, rows, positions = last
+        self._last = None  # used once (a later call routes the bins): free the partition
         number = tree.leaf_numbers
         is_leaf = tree.nodes["is_leaf"]
         out = np.empty(self.binned_.shape[0], dtype=np.int64)
