@@ -346,7 +346,12 @@ class InMemoryRows:
                 else:
                     rows = RoundRows.weighted(y, h, margin, weight)
             out.append(rows)
-            covered.append(_with_training_covers(learner, leaf, h, weight, margins.total_weight))
+            if self.validation is None:
+                covered.append(
+                    _with_training_covers(learner, leaf, h, weight, margins.total_weight)
+                )
+            else:  # cross-fitted boosters: only their margins are kept, never their learners
+                covered.append(learner)
             self._outputs.append(h)
             self._leaves.append(leaf)
         return out, covered
