@@ -14,7 +14,7 @@ two sums of the round's per-row statistics and the row count). This module split
   same tree, node for node.
 - :class:`RowPartition` answers those requests for rows held in one place: the rows of each
   node in one contiguous range (:func:`~viboost.boosting.splitting.partition_rows`), the
-  histogram of a range (:func:`~viboost.boosting.histogram.node_histogram`).
+  histogram of a range (:func:`~viboost.boosting.histogram.node_histograms`).
   A distributed fit keeps one per block of rows and adds the blocks' histograms.
 
 With ``speculate=True`` a request also splits, besides the node the growth needs now, every

@@ -17,7 +17,6 @@ from viboost._utils.parallel import threaded_kernel
 
 __all__ = [
     "binned_histogram",
-    "node_histogram",
     "node_histograms",
     "occupied_bins",
     "transpose_bins",
@@ -192,17 +191,3 @@ def node_histograms(
     if int(np.sum(stops - starts)) <= _NODE_CHUNK_ROWS:
         kernel = _node_histograms.serial
     return kernel(binned, rows, starts, stops, stats, int(n_slots))
-
-
-def node_histogram(
-    binned: np.ndarray,
-    rows: np.ndarray,
-    start: int,
-    stop: int,
-    stats: np.ndarray,
-    n_slots: int = 256,
-) -> np.ndarray:
-    """The histogram of one tree node, shape ``(n_features, n_slots, 3)``
-    (:func:`node_histograms` of the one node ``start:stop``)."""
-    bounds = np.array([start]), np.array([stop])
-    return node_histograms(binned, rows, *bounds, stats, n_slots)[0]

@@ -1,6 +1,6 @@
 """Split finding of histogram trees: node scores, the best split of a node, the row partition.
 
-A node's histogram (:func:`viboost.boosting.histogram.node_histogram`) holds per feature and bin
+A node's histogram (:func:`viboost.boosting.histogram.node_histograms`) holds per feature and bin
 two sums of the round's per-row statistics and the rows' count. The split score depends on how
 the leaf values are set (:data:`CRITERIA`, see :mod:`viboost.boosting.trees`); a split gains
 ``score(left) + score(right) - score(parent)``:
@@ -58,7 +58,7 @@ def node_score(a, b, criterion, prior):  # pragma: no cover - compiled
 @numba.njit(cache=True)
 def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cover - compiled
     """The best split of a node from its histogram (per feature and slot, the missing values
-    in the last slot: :func:`~viboost.boosting.histogram.node_histogram`).
+    in the last slot: :func:`~viboost.boosting.histogram.node_histograms`).
 
     Position ``p`` sends the observed bins ``< p`` left (``p = n_bins[j]``: every observed value
     left, the missing ones right); missing values go left or right, whichever gains more (left

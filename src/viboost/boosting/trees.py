@@ -37,7 +37,7 @@ Split scores, one per way of setting the leaf values (a node's score; a split ga
 - ``"error"`` (tied): the fall in weighted error, each leaf labelled by its majority.
 
 The engine's stages, one module each (as scikit-learn's HGB): the node histograms
-(:func:`viboost.boosting.histogram.node_histogram`), the split scores, the best split of a node
+(:func:`viboost.boosting.histogram.node_histograms`), the split scores, the best split of a node
 and the row partition (:mod:`viboost.boosting.splitting`), the best-first growth over node
 histograms wherever the rows are (:mod:`viboost.boosting.grower`), the in-memory search
 (:class:`viboost.boosting.tree_search.TreeSearch`) and the prediction
