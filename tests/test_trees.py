@@ -18,7 +18,7 @@ from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import MISSING_BIN
 from viboost.boosting.booster import Booster, InMemoryRows, run_rounds
 from viboost.boosting.predictor import predict_ensemble
-from viboost.boosting.splitting import partition_rows
+from viboost.boosting.splitting import partition_nodes
 from viboost.boosting.tree_search import TreeSearch
 from viboost.boosting.trees import HistogramTree
 from viboost.presets import PRESETS
@@ -434,8 +434,8 @@ def test_partition_is_stable_and_the_same_for_any_thread_count(n):
     for threads in (1, 2):
         got_rows, got_stats = rows.copy(), stats.copy()
         with numba_threads(threads):
-            n_left = partition_rows(
-                binned.T, got_rows, got_stats, start, stop, 1, 100, True,
+            (n_left,) = partition_nodes(
+                binned.T, got_rows, got_stats, [start], [stop], [1], [100], [True],
                 np.empty(rows.size, np.int64), np.empty((rows.size, 3)),
             )  # fmt: skip
         assert n_left == left.sum()
@@ -447,7 +447,6 @@ def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
     """partition_nodes and node_histograms of nodes of several trees in one call (their rows
     stacked in one array) equal the calls for one node at a time, and the sums written out."""
     from viboost.boosting.histogram import node_histograms
-    from viboost.boosting.splitting import partition_nodes
 
     rng = np.random.default_rng(4)
     n, d = 40_000, 4
@@ -469,9 +468,10 @@ def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
         hists = node_histograms(binned, together, starts, starts + n_left, together_stats, 201)
     for r in range(3):
         alone, alone_stats = rows.copy(), stats.copy()
-        count = partition_rows(
-            binned.T, alone, alone_stats, starts[r], stops[r], features[r], positions[r],
-            missing[r], np.empty_like(rows), np.empty_like(stats),
+        (count,) = partition_nodes(
+            binned.T, alone, alone_stats, starts[r : r + 1], stops[r : r + 1],
+            features[r : r + 1], positions[r : r + 1], missing[r : r + 1],
+            np.empty_like(rows), np.empty_like(stats),
         )  # fmt: skip
         assert count == n_left[r]
         span = slice(starts[r], stops[r])

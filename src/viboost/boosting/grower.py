@@ -13,7 +13,7 @@ two sums of the round's per-row statistics and the row count). This module split
   (best gain first, ties to the node created first), so on the same histograms it grows the
   same tree, node for node.
 - :class:`RowPartition` answers those requests for rows held in one place: the rows of each
-  node in one contiguous range (:func:`~viboost.boosting.splitting.partition_rows`), the
+  node in one contiguous range (:func:`~viboost.boosting.splitting.partition_nodes`), the
   histogram of a range (:func:`~viboost.boosting.histogram.node_histograms`).
   A distributed fit keeps one per block of rows and adds the blocks' histograms.
 
@@ -221,14 +221,18 @@ class TreeGrowth:
         self._split: dict[int, tuple[int, int]] = {}  # the growth's splits: node -> children
         self._n_leaves = 1
         self._pending: list[Expansion] = []
-        self._add_record(0, root)
+        sums = root[0].sum(axis=0)
+        split = None
+        if self._may_split(0, sums):
+            split = best_node_split(root, self.n_bins, self._code, self.prior, self._min_leaf)
+        self._add_record(0, root, sums, split)
         self._admit(0)
 
-    def _add_record(self, depth: int, hist: np.ndarray, split: tuple | None = None) -> int:
-        """A node's record; its best split found here unless given (:meth:`_may_split`)."""
-        sums = hist[0].sum(axis=0)
-        if split is None and self._may_split(depth, sums):
-            split = best_node_split(hist, self.n_bins, self._code, self.prior, self._min_leaf)
+    def _add_record(
+        self, depth: int, hist: np.ndarray | None, sums: np.ndarray, split: tuple | None
+    ) -> int:
+        """A node's record (its histogram, None when not needed; its sums; its best split, None
+        when it may not split); returns its id."""
         self._records.append(
             {"depth": depth, "hist": hist, "sums": sums, "split": split, "children": None}
         )
@@ -268,11 +272,7 @@ class TreeGrowth:
         left_sums = np.array(record["split"][4:7], dtype=np.float64)
         children = []
         for sums in (left_sums, record["sums"] - left_sums):
-            self._records.append(
-                {"depth": record["depth"] + 1, "hist": None, "sums": sums, "split": None,
-                 "children": None}
-            )  # fmt: skip
-            children.append(len(self._records) - 1)
+            children.append(self._add_record(record["depth"] + 1, None, sums, None))
         record["hist"] = None
         record["children"] = (children[0], children[1])
         return record["children"]
@@ -354,14 +354,10 @@ class TreeGrowth:
     def _attach(self, children: list, splits: Sequence[tuple | None]) -> None:
         """Record the children of the last requests with their splits."""
         for k, request in enumerate(self._pending):
-            made = []
-            for depth, hist, sums in children[2 * k : 2 * k + 2]:
-                split = splits[len(made) + 2 * k]
-                self._records.append(
-                    {"depth": depth, "hist": hist, "sums": sums, "split": split,
-                     "children": None}
-                )  # fmt: skip
-                made.append(len(self._records) - 1)
+            made = [
+                self._add_record(depth, hist, sums, splits[2 * k + side])
+                for side, (depth, hist, sums) in enumerate(children[2 * k : 2 * k + 2])
+            ]
             if tuple(made) != (request.left, request.right):
                 raise RuntimeError("histograms arrived out of order")
             self._records[request.node]["children"] = (made[0], made[1])

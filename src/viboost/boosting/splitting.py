@@ -33,7 +33,6 @@ __all__ = [
     "leaf_value",
     "node_score",
     "partition_nodes",
-    "partition_rows",
 ]
 
 #: Split scores by code: Newton's G^2 / (H + lambda), the smoothed exponential loss, the error.
@@ -294,26 +293,6 @@ def partition_nodes(
         np.ascontiguousarray(missing_left, dtype=np.bool_),
         row_buffer, stat_buffer,
     )  # fmt: skip
-
-
-def partition_rows(
-    columns: np.ndarray,
-    rows: np.ndarray,
-    stats: np.ndarray,
-    start: int,
-    stop: int,
-    feature: int,
-    position: int,
-    missing_left: bool,
-    row_buffer: np.ndarray,
-    stat_buffer: np.ndarray,
-) -> int:
-    """:func:`partition_nodes` of the one node ``start:stop``; returns its left count."""
-    n_left = partition_nodes(
-        columns, rows, stats, np.array([start]), np.array([stop]), np.array([feature]),
-        np.array([position]), np.array([missing_left]), row_buffer, stat_buffer,
-    )  # fmt: skip
-    return int(n_left[0])
 
 
 def leaf_value(a: float, b: float, criterion: int, prior: float) -> float:

@@ -404,8 +404,9 @@ class CrossFitter:
             rng = spawn_generator(fold_seed(self.random_state))
             scored = np.sort(rng.choice(active, CALIBRATION_ROWS, replace=False))
         y_act, s_act = y[scored], sample_weight[scored]
-        to_all = float(sample_weight[active].sum()) / float(s_act.sum())
-        stopping = RoundCountSearch(self.patience, s_act.sum() * to_all, s_act, to_all)
+        total = float(sample_weight[active].sum())
+        to_all = total / float(s_act.sum())
+        stopping = RoundCountSearch(self.patience, total, s_act, to_all)
         calibration = None
         done = 0
         with tqdm(
