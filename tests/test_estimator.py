@@ -193,7 +193,7 @@ def test_huge_margins_do_not_overflow(noise_model):
         (np.zeros((0, 2)), [], {}, "0 sample"),
         (np.arange(4.0), [0, 1, 0, 1], {}, "2D array"),
         (np.ones((4, 1)), [1, 1, 1, 1], {}, "only one class"),
-        (np.arange(6.0)[:, None], [0, 1, 2, 0, 1, 2], {}, "OneVsRestClassifier"),
+        (np.arange(6.0)[:, None], [0, 1, 2, 0, 1, 2], {}, "Only binary classification"),
         (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [1, -1, 1, 1]}, "Negative val"),
         (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [0, 0, 0, 0]}, "non-zero"),
         (np.arange(4.0)[:, None], [0, 1, 0, 1], {"sample_weight": [1, 0, 1, 0]}, "both classes"),
@@ -599,7 +599,7 @@ def test_cv_accepts_a_splitter_or_explicit_splits():
     by_splitter = VIBoostClassifier(cv=KFold(4, shuffle=True, random_state=0)).fit(X, y)
     assert by_list.estimators_ == by_splitter.estimators_
     assert by_list.noise_rate_ == by_splitter.noise_rate_
-    with pytest.raises(ValueError, match="both classes"):
+    with pytest.raises(ValueError, match="every class"):
         one_class = [(np.flatnonzero(y == 0), np.flatnonzero(y == 1))]
         VIBoostClassifier(cv=one_class).fit(X, y)
 

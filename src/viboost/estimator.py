@@ -28,18 +28,19 @@ from dataclasses import asdict, replace
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
-from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
+from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
 from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_rounds
 from viboost.boosting.learners import LearnerSearch
 from viboost.boosting.predictor import predict_ensemble
+from viboost.boosting.softmax import SoftmaxRows
 from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
 from viboost.boosting.tree_search import TreeSearch
 from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
@@ -381,7 +382,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
-        tags.classifier_tags.multi_class = False
+        # K classes are cross-fitted: Algorithm 1 as printed (in-sample) fits two.
+        tags.classifier_tags.multi_class = (
+            self.noise_fit != "in-sample" and (self.noise_fit is not None or self.preset != "paper")
+        )
         return tags
 
     def __getstate__(self) -> dict:
@@ -455,11 +459,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         )
         check_classification_targets(y)
         classes = np.unique(y)  # hashed for integer labels: fast on millions of rows
-        y_index = (y == classes[-1]).astype(np.intp) if classes.size == 2 else None
-        check_binary_classes(classes, type(self).__name__)
+        check_classes(classes, type(self).__name__)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
+        if classes.size > 2:
+            self._fit_classes(X, y, classes, sample_weight, clean_prior, init_eta)
+            return self
+        y_index = (y == classes[-1]).astype(np.intp)
         y_signed = np.where(y_index == 1, 1.0, -1.0)
         weighted = sample_weight > 0
         if np.unique(y_signed[weighted]).size < 2:
@@ -504,8 +511,117 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 )
                 self.classes_ = classes
                 self._store_cross_fit(result, y_signed, sample_weight, priors)
+        self._set_label_posteriors(y_index, sample_weight)
         self.plan_ = plan
         return self
+
+    def _set_label_posteriors(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
+        """Two classes: ``true_class_proba_``, ``label_joint_`` and ``noise_matrix_`` from
+        ``mislabel_proba_`` (a wrong label's true class is the other one)."""
+        wrong = self.mislabel_proba_
+        positive = np.where(y_index == 1, 1.0 - wrong, wrong)
+        self.true_class_proba_ = np.column_stack([1.0 - positive, positive])
+        self._set_joint(y_index, sample_weight)
+
+    def _set_joint(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
+        """``label_joint_`` (given labels by rows, true classes by columns, as shares of the
+        weight) and ``noise_matrix_`` (its columns normalised) from ``true_class_proba_``."""
+        n_classes = self.classes_.size
+        joint = np.zeros((n_classes, n_classes))
+        if self.noise_model:
+            np.add.at(joint, y_index, sample_weight[:, None] * self.true_class_proba_)
+            joint /= sample_weight.sum()
+        else:
+            joint[:] = np.nan
+        self.label_joint_ = joint
+        with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
+            self.noise_matrix_ = joint / joint.sum(axis=0)
+
+    def _fit_classes(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        classes: np.ndarray,
+        sample_weight: np.ndarray,
+        clean_prior: tuple[float, float],
+        init_eta: tuple[float, float],
+    ) -> None:
+        """K > 2 classes: one ensemble per class (:mod:`viboost.boosting.softmax`), cross-fitted
+        with the K-class noise model (:mod:`viboost.noise_fit.class_calibration`)."""
+        name = type(self).__name__
+        n_classes = classes.size
+        y_index = np.searchsorted(classes, y)
+        weighted = sample_weight > 0
+        counts = np.bincount(y_index[weighted], minlength=n_classes)
+        if np.count_nonzero(counts) < 2:
+            raise ValueError(
+                f"{name} needs at least 2 classes with positive sample weight; only class "
+                f"{classes[np.argmax(counts)]!r} has any."
+            )
+        plan = self._resolve_plan(float(sample_weight.sum()))
+        if plan.noise_fit == "in-sample":
+            raise ValueError(
+                "Only binary classification is supported with noise_fit='in-sample' "
+                f"(preset='paper': Algorithm 1 as printed), and y has {n_classes} classes. "
+                "K classes are fitted with the noise model cross-fitted (noise_fit='cross-fit', "
+                "the robust preset)."
+            )
+        if not plan.stumps and self.max_bins is None:
+            raise ValueError("max_bins=None builds decision stumps only; set max_bins, e.g. 255.")
+        if self.warm_start:
+            raise ValueError(
+                "warm_start=True continues one run of rounds, but a cross-fitted fit (every "
+                "K-class fit) chooses its number of rounds from scratch."
+            )
+        lonely = (counts == 1) if isinstance(self.cv, Integral) else np.zeros(n_classes, bool)
+        if lonely.any():
+            raise ValueError(
+                f"Class {classes[np.flatnonzero(lonely)[0]]!r} has a single training row of "
+                "positive weight: the K-class noise model is cross-fitted and needs at least 2 "
+                "rows per class (drop or relabel that row, or give it weight 0)."
+            )
+        priors = self._model_priors(clean_prior)
+        folds = cross_fit_folds(self.cv, y_index, weighted, self.random_state)
+        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
+        with fit_threads(threads):
+            search = self._learner_search(X, sample_weight, plan)
+            fitter = self._cross_fitter(plan, priors, init_eta, n_classes=n_classes)
+            result = fitter.fit(
+                _softmax_rows(search, y_index, n_classes), y_index, sample_weight, folds
+            )
+        self.classes_ = classes
+        self._n_train = y.shape[0]
+        self._priors = priors
+        records = result.final.records
+        n_rounds = len(records[0])
+        self.estimators_ = [[r.learners[t] for r in records] for t in range(n_rounds)]
+        self.alphas_ = np.column_stack([np.array(r.alphas, dtype=np.float64) for r in records])
+        self.elbo_ = [[r.elbo[t] for r in records] for t in range(n_rounds)]
+        self.n_vi_iter_ = np.column_stack([np.array(r.n_iter, dtype=int) for r in records])
+        self.snr_path_ = np.full(n_rounds, np.nan)
+        self.noise_grade_path_ = np.full(n_rounds, np.nan)
+        self.cv_rounds_ = result.rounds
+        self.cv_log_likelihood_ = result.scores
+        self.noise_calibration_ = result.calibration
+        self.cv_decision_function_ = result.out_of_fold
+        self.clean_proba_ = result.clean_proba
+        self.noise_grade_ = float("nan")
+        if result.calibration is None:  # core model: no noise statistics
+            self.eta_ = np.full(2, np.nan)
+            self.omega_ = np.full(n_classes, np.nan)
+            self.snr_ = float("nan")
+            self.mislabel_proba_ = np.zeros(y.shape[0])
+            self.true_class_proba_ = np.eye(n_classes)[y_index]
+            self._store_flip_rates(np.full(n_classes + 1, np.nan), None)
+        else:
+            self.eta_ = result.eta
+            self.omega_ = result.omega
+            self.snr_ = float(result.eta[0] / result.eta[1])
+            self.mislabel_proba_ = result.mislabel_proba
+            self.true_class_proba_ = result.true_class_proba
+            self._store_flip_rates(result.flip_rates, result.flip_rate_intervals)
+        self._set_joint(y_index, sample_weight)
+        self.plan_ = plan
 
     def _model_priors(self, clean_prior: tuple[float, float]) -> ModelPriors:
         return ModelPriors(
@@ -558,6 +674,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         priors: ModelPriors,
         init_eta: tuple[float, float],
         label: str = "",
+        n_classes: int = 2,
     ) -> CrossFitter:
         """The robust fit's driver (:class:`~viboost.noise_fit.cross_fit.CrossFitter`)."""
         return CrossFitter(
@@ -571,6 +688,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             verbose=self.verbose,
             label=label,
             random_state=self.random_state,
+            n_classes=n_classes,
         )
 
     def _store_cross_fit(
@@ -651,7 +769,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """``noise_rate_``, ``flip_rates_`` and their intervals (NaN where there are none) from
         ``[share of wrong labels, flip rate of each true class]``."""
         if intervals is None:
-            intervals = np.full((3, 2), np.nan)
+            intervals = np.full((rates.size, 2), np.nan)
         self.noise_rate_ = float(rates[0])
         self.noise_rate_interval_ = intervals[0]
         self.flip_rates_ = rates[1:]
@@ -742,19 +860,41 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.noise_grade_ = float("nan")
 
     # ------------------------------------------------------------------ prediction
+    def _class_ensembles(self) -> list[tuple[list, np.ndarray]]:
+        """K classes: each class's learners and weights (its ensemble ``F_k``)."""
+        return [
+            ([learners[k] for learners in self.estimators_], self.alphas_[:, k])
+            for k in range(self.classes_.size)
+        ]
+
     def _margin(self, X: np.ndarray, n_rounds: int) -> np.ndarray:
-        """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit."""
+        """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit; for K
+        classes, the K margins ``F(x)``, shape (n_samples, K)."""
+        if self.alphas_.ndim == 2:
+            return np.column_stack(
+                [
+                    predict_ensemble(X, learners[:n_rounds], alphas[:n_rounds])
+                    for learners, alphas in self._class_ensembles()
+                ]
+            )
         return predict_ensemble(X, self.estimators_[:n_rounds], self.alphas_[:n_rounds])
 
     def _classes_from_margin(self, margin: np.ndarray) -> np.ndarray:
+        if margin.ndim == 2:
+            return self.classes_[np.argmax(margin, axis=1)]
         return self.classes_[(margin > 0).astype(int)]
 
     @staticmethod
     def _proba_from_margin(margin: np.ndarray) -> np.ndarray:
+        if margin.ndim == 2:
+            return softmax(margin, axis=1)
         return np.column_stack([expit(-margin), expit(margin)])
 
     def decision_function(self, X) -> np.ndarray:
         """The ensemble log-odds ``H(x) = sum_t alpha_t h_t(x)``; positive favours ``classes_[1]``.
+
+        For K > 2 classes, the K margins ``F_k(x)`` (one column per class, in the order of
+        ``classes_``): the true class's probabilities are their softmax.
 
         Parameters
         ----------
@@ -762,26 +902,35 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,), or (n_samples, n_classes) for K > 2 classes
         """
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
         n_rounds = len(self.estimators_)
         # One compiled pass of rows x stumps: one thread below the work threshold.
-        with numba_threads(kernel_threads(self.n_jobs, X.shape[0] * n_rounds)):
+        with numba_threads(kernel_threads(self.n_jobs, X.shape[0] * self.alphas_.size)):
             return self._margin(X, n_rounds)
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
-        """Yield ``H(x)`` after each round, the first after one base learner."""
+        """Yield ``H(x)`` (for K classes, ``F(x)``) after each round, the first after one base
+        learner (per class)."""
         check_is_fitted(self)
         X = self._validate_X(X, reset=False)
+        if self.alphas_.ndim == 2:
+            margin = np.zeros((X.shape[0], self.classes_.size))
+            for learners, alphas in zip(self.estimators_, self.alphas_, strict=True):
+                for k, (learner, alpha) in enumerate(zip(learners, alphas, strict=True)):
+                    margin[:, k] += alpha * learner.predict(X)
+                yield margin.copy()
+            return
         margin = np.zeros(X.shape[0])
         for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
             margin += alpha * learner.predict(X)
             yield margin.copy()
 
     def predict(self, X) -> np.ndarray:
-        """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]``."""
+        """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]`` (for K
+        classes, the class of the largest margin)."""
         return self._classes_from_margin(self.decision_function(X))
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
@@ -799,9 +948,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         under-confident (expected calibration error 0.047 against the clean test labels in the
         Spambase example of ``docs/label_noise.md``).
 
+        For K classes, ``softmax(F(x))``, the model's probabilities of the true class.
+
         Returns
         -------
-        ndarray of shape (n_samples, 2)
+        ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
         """
         return self._proba_from_margin(self.decision_function(X))
@@ -809,6 +960,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed without underflow."""
         margin = self.decision_function(X)
+        if margin.ndim == 2:
+            return log_softmax(margin, axis=1)
         return np.column_stack([log_expit(-margin), log_expit(margin)])
 
     def staged_predict_proba(self, X) -> Iterator[np.ndarray]:
@@ -842,8 +995,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_features + 1)
-            Each row sums to ``decision_function(X)`` up to float rounding.
+        ndarray of shape (n_samples, n_features + 1), or (n_samples, n_features + 1, n_classes)
+            Each row sums to ``decision_function(X)`` up to float rounding; for K classes, one
+            such array per class along the last axis (shap's layout for multi-output models),
+            each summing to that class's column of ``decision_function(X)``.
 
         Raises
         ------
@@ -853,6 +1008,16 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         from viboost.explain import predict_contributions
 
+        if self.alphas_.ndim == 2:
+            return np.stack(
+                [
+                    predict_contributions(
+                        _ClassView(self, learners, alphas), X, background, background_weight
+                    )
+                    for learners, alphas in self._class_ensembles()
+                ],
+                axis=-1,
+            )
         return predict_contributions(self, X, background, background_weight)
 
     @property
@@ -868,7 +1033,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         importances = np.zeros(self.n_features_in_)
-        for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
+        learners, alphas = self.estimators_, self.alphas_
+        if alphas.ndim == 2:  # K classes: every class's learners
+            learners = [learner for per_class in learners for learner in per_class]
+            alphas = alphas.ravel()
+        for learner, alpha in zip(learners, alphas, strict=True):
             features, gains = learner.split_gains()
             if getattr(learner, "per_leaf", False):
                 np.add.at(importances, features, np.nan_to_num(np.maximum(gains, 0.0)))
@@ -883,6 +1052,17 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         return importances / total if total > 0 else importances
 
 
+def _softmax_rows(search: LearnerSearch, y: np.ndarray, n_classes: int) -> MakeRows:
+    """The row sources of a K-class cross-fit in this process: per group (a fold, or the
+    refit) one ensemble per class over the fit's one binning."""
+
+    def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> SoftmaxRows:
+        searches = [search.restricted(m > 0) for m in multiplicities]
+        return SoftmaxRows(searches, y, n_classes, multiplicities, validation)
+
+    return make_rows
+
+
 def _in_memory_rows(search: LearnerSearch, y: np.ndarray) -> MakeRows:
     """The row sources of a cross-fitted fit in this process: every booster searches the fit's
     one binning, restricted to the rows it fits (positive multiplicity)."""
@@ -892,3 +1072,16 @@ def _in_memory_rows(search: LearnerSearch, y: np.ndarray) -> MakeRows:
         return InMemoryRows(searches, y, list(multiplicities), validation=validation)
 
     return make_rows
+
+
+class _ClassView(BaseEstimator):
+    """One class's ensemble of a K-class fit, as :func:`viboost.explain.predict_contributions`
+    reads a model (its learners and weights, and the fit's features and threads)."""
+
+    def __init__(self, model: VIBoostClassifier, learners: list, alphas: np.ndarray) -> None:
+        self.estimators_ = learners
+        self.alphas_ = alphas
+        self.n_jobs = model.n_jobs
+        self.n_features_in_ = model.n_features_in_
+        if hasattr(model, "feature_names_in_"):
+            self.feature_names_in_ = model.feature_names_in_

@@ -8,8 +8,12 @@ preset, whose noise statistics are cross-fitted and calibrated, see :mod:`viboos
 - :func:`find_label_issues`: the rows whose label is more likely wrong than right (a boolean
   mask), or all rows ranked most suspicious first, with cleanlab's argument names and return
   shapes;
-- :func:`estimate_flip_rate`: the share of wrong labels and the binary channel of S.2 (the
-  flip rate of each true class), each with a credible interval.
+- :func:`estimate_flip_rate`: the share of wrong labels and the flip rate of each true class
+  (for two classes the binary channel of S.2), each with a credible interval, and the noise
+  matrix.
+
+Any number of classes: for K > 2 the fit is the K-class noise model
+(:mod:`viboost.noise_fit.class_calibration`) and the same functions read it.
 
 Each takes the features and the (possibly noisy) labels and either fits an estimator or uses one
 already fitted on exactly these rows. The probabilities are calibrated when the estimator was
@@ -41,15 +45,18 @@ class FlipRateEstimate:
         Estimated share of labels that differ from their row's true class.
     interval : ndarray of shape (2,)
         Equal-tailed credible interval of ``rate`` at ``level`` (NaN when not calibrated).
-    class_rates : ndarray of shape (2,)
-        ``class_rates[k]``: the share of rows whose true class is ``classes[k]`` that carry the
-        other label (the channel of S.2: ``b`` and then ``a``).
-    class_intervals : ndarray of shape (2, 2)
+    class_rates : ndarray of shape (n_classes,)
+        ``class_rates[k]``: the share of rows whose true class is ``classes[k]`` that carry
+        another label (for two classes, the channel of S.2: ``b`` and then ``a``).
+    class_intervals : ndarray of shape (n_classes, 2)
         Credible intervals of ``class_rates``, one row per class.
     n_wrong : float
         Expected number of wrong labels (the sum of ``mislabel_proba_``, weighted).
-    classes : ndarray of shape (2,)
+    classes : ndarray of shape (n_classes,)
         The classes, in the estimator's order.
+    noise_matrix : ndarray of shape (n_classes, n_classes) or None
+        ``P(given label i | true class j)`` (cleanlab's orientation: columns sum to 1), the
+        estimator's ``noise_matrix_`` (None for models saved before it existed).
     level : float
         Probability mass of the intervals.
     calibrated : bool
@@ -64,6 +71,7 @@ class FlipRateEstimate:
     classes: np.ndarray
     level: float
     calibrated: bool
+    noise_matrix: np.ndarray | None = None
 
 
 def _fitted(
@@ -114,7 +122,7 @@ def label_quality_scores(
     X : array-like of shape (n_samples, n_features)
         Features.
     labels : array-like of shape (n_samples,)
-        The observed, possibly noisy, labels of two classes.
+        The observed, possibly noisy, labels (two or more classes).
     estimator : VIBoostClassifier, default=None
         Fitted on exactly ``X, labels``: used as is. Not fitted: cloned and fitted. None: the
         default ``VIBoostClassifier(random_state=random_state)``.
@@ -284,7 +292,11 @@ def estimate_flip_rate(
     )
     intervals = np.vstack([model.noise_rate_interval_, model.flip_rates_interval_])
     if calibration is not None and level != 0.9:
-        y = np.where(column_or_1d(labels) == model.classes_[1], 1.0, -1.0)
+        observed = column_or_1d(labels)
+        if model.classes_.size > 2:
+            y = np.searchsorted(model.classes_, observed)
+        else:
+            y = np.where(observed == model.classes_[1], 1.0, -1.0)
         intervals = calibration.flip_rate_interval(
             y, model.cv_decision_function_, weights, level=level, random_state=random_state
         )
@@ -297,4 +309,5 @@ def estimate_flip_rate(
         classes=model.classes_,
         level=level,
         calibrated=calibration is not None,
+        noise_matrix=getattr(model, "noise_matrix_", None),
     )

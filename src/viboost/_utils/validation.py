@@ -6,7 +6,8 @@ This module owns every check that more than one module needs:
 - :func:`check_positive`, :func:`check_probability`, :func:`check_int` and :func:`check_real`:
   a scalar argument checked and returned as a Python number, else a ValueError naming it;
 - :func:`as_float_vector`: a scalar or 1-D array argument as a float64 vector;
-- :func:`check_binary_classes`: exactly two classes in the labels;
+- :func:`check_classes`: at least two classes in the labels; :func:`check_binary_classes`:
+  exactly two;
 - :func:`non_numeric_columns`, :func:`describe_non_numeric_columns` and
   :func:`reject_non_numeric_columns`: name the non-numeric columns of a DataFrame (the one
   place that decides which columns are non-numeric) before a cell value fails somewhere deep
@@ -240,6 +241,15 @@ def reject_non_numeric_columns(X: object, who: str = "VIBoostClassifier") -> Non
         )
 
 
+def check_classes(classes: np.ndarray, who: str = "VIBoostClassifier") -> None:
+    """Raise a ValueError unless ``classes`` (the distinct labels) has at least two entries."""
+    if classes.size == 1:
+        only = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
+        raise ValueError(
+            f"{who} needs at least 2 classes in y, but y contains only one class: {only!r}."
+        )
+
+
 def check_binary_classes(classes: np.ndarray, who: str = "VIBoostClassifier") -> None:
     """Raise a ValueError unless ``classes`` (the distinct labels) has exactly two entries."""
     if classes.size == 1:
@@ -247,9 +257,8 @@ def check_binary_classes(classes: np.ndarray, who: str = "VIBoostClassifier") ->
         raise ValueError(f"{who} needs 2 classes in y, but y contains only one class: {only!r}.")
     if classes.size > 2:
         raise ValueError(
-            f"Only binary classification is supported. {who} got {classes.size} classes in "
-            "y; multi-class is not supported yet: wrap the classifier in "
-            "sklearn.multiclass.OneVsRestClassifier."
+            f"{who} fits two classes; y has {classes.size}. For K classes use "
+            "viboost.VIBoostClassifier (in memory), which fits them natively."
         )
 
 

@@ -253,6 +253,9 @@ class InMemoryRows:
         Per ensemble, the margins ``H`` to start from (a warm start); zeros when None.
     validation : ndarray of bool, shape (n_ensembles, n_samples), default=None
         Per ensemble, its held-out rows (:meth:`out_of_fold`).
+    labels : sequence of ndarray, default=None
+        Per ensemble, its labels in {-1, +1} when they differ from ``y`` (the one-against-rest
+        labels of each class of a K-class fit, :mod:`viboost.boosting.softmax`).
     """
 
     def __init__(
@@ -262,14 +265,19 @@ class InMemoryRows:
         multiplicities: Sequence[np.ndarray],
         margins: Sequence[np.ndarray] | None = None,
         validation: np.ndarray | None = None,
+        labels: Sequence[np.ndarray] | None = None,
     ) -> None:
         n_rows = y.shape[0]
         self.searches = list(searches)
         self.y = y
+        self._labels = None if labels is None else list(labels)
         if margins is None:
             margins = [np.zeros(n_rows) for _ in multiplicities]
+        if labels is None:
+            labels = [y] * len(multiplicities)
         self._margins = [
-            RowMargins(y, m, margin) for m, margin in zip(multiplicities, margins, strict=True)
+            RowMargins(y_k, m, margin)
+            for y_k, m, margin in zip(labels, multiplicities, margins, strict=True)
         ]
         # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
         self._compress = [int(np.count_nonzero(m > 0)) > COMPRESS_ABOVE for m in multiplicities]
@@ -308,15 +316,19 @@ class InMemoryRows:
         # Searches that grow their learners together (the folds' trees, in one pass per step).
         kind = type(self.searches[0])
         together = getattr(kind, "best_together", None)
+        labels = self.y if self._labels is None else self._labels
         if together is not None and all(type(s) is kind for s in self.searches):
-            found = together(self.searches, weights, self.y, margins, totals)
+            found = together(self.searches, weights, labels, margins, totals)
             return [learner for learner, _ in found]
         out = []
-        for search, w, margin, total in zip(self.searches, weights, margins, totals, strict=True):
+        for k, (search, w, margin, total) in enumerate(
+            zip(self.searches, weights, margins, totals, strict=True)
+        ):
+            y = self._margins[k].y
             if margin is None:
-                out.append(search.best(w, self.y)[0])
+                out.append(search.best(w, y)[0])
             else:
-                out.append(search.best(w, self.y, margin, total)[0])
+                out.append(search.best(w, y, margin, total)[0])
         return out
 
     def round_rows(
@@ -327,7 +339,7 @@ class InMemoryRows:
         for search, learner, margins, compress in zip(
             self.searches, learners, self._margins, self._compress, strict=True
         ):
-            y, margin, weight = self.y, margins.margin, margins.sample_weight
+            y, margin, weight = margins.y, margins.margin, margins.sample_weight
             if getattr(learner, "per_leaf", False):
                 leaf = search.leaf_index(learner)
                 n_leaves = learner.n_leaves
@@ -376,6 +388,11 @@ class InMemoryRows:
 
     def margins(self, k: int = 0) -> np.ndarray:
         return self._margins[k].margin
+
+    def set_margins(self, k: int, margin: np.ndarray) -> None:
+        """Replace ensemble ``k``'s margins ``H`` (the search weights follow at the next
+        :meth:`start`)."""
+        self._margins[k].reset(margin)
 
     def out_of_fold(self) -> np.ndarray:
         out = np.zeros(self.y.shape[0])

@@ -303,6 +303,13 @@ class RowMargins:
         other._cache_ok = self._cache_ok
         return other
 
+    def reset(self, margin: np.ndarray) -> None:
+        """Replace the margins ``H`` (in place; the cached exponentials are dropped)."""
+        self.margin[:] = margin
+        self._exp_knot = None
+        self.knot_range = None
+        self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
+
     def weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> np.ndarray:
         """Normalised stump-search weights for the current margins (:func:`search_weights`)."""
         return self.scaled_weights(clean, tau, logistic).normalized()

@@ -175,28 +175,32 @@ class TreeSearch:
     def best_together(
         searches: Sequence[TreeSearch],
         weights: Sequence[np.ndarray],
-        y: np.ndarray,
+        y: np.ndarray | Sequence[np.ndarray],
         margins: Sequence[np.ndarray | None],
         totals: Sequence[float],
     ) -> list[tuple[HistogramTree, float]]:
         """:meth:`best` of several searches over the same bins (the folds of a cross-fit, each
-        restricted to its rows), their trees grown in lockstep: each step splits one node of
-        every tree and histograms the children in one parallel pass
-        (:func:`~viboost.boosting.grower.expand_together`). Each tree is the one its own
-        :meth:`best` grows."""
+        restricted to its rows, or the classes of a K-class fit), their trees grown in
+        lockstep: each step splits one node of every tree and histograms the children in one
+        parallel pass (:func:`~viboost.boosting.grower.expand_together`). Each tree is the one
+        its own :meth:`best` grows. ``y``: the labels of every search, or one array per
+        search."""
+        labels = [y] * len(searches) if isinstance(y, np.ndarray) else list(y)
         first_search = searches[0]
         if any(s.binned_ is not first_search.binned_ for s in searches):
             return [
-                s.best(w, y, m, t)
-                for s, w, m, t in zip(searches, weights, margins, totals, strict=True)
+                s.best(w, y_k, m, t)
+                for s, w, y_k, m, t in zip(searches, weights, labels, margins, totals, strict=True)
             ]
-        y = np.ascontiguousarray(y, dtype=np.float64)
+        labels = [np.ascontiguousarray(y_k, dtype=np.float64) for y_k in labels]
         sizes = np.array([s._rows.size for s in searches])
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         stats = np.empty((int(offsets[-1]), 3))
-        for k, (search, w, margin) in enumerate(zip(searches, weights, margins, strict=True)):
+        for k, (search, w, y_k, margin) in enumerate(
+            zip(searches, weights, labels, margins, strict=True)
+        ):
             search.settings.row_statistics(
-                search._rows, w, y, margin, search._counts, stats[offsets[k] : offsets[k + 1]]
+                search._rows, w, y_k, margin, search._counts, stats[offsets[k] : offsets[k + 1]]
             )
         partitions = RowPartition.stacked(
             first_search.binned_,

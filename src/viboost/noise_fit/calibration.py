@@ -34,6 +34,7 @@ from scipy.special import expit, log_expit, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
+from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 
@@ -532,9 +533,10 @@ def calibrate_noise(
         bounds=_BOUNDS,
         options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
     )
-    hessian = _hessian(result.x, y, margin, share, total, priors)
-    params = _newton_polish(result.x, hessian, y, margin, share, total, priors)
-    covariance = _laplace_covariance(hessian, total)
+    args = (y, margin, share, total, priors)
+    hessian = objective_hessian(_objective, result.x, args)
+    params = newton_polish(_objective, result.x, hessian, np.array(_BOUNDS), args)
+    covariance = laplace_covariance(hessian, total)
     return NoiseCalibration(
         theta=float(expit(params[0])),
         noise_grade=float(params[1]),
@@ -543,71 +545,3 @@ def calibrate_noise(
         log_likelihood=total
         * float(_sums(params, _intercept(*params[:2])[0], y, margin, share)[0]),
     )
-
-
-def _hessian(
-    params: np.ndarray,
-    y: np.ndarray,
-    margin: np.ndarray,
-    weight: np.ndarray,
-    total: float,
-    priors: ModelPriors,
-) -> np.ndarray:
-    """Hessian of the (normalised) objective by central differences of its gradient."""
-    step = 1e-5
-    hessian = np.empty((3, 3))
-    for j in range(3):
-        delta = np.zeros(3)
-        delta[j] = step
-        upper = _objective(params + delta, y, margin, weight, total, priors)[1]
-        lower = _objective(params - delta, y, margin, weight, total, priors)[1]
-        hessian[:, j] = (upper - lower) / (2.0 * step)
-    return 0.5 * (hessian + hessian.T)
-
-
-def _newton_polish(
-    params: np.ndarray,
-    hessian: np.ndarray,
-    y: np.ndarray,
-    margin: np.ndarray,
-    weight: np.ndarray,
-    total: float,
-    priors: ModelPriors,
-    max_steps: int = 4,
-) -> np.ndarray:
-    """Newton steps (with the Hessian at L-BFGS's answer) to the optimum itself.
-
-    L-BFGS stops once the objective barely changes, which on a flat ridge leaves the
-    parameters up to ~1e-8 from the optimum, by an amount that the rounding of the sums can
-    change; after these steps the gradient is at rounding level and the answer moves with the
-    data only, so fits that sum the same rows in another order (a distributed fit) get the same
-    calibration to ~1e-12. Skipped at a bound of the search box or where the Hessian is not
-    positive definite; a step is kept only if it shrinks the gradient."""
-    bounds = np.array(_BOUNDS)
-    if np.any(np.abs(params - bounds[:, 0]) < 1e-6) or np.any(np.abs(params - bounds[:, 1]) < 1e-6):
-        return params
-    try:
-        factor = np.linalg.cholesky(hessian)
-    except np.linalg.LinAlgError:
-        return params
-    grad = _objective(params, y, margin, weight, total, priors)[1]
-    for _ in range(max_steps):
-        size = np.max(np.abs(grad))
-        if size < 1e-15:
-            break
-        step = np.linalg.solve(factor.T, np.linalg.solve(factor, grad))
-        candidate = np.clip(params - step, bounds[:, 0], bounds[:, 1])
-        new_grad = _objective(candidate, y, margin, weight, total, priors)[1]
-        if not np.max(np.abs(new_grad)) < size:
-            break
-        params, grad = candidate, new_grad
-    return params
-
-
-def _laplace_covariance(hessian: np.ndarray, total: float) -> np.ndarray:
-    """Inverse of the Hessian of minus the log posterior (:func:`_hessian`, of the objective
-    divided by the total weight); eigenvalues are floored so the result is a valid covariance
-    even on a flat ridge."""
-    values, vectors = np.linalg.eigh(hessian)
-    values = np.maximum(values, 1e-6) * total  # the objective was divided by the total weight
-    return (vectors / values) @ vectors.T

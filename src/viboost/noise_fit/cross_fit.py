@@ -29,10 +29,17 @@ from tqdm.auto import tqdm
 
 from viboost._utils.validation import RandomStateLike, check_random_state, spawn_generator
 from viboost.boosting.booster import Booster, RowSource, run_rounds
+from viboost.boosting.softmax import class_labels
 from viboost.noise_fit.calibration import (
     NoiseCalibration,
     calibrate_noise,
     flip_rates_from_mislabel,
+)
+from viboost.noise_fit.class_calibration import (
+    ClassNoiseCalibration,
+    calibrate_class_noise,
+    class_log_likelihood,
+    joint_rates,
 )
 from viboost.variational import RoundSettings, VariationalState, initial_state
 from viboost.variational.priors import ModelPriors
@@ -78,21 +85,23 @@ def cross_fit_folds(
 
     An int ``cv`` gives stratified, shuffled folds over the rows of positive weight (seeded by
     ``random_state``), or None, with a warning, when a class has fewer than 2 such rows; a
-    splitter or an iterable of splits is used as given (scikit-learn's ``cv``).
+    splitter or an iterable of splits is used as given (scikit-learn's ``cv``). ``y``: labels
+    in {-1, +1}, or class indices.
     """
+    labels, counts = np.unique(y[weighted], return_counts=True)
     if not isinstance(cv, Integral):
         splits = check_cv(cv, y, classifier=True).split(np.zeros((y.size, 1)), y)
         folds = []
         for train, val in splits:
             train = np.asarray(train)[weighted[train]]
-            if np.unique(y[train]).size < 2:
+            if np.unique(y[train]).size < labels.size:
                 raise ValueError(
-                    "Each training fold of cv needs both classes with positive sample "
-                    "weight; one has only one."
+                    "Each training fold of cv needs every class with positive sample "
+                    "weight; one lacks a class."
                 )
             folds.append((train, np.asarray(val)))
         return folds
-    n_splits = min(int(cv), int(np.bincount((y[weighted] > 0).astype(int)).min()))
+    n_splits = min(int(cv), int(counts.min()))
     if n_splits < 2:
         warnings.warn(
             "Too few rows in a class to cross-fit the noise model: it is fitted in-sample "
@@ -118,7 +127,14 @@ def score_out_of_fold(
     """The cross-fitted score of a round count: the marginal log-likelihood of the labels under
     the calibrated noise model (its search started at ``start``, the previous count's
     calibration), or the logistic log-likelihood for the core model; the calibration; and each
-    row's log-likelihood (the score is their ``sample_weight``-weighted sum)."""
+    row's log-likelihood (the score is their ``sample_weight``-weighted sum). K classes: ``y``
+    holds class indices and ``margin`` one column per class."""
+    if margin.ndim == 2:
+        if not noise_model:
+            rows = class_log_likelihood(y, margin)
+            return float(np.dot(sample_weight, rows)), None, rows
+        calibration = calibrate_class_noise(y, margin, sample_weight, priors, start=start)
+        return calibration.log_likelihood, calibration, calibration.row_log_likelihood(y, margin)
     if not noise_model:
         rows = log_expit(y * margin)
         return float(np.dot(sample_weight, rows)), None, rows
@@ -241,7 +257,14 @@ class CrossFitResult:
         The calibrated probability that each label is wrong; None for the core model.
     flip_rates, flip_rate_intervals : ndarray of shape (3,) and (3, 2), or None
         ``[share of wrong labels, flip rate of each true class]`` and their 90% credible
-        intervals; None for the core model.
+        intervals (K + 1 of them for K classes); None for the core model.
+    true_class_proba : ndarray of shape (n_samples, n_classes) or None
+        K classes: the posterior of each row's true class given its label.
+    joint : ndarray of shape (n_classes, n_classes) or None
+        K classes: the expected joint of given (rows) and true (columns) labels.
+    eta, omega : ndarray or None
+        K classes: q(theta) = Beta(eta) and q(pi) = Dirichlet(omega) from the calibrated phi
+        (S.4.4 and S.4.2 with K classes).
     """
 
     n_rounds: int
@@ -255,6 +278,10 @@ class CrossFitResult:
     mislabel_proba: np.ndarray | None = None
     flip_rates: np.ndarray | None = None
     flip_rate_intervals: np.ndarray | None = None
+    true_class_proba: np.ndarray | None = None
+    joint: np.ndarray | None = None
+    eta: np.ndarray | None = None
+    omega: np.ndarray | None = None
 
 
 class CrossFitter:
@@ -282,6 +309,11 @@ class CrossFitter:
         Appended to the progress bars' names (e.g. " (dask)").
     random_state : int, RandomState instance or None, default=None
         Seeds the draws of the credible intervals (:func:`fold_seed`).
+    n_classes : int, default=2
+        More than 2: the labels are class indices, each group of boosters fits one ensemble
+        per class (:class:`~viboost.boosting.softmax.SoftmaxRows`, which ``make_rows`` then
+        builds) and the noise model is the K-class one
+        (:mod:`viboost.noise_fit.class_calibration`).
     """
 
     def __init__(
@@ -296,6 +328,7 @@ class CrossFitter:
         verbose: int = 0,
         label: str = "",
         random_state: RandomStateLike = None,
+        n_classes: int = 2,
     ) -> None:
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
@@ -307,6 +340,28 @@ class CrossFitter:
         self.verbose = verbose
         self.label = label
         self.random_state = random_state
+        self.n_classes = int(n_classes)
+
+    def _states(self, y: np.ndarray, multiplicities: np.ndarray) -> list[VariationalState]:
+        """Every ensemble's state before its first round, every label true: one per row of
+        ``multiplicities``, or for K classes one per class of each (class k's labels are
+        ``+1`` where ``y == k``)."""
+        if self.n_classes == 2:
+            labels = [y]
+        else:
+            labels = class_labels(y, self.n_classes)
+        return [
+            initial_state(y_k, weights, 1.0, self.init_eta, self.priors)
+            for weights in multiplicities
+            for y_k in labels
+        ]
+
+    def _calibrate(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, start: Any
+    ) -> NoiseCalibration | ClassNoiseCalibration:
+        if margin.ndim == 2:
+            return calibrate_class_noise(y, margin, sample_weight, self.priors, start)
+        return calibrate_noise(y, margin, sample_weight, self.priors, start)
 
     def fit(
         self,
@@ -320,8 +375,8 @@ class CrossFitter:
         n_rounds, _, (calibration, out_of_fold) = stopping.best
         if calibration is not None and active.size > CALIBRATION_ROWS:
             # The count was chosen on a subset of the scored rows: calibrate on all of them.
-            calibration = calibrate_noise(
-                y[active], out_of_fold[active], sample_weight[active], self.priors, calibration
+            calibration = self._calibrate(
+                y[active], out_of_fold[active], sample_weight[active], calibration
             )
         if n_rounds == self.n_estimators:
             warnings.warn(
@@ -340,7 +395,7 @@ class CrossFitter:
         multiplicity = sample_weight * clean
         final = Booster(
             make_rows(multiplicity[None, :], None),
-            [initial_state(y, multiplicity, 1.0, self.init_eta, self.priors)],
+            self._states(y, multiplicity[None, :]),
             self.priors,
             self.settings,
             self.learning_rate,
@@ -385,9 +440,7 @@ class CrossFitter:
         fold_weights = np.where(in_train, sample_weight, 0.0)
         # A fold's booster carries its validation rows at zero weight: their margins are the
         # out-of-fold H.
-        states = [
-            initial_state(y, weights, 1.0, self.init_eta, self.priors) for weights in fold_weights
-        ]
+        states = self._states(y, fold_weights)
         fold_settings = replace(self.settings, noise_model=False, fixed_vi_iter=1)
         booster = Booster(
             make_rows(fold_weights, validation),
@@ -440,6 +493,20 @@ class CrossFitter:
         """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`)."""
         calibration, clean = result.calibration, result.clean_proba
         noise = 1.0 - clean
+        if isinstance(calibration, ClassNoiseCalibration):
+            margin = result.out_of_fold
+            result.eta = update_eta(sample_weight, clean, noise, self.priors.clean)
+            result.omega = self.priors.noise_grade + np.bincount(
+                y, weights=sample_weight * noise, minlength=self.n_classes
+            )
+            result.true_class_proba = calibration.true_class_proba(y, margin)
+            result.mislabel_proba = calibration.mislabel_proba(y, margin)
+            result.joint = calibration.joint(y, margin, sample_weight)
+            result.flip_rates = joint_rates(result.joint)
+            result.flip_rate_intervals = calibration.flip_rate_interval(
+                y, margin, sample_weight, random_state=fold_seed(self.random_state)
+            )
+            return
         result.state = VariationalState(
             eta=update_eta(sample_weight, clean, noise, self.priors.clean),
             omega=update_omega(y, sample_weight, noise, self.priors.noise_grade),

@@ -1,0 +1,161 @@
+"""K classes: one ensemble per class, coupled through the softmax.
+
+True labels of a K-class fit are drawn from ``softmax(F(x))``, with one margin ``F_k`` per class
+and one tree per class per round (as scikit-learn's HGB and LightGBM grow them). The weights stay
+conjugate class by class: as a function of class k's margin with the others fixed, the softmax
+likelihood of row n is a b-Log of unit slope,
+
+    softmax_{y_n}(F) = sigmoid(y_nk (F_k - log sum_{j != k} exp F_j)),   y_nk = +1 if y_n = k else -1,
+
+so class k's round is the binary round of Algorithm 1 (search, ``run_round``, reweight) on the
+labels ``y_nk`` and the margins ``G_k = F_k - log sum_{j != k} exp F_j``: each leaf's weight keeps
+its v-Log posterior, with knots shifted by the other classes. :class:`SoftmaxRows` is that row
+source: it holds ``F`` and, per class, an in-memory binary ensemble whose margins it resets to
+``G_k`` after every round.
+
+Where this departs from exact coordinate ascent: the K trees of a round are fitted to the same
+``F`` (the ``G_k`` of the round's start), as HGB and LightGBM fit them, rather than one class
+after the other; each leaf posterior is exact given the other classes at the start of the round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from viboost.boosting.booster import InMemoryRows
+from viboost.boosting.learners import BaseLearner, LearnerSearch
+from viboost.variational import RoundRows
+from viboost.variational.state import CleanLogOdds
+
+__all__ = ["SoftmaxRows", "class_labels", "other_class_margins"]
+
+
+def class_labels(y: np.ndarray, n_classes: int) -> list[np.ndarray]:
+    """The one-against-rest labels of each class: ``+1`` where ``y == k``, else ``-1``."""
+    return [np.where(y == k, 1.0, -1.0) for k in range(n_classes)]
+
+
+def other_class_margins(f: np.ndarray) -> np.ndarray:
+    """``G_k = F_k - log sum_{j != k} exp F_j`` for every row and class (shape (n, K)), so that
+    ``sigmoid(G_k) = softmax_k(F)``; no overflow or cancellation however large the margins.
+
+    Each sum is taken relative to the largest of its terms: for the classes other than the
+    row's largest, that is the row's largest margin (and the sum is at least 1, so removing
+    class k's term loses no digits); for the row's largest class, the second largest.
+    """
+    f = np.asarray(f, dtype=np.float64)
+    n_rows, n_classes = f.shape
+    rows = np.arange(n_rows)
+    top = np.argmax(f, axis=1)
+    first = f[rows, top]
+    rest = f.copy()
+    rest[rows, top] = -np.inf
+    second = rest.max(axis=1)
+    scaled = np.exp(f - first[:, None])
+    # Classes other than the largest: log(sum_j e^(F_j - M) - e^(F_k - M)) + M, the sum >= 1.
+    log_others = np.log(scaled.sum(axis=1, keepdims=True) - scaled) + first[:, None]
+    # The largest class: relative to the second largest.
+    log_others[rows, top] = np.log(np.exp(rest - second[:, None]).sum(axis=1)) + second
+    return f - log_others
+
+
+class SoftmaxRows:
+    """The row source of K-class ensembles in this process (the
+    :class:`~viboost.boosting.booster.RowSource` protocol): ``n_groups`` sets of K ensembles
+    (one set per cross-fitting fold, or one for a plain fit), ensemble ``g * K + k`` fitting
+    class k of group g.
+
+    Parameters
+    ----------
+    searches : sequence of LearnerSearch
+        Per group, the search over its rows (each class of the group gets its own copy).
+    y : ndarray of int, shape (n_samples,)
+        Class indices in ``0..K-1``.
+    n_classes : int
+    multiplicities : ndarray of shape (n_groups, n_samples)
+        Per group, the row weights it fits.
+    validation : ndarray of bool, shape (n_groups, n_samples), default=None
+        Per group, its held-out rows (:meth:`out_of_fold`).
+    """
+
+    def __init__(
+        self,
+        searches: Sequence[LearnerSearch],
+        y: np.ndarray,
+        n_classes: int,
+        multiplicities: np.ndarray,
+        validation: np.ndarray | None = None,
+    ) -> None:
+        self.n_classes = int(n_classes)
+        self.n_groups = len(searches)
+        n_rows = y.shape[0]
+        self.y = np.asarray(y, dtype=np.intp)
+        labels = class_labels(self.y, self.n_classes)
+        self.validation = validation
+        # F = 0 before the first round: G_k = -log(K - 1) for every class.
+        self._f = np.zeros((self.n_groups, n_rows, self.n_classes))
+        self._g = [other_class_margins(f) for f in self._f]
+        class_searches, class_labels_, class_weights, class_margins = [], [], [], []
+        for g, search in enumerate(searches):
+            for k in range(self.n_classes):
+                class_searches.append(search.restricted(multiplicities[g] > 0))
+                class_labels_.append(labels[k])
+                class_weights.append(multiplicities[g])
+                class_margins.append(self._g[g][:, k].copy())
+        self._rows = InMemoryRows(
+            class_searches,
+            labels[0],
+            class_weights,
+            class_margins,
+            labels=class_labels_,
+        )
+
+    @property
+    def fits_intercept(self) -> bool:
+        return self._rows.fits_intercept
+
+    def start(self, cleans: Sequence[CleanLogOdds], tau: float, logistic: bool) -> None:
+        self._rows.start(cleans, tau, logistic)
+
+    def best(self, intercept: bool = False) -> list[BaseLearner]:
+        return self._rows.best(intercept)
+
+    def round_rows(
+        self, learners: Sequence[BaseLearner]
+    ) -> tuple[list[RoundRows], list[BaseLearner]]:
+        return self._rows.round_rows(learners)
+
+    def add(
+        self,
+        learners: Sequence[BaseLearner],
+        alphas: Sequence[float],
+        cleans: Sequence[CleanLogOdds],
+    ) -> None:
+        """Each class's ``alpha h`` added to its ``F_k``; then every ``G_k`` from the new ``F``
+        and the next round's search weights."""
+        rows = self._rows
+        rows.add(learners, alphas, cleans)
+        for g in range(self.n_groups):
+            f, before = self._f[g], self._g[g]
+            for k in range(self.n_classes):
+                # The binary ensemble moved G_k by the round's alpha h: so did F_k.
+                f[:, k] += rows.margins(g * self.n_classes + k) - before[:, k]
+            self._g[g] = other_class_margins(f)
+            for k in range(self.n_classes):
+                rows.set_margins(g * self.n_classes + k, self._g[g][:, k])
+        rows.start(cleans, rows.tau, rows.logistic)
+
+    def margins(self, k: int = 0) -> np.ndarray:
+        """Group ``k``'s margins ``F``, shape (n_samples, n_classes)."""
+        return self._f[k]
+
+    def out_of_fold(self) -> np.ndarray:
+        """Per row, the margins ``F`` of the last group that holds it out, shape (n_samples,
+        n_classes); 0 for rows no group holds out."""
+        out = np.zeros(self._f.shape[1:])
+        if self.validation is not None:
+            for f, held_out in zip(self._f, self.validation, strict=True):
+                out[held_out] = f[held_out]
+        return out

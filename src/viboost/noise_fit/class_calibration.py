@@ -1,0 +1,380 @@
+"""Empirical Bayes for the K-class noise model: (theta, pi, the scale of H) by the marginal
+likelihood, and what follows from it (the true class of every row, the joint of given and true
+labels, the noise matrix).
+
+The paper's model (section 4) with K classes: a label is *true* with probability theta, drawn
+from ``softmax(F(x))``, or *noise*, drawn from pi, a distribution over the K classes with a
+Dirichlet(mu_0' 1) prior, whatever ``x`` is. For K = 2 this is the paper's model: its noise
+grade xi is ``logit pi_+`` (a v-Log(u, 0, omega) is the logit of a Beta, S.1.1). Summing out the
+type ``w_n``,
+
+    p(y_n | x_n) = theta softmax_{y_n}(F(x_n)) + (1 - theta) pi_{y_n},
+
+so the channel from true class i to given class j is ``theta 1{i = j} + (1 - theta) pi_j``.
+Given out-of-fold margins ``H`` (one column per class), this module maximises that marginal
+likelihood over ``theta``, ``pi`` and a scale ``b`` with ``F = b H + c``, under Beta(zeta) on
+theta, Dirichlet(mu_0' 1) on pi and a weak normal prior on ``log b`` (as
+:mod:`viboost.noise_fit.calibration` does for two classes, of which this is the K-class form).
+
+The intercept ``c`` is not free: a booster fitted to noisy labels is indifferent (``H = 0``)
+where a noisy label is uniform over the classes, which is where a true label has probabilities
+``p0_k = (1/K - (1 - theta) pi_k) / theta``; so ``c_k = log p0_k`` (for K = 2, the binary
+calibration's ``logit p0``).
+
+Per row, the posterior of the true class (S.4.3 with K classes and point estimates) is
+proportional to ``softmax_i(F) (theta 1{y = i} + (1 - theta) pi_y)``; summed over the rows it
+gives the joint of given and true labels (cleanlab's ``estimate_joint`` orientation: rows given,
+columns true) and the noise matrix ``P(given | true)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit, log_expit, log_softmax, logit, logsumexp
+
+from viboost._utils.validation import RandomStateLike, spawn_generator
+from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
+from viboost.variational.priors import ModelPriors
+
+__all__ = [
+    "ClassNoiseCalibration",
+    "calibrate_class_noise",
+    "class_log_likelihood",
+    "joint_rates",
+]
+
+# As the binary calibration: a N(0, 3^2) prior on log b, the search box of (logit theta, the
+# log-odds of pi against class 0, log b), and the smallest p0_k of the intercept.
+_LOG_SCALE_PRIOR_SD = 3.0
+_P0_MIN = 1e-9
+_THETA_BOUND = (-30.0, 30.0)
+_PI_BOUND = (-50.0, 50.0)
+_SCALE_BOUND = (-20.0, 20.0)
+#: The credible intervals' parameter draws are evaluated on at most this many rows (a random
+#: subset, with the full rows' value at the posterior mode as a control variate).
+INTERVAL_ROWS = 1 << 14
+
+
+def _bounds(n_classes: int) -> np.ndarray:
+    return np.array([_THETA_BOUND] + [_PI_BOUND] * (n_classes - 1) + [_SCALE_BOUND])
+
+
+def _unpack(params: np.ndarray) -> tuple[float, np.ndarray, float]:
+    """``(logit theta, log pi, log b)`` from the parameter vector ``(logit theta, v_1..v_{K-1},
+    log b)`` with ``pi = softmax(0, v_1, ..., v_{K-1})``."""
+    log_pi = log_softmax(np.concatenate([[0.0], params[1:-1]]))
+    return float(params[0]), log_pi, float(params[-1])
+
+
+def _intercept(logit_theta: float, log_pi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``c_k = log p0_k`` (module docstring) and its derivatives: in ``logit theta`` (shape
+    (K,)) and in ``v_m``, the log-odds of pi_m against pi_0 (shape (K, K - 1)). A ``p0_k``
+    below 1e-9 (class k would be flipped more often than kept) is held there, with zero
+    derivatives."""
+    n_classes = log_pi.size
+    theta = expit(logit_theta)
+    pi = np.exp(log_pi)
+    p0 = (1.0 / n_classes - (1.0 - theta) * pi) / theta
+    held = p0 < _P0_MIN
+    p0 = np.maximum(p0, _P0_MIN)
+    ratio = (1.0 - theta) / (theta * p0)
+    dc_du = np.where(held, 0.0, (pi - 1.0 / n_classes) * ratio)
+    # d pi_k / d v_m = pi_k (1{k = m} - pi_m), m = 1..K-1.
+    dpi_dv = pi[:, None] * (np.eye(n_classes)[:, 1:] - pi[None, 1:])
+    dc_dv = np.where(held[:, None], 0.0, -ratio[:, None] * dpi_dv)
+    return np.log(p0), dc_du, dc_dv
+
+
+def _row_terms(
+    params: np.ndarray, y: np.ndarray, margin: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: ``log p(y | H)``, phi (the probability that the label is true), the log of the
+    true-class probabilities ``softmax(F)`` (n, K), and ``F`` itself, at ``params``."""
+    logit_theta, log_pi, log_b = _unpack(params)
+    c = _intercept(logit_theta, log_pi)[0]
+    f = np.exp(log_b) * margin + c
+    log_p = log_softmax(f, axis=1)
+    rows = np.arange(y.size)
+    log_signal = log_expit(logit_theta) + log_p[rows, y]
+    log_noise = log_expit(-logit_theta) + log_pi[y]
+    row = np.logaddexp(log_signal, log_noise)
+    return row, np.exp(log_signal - row), log_p, f
+
+
+def _objective(
+    params: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    weight: np.ndarray,
+    total: float,
+    priors: ModelPriors,
+) -> tuple[float, np.ndarray]:
+    """Minus the log posterior of the parameters and its gradient, divided by the total weight
+    ``total`` (``weight`` sums to 1).
+
+    With ``g_nk = phi_n (1{y_n = k} - p_nk)`` the derivative of row n's log-likelihood in
+    ``F_nk``: the derivative in ``logit theta`` is ``phi_n - theta + g_n . dc/du``, in ``log
+    b`` it is ``g_n . (b H_n)``, and in ``v_m`` it is ``(1 - phi_n)(1{y_n = m} - pi_m) + g_n .
+    dc/dv_m``."""
+    n_classes = margin.shape[1]
+    logit_theta, log_pi, log_b = _unpack(params)
+    theta = expit(logit_theta)
+    pi = np.exp(log_pi)
+    c, dc_du, dc_dv = _intercept(logit_theta, log_pi)
+    row, clean, log_p, _ = _row_terms(params, y, margin)
+    onehot = np.zeros_like(log_p)
+    onehot[np.arange(y.size), y] = 1.0
+    g = clean[:, None] * (onehot - np.exp(log_p))  # d row / d F
+    wg = weight @ g  # (K,)
+    b = np.exp(log_b)
+    value_sum = float(weight @ row)
+    d_u = float(weight @ (clean - theta)) + float(wg @ dc_du)
+    d_b = b * float(weight @ np.einsum("nk,nk->n", g, margin))
+    d_v = (weight * (1.0 - clean)) @ (onehot[:, 1:] - pi[None, 1:]) + wg @ dc_dv
+    # theta ~ Beta(zeta) in logit coordinates; pi ~ Dirichlet(mu_0' 1) in the coordinates v
+    # (Jacobian prod_k pi_k): mu_0' sum_k log pi_k; log b ~ N(0, sd^2).
+    zeta1, zeta2 = priors.clean
+    mu = priors.noise_grade
+    log_prior = (
+        zeta1 * log_expit(logit_theta)
+        + zeta2 * log_expit(-logit_theta)
+        + mu * float(log_pi.sum())
+        - 0.5 * (log_b / _LOG_SCALE_PRIOR_SD) ** 2
+    )
+    value = value_sum + log_prior / total
+    grad = np.concatenate(
+        [
+            [d_u + (zeta1 * (1.0 - theta) - zeta2 * theta) / total],
+            d_v + mu * (1.0 - n_classes * pi[1:]) / total,
+            [d_b - log_b / _LOG_SCALE_PRIOR_SD**2 / total],
+        ]
+    )
+    return -value, -grad
+
+
+def class_log_likelihood(y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+    """``log softmax_{y_n}(H_n)`` of every row: the core model's (every label true) score of
+    K-class margins ``H`` (n, K) for class indices ``y``."""
+    return log_softmax(margin, axis=1)[np.arange(y.size), y]
+
+
+@dataclass(frozen=True)
+class ClassNoiseCalibration:
+    """The K-class noise model's parameters fitted to out-of-fold margins, with their Laplace
+    posterior.
+
+    Attributes
+    ----------
+    theta : float
+        Probability that a label is true (drawn from the signal model).
+    noise_label_proba : ndarray of shape (n_classes,)
+        pi: the distribution of a noisy label.
+    scale : float
+        b: the true-class log-odds are ``b H + c``.
+    covariance : ndarray of shape (n_classes + 1, n_classes + 1)
+        Laplace covariance of ``(logit theta, log(pi_1 / pi_0), ..., log b)`` at the optimum.
+    log_likelihood : float
+        The weighted marginal log-likelihood ``sum_n s_n log p(y_n | H_n)`` at the optimum.
+    """
+
+    theta: float
+    noise_label_proba: np.ndarray
+    scale: float
+    covariance: np.ndarray
+    log_likelihood: float
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.noise_label_proba.size)
+
+    @property
+    def params(self) -> np.ndarray:
+        """The parameter vector of the optimisation."""
+        log_pi = np.log(self.noise_label_proba)
+        return np.concatenate(
+            [[logit(self.theta)], log_pi[1:] - log_pi[0], [np.log(self.scale)]]
+        )
+
+    @classmethod
+    def from_params(
+        cls, params: np.ndarray, covariance: np.ndarray, log_likelihood: float = 0.0
+    ) -> ClassNoiseCalibration:
+        logit_theta, log_pi, log_b = _unpack(params)
+        return cls(float(expit(logit_theta)), np.exp(log_pi), float(np.exp(log_b)),
+                   covariance, float(log_likelihood))  # fmt: skip
+
+    def log_proba(self, margin: np.ndarray) -> np.ndarray:
+        """``log softmax(b H + c)``: the log-probabilities of the true class (n, K)."""
+        logit_theta, log_pi, log_b = _unpack(self.params)
+        c = _intercept(logit_theta, log_pi)[0]
+        return log_softmax(np.exp(log_b) * margin + c, axis=1)
+
+    def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """``log p(y_n | H_n)`` of each row (the terms of :attr:`log_likelihood`)."""
+        return _row_terms(self.params, y, margin)[0]
+
+    def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n: the posterior probability that label ``y_n`` is true (drawn from the signal
+        model), ``theta p_y / (theta p_y + (1 - theta) pi_y)``."""
+        return _row_terms(self.params, y, margin)[1]
+
+    def true_class_log_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The log posterior of each row's true class given its label, (n, K): proportional
+        to ``softmax_i(F) (theta 1{y = i} + (1 - theta) pi_y)``."""
+        log_p = self.log_proba(margin)
+        rows = np.arange(y.size)
+        log_noise = np.log1p(-self.theta) + np.log(self.noise_label_proba)[y]
+        log_channel = np.repeat(log_noise[:, None], self.n_classes, axis=1)
+        log_channel[rows, y] = np.logaddexp(np.log(self.theta), log_noise)
+        joint = log_p + log_channel
+        return joint - logsumexp(joint, axis=1, keepdims=True)
+
+    def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The posterior of each row's true class given its label, (n, K); rows sum to 1."""
+        return np.exp(self.true_class_log_proba(y, margin))
+
+    def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """Posterior probability that label ``y_n`` differs from row ``n``'s true class:
+        ``(1 - phi_n)(1 - p_{y_n})``."""
+        log_true = self.true_class_log_proba(y, margin)[np.arange(y.size), y]
+        return -np.expm1(log_true)
+
+    def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """The expected joint of given (rows) and true (columns) labels over these rows, as
+        shares of their weight, (K, K)."""
+        return _joint_of(self.true_class_proba(y, margin), y, sample_weight)
+
+    def flip_rate_interval(
+        self,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        level: float = 0.9,
+        n_draws: int = 400,
+        random_state: RandomStateLike = None,
+    ) -> np.ndarray:
+        """Equal-tailed ``level`` credible intervals of :func:`joint_rates` (the share of wrong
+        labels, then each true class's flip rate), shape (K + 1, 2).
+
+        Parameters are drawn from the Laplace approximation and the rates recomputed for each
+        draw on the same rows; above :data:`INTERVAL_ROWS` rows, on a random subset of that
+        many, plus the rates at the posterior mode on all rows minus those on the subset (a
+        control variate, as the binary calibration does).
+        """
+        draws = self.posterior_draws(n_draws, random_state)
+        subset = np.arange(y.size)
+        if y.size > INTERVAL_ROWS:
+            rng = spawn_generator(random_state)
+            subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
+        sub = (y[subset], margin[subset], sample_weight[subset])
+        rates = np.array([joint_rates(draw.joint(*sub)) for draw in draws])
+        if subset.size < y.size:
+            rates += joint_rates(self.joint(y, margin, sample_weight)) - joint_rates(
+                self.joint(*sub)
+            )
+        tail = (1.0 - level) / 2.0
+        return np.nanquantile(rates, [tail, 1.0 - tail], axis=0).T
+
+    def posterior_draws(
+        self, n_draws: int = 400, random_state: RandomStateLike = None
+    ) -> list[ClassNoiseCalibration]:
+        """Parameter draws from the Laplace approximation, clipped to the search box."""
+        rng = spawn_generator(random_state)
+        draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
+        bounds = _bounds(self.n_classes)
+        draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
+        return [ClassNoiseCalibration.from_params(d, self.covariance) for d in draws]
+
+
+def _joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    """Sum over rows of ``s_n 1{y_n = j} P(true = i)`` at ``[j, i]``, divided by the weight."""
+    n_classes = true_proba.shape[1]
+    joint = np.zeros((n_classes, n_classes))
+    np.add.at(joint, y, sample_weight[:, None] * true_proba)
+    total = float(sample_weight.sum())
+    return joint / total if total > 0 else joint
+
+
+def joint_rates(joint: np.ndarray) -> np.ndarray:
+    """``[share of wrong labels, flip rate of each true class]`` from a joint of given (rows)
+    and true (columns) labels: the off-diagonal mass, and per true class its off-diagonal
+    share (NaN for a class with no expected rows)."""
+    true_mass = joint.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flips = 1.0 - np.diag(joint) / true_mass
+    return np.concatenate([[1.0 - np.trace(joint) / joint.sum()], flips])
+
+
+def calibrate_class_noise(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray | None = None,
+    priors: ModelPriors | None = None,
+    start: ClassNoiseCalibration | None = None,
+) -> ClassNoiseCalibration:
+    """Fit theta, pi and the scale of ``H`` by the marginal likelihood of K-class labels.
+
+    Parameters
+    ----------
+    y : ndarray of int, shape (n_samples,)
+        Class indices in ``0..K-1``.
+    margin : ndarray of shape (n_samples, K)
+        Ensemble margins ``H`` (one column per class) not fitted to these labels (out-of-fold).
+    sample_weight : ndarray of shape (n_samples,), default=None
+    priors : ModelPriors, default=None
+        zeta on theta, mu_0' (the Dirichlet's concentration) on pi.
+    start : ClassNoiseCalibration, default=None
+        Where the search starts (``theta = 0.73``, uniform pi, ``b = 1`` if None).
+
+    Returns
+    -------
+    ClassNoiseCalibration
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import softmax
+    >>> rng = np.random.default_rng(0)
+    >>> margin = rng.normal(scale=3.0, size=(20000, 3))
+    >>> p = softmax(margin, axis=1)
+    >>> true = (rng.random((20000, 1)) > np.cumsum(p, axis=1)).sum(axis=1)
+    >>> noisy = rng.random(20000) < 0.3  # 30% noise labels, uniform over the classes
+    >>> y = np.where(noisy, rng.integers(0, 3, 20000), true)
+    >>> fit = calibrate_class_noise(y, margin / 2)  # margins on half the true scale
+    >>> round(fit.theta, 1), round(fit.scale, 1)
+    (0.7, 2.0)
+    """
+    y = np.asarray(y, dtype=np.intp)
+    margin = np.ascontiguousarray(margin, dtype=np.float64)
+    if margin.ndim != 2 or margin.shape[0] != y.size or margin.shape[1] < 2:
+        raise ValueError(f"margin must have shape ({y.size}, n_classes >= 2), got {margin.shape}")
+    n_classes = margin.shape[1]
+    weight = np.ones(y.size) if sample_weight is None else np.asarray(sample_weight, float)
+    priors = ModelPriors() if priors is None else priors
+    total = float(weight.sum())
+    share = weight / total
+    bounds = _bounds(n_classes)
+    if start is None or start.n_classes != n_classes:
+        x0 = np.zeros(n_classes + 1)
+        x0[0] = 1.0
+    else:
+        x0 = np.clip(start.params, bounds[:, 0], bounds[:, 1])
+    args = (y, margin, share, total, priors)
+    result = minimize(
+        _objective,
+        x0,
+        args=args,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
+    )
+    hessian = objective_hessian(_objective, result.x, args)
+    params = newton_polish(_objective, result.x, hessian, bounds, args)
+    covariance = laplace_covariance(hessian, total)
+    log_likelihood = total * float(share @ _row_terms(params, y, margin)[0])
+    return ClassNoiseCalibration.from_params(params, covariance, log_likelihood)
+
