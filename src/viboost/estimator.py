@@ -383,8 +383,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         # K classes are cross-fitted: Algorithm 1 as printed (in-sample) fits two.
-        tags.classifier_tags.multi_class = (
-            self.noise_fit != "in-sample" and (self.noise_fit is not None or self.preset != "paper")
+        tags.classifier_tags.multi_class = self.noise_fit != "in-sample" and (
+            self.noise_fit is not None or self.preset != "paper"
         )
         return tags
 

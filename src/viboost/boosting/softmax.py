@@ -5,7 +5,9 @@ and one tree per class per round (as scikit-learn's HGB and LightGBM grow them).
 conjugate class by class: as a function of class k's margin with the others fixed, the softmax
 likelihood of row n is a b-Log of unit slope,
 
-    softmax_{y_n}(F) = sigmoid(y_nk (F_k - log sum_{j != k} exp F_j)),   y_nk = +1 if y_n = k else -1,
+    softmax_{y_n}(F) = sigmoid(y_nk (F_k - log sum_{j != k} exp F_j)),
+
+with ``y_nk = +1`` if ``y_n = k`` else ``-1``;
 
 so class k's round is the binary round of Algorithm 1 (search, ``run_round``, reweight) on the
 labels ``y_nk`` and the margins ``G_k = F_k - log sum_{j != k} exp F_j``: each leaf's weight keeps

@@ -194,9 +194,7 @@ class ClassNoiseCalibration:
     def params(self) -> np.ndarray:
         """The parameter vector of the optimisation."""
         log_pi = np.log(self.noise_label_proba)
-        return np.concatenate(
-            [[logit(self.theta)], log_pi[1:] - log_pi[0], [np.log(self.scale)]]
-        )
+        return np.concatenate([[logit(self.theta)], log_pi[1:] - log_pi[0], [np.log(self.scale)]])
 
     @classmethod
     def from_params(
@@ -377,4 +375,3 @@ def calibrate_class_noise(
     covariance = laplace_covariance(hessian, total)
     log_likelihood = total * float(share @ _row_terms(params, y, margin)[0])
     return ClassNoiseCalibration.from_params(params, covariance, log_likelihood)
-
