@@ -556,7 +556,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         if np.count_nonzero(counts) < 2:
             raise ValueError(
                 f"{name} needs at least 2 classes with positive sample weight; only class "
-                f"{classes[np.argmax(counts)]!r} has any."
+                f"{_shown(classes[np.argmax(counts)])!r} has any."
             )
         plan = self._resolve_plan(float(sample_weight.sum()))
         if plan.noise_fit == "in-sample":
@@ -575,8 +575,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             )
         lonely = (counts == 1) if isinstance(self.cv, Integral) else np.zeros(n_classes, bool)
         if lonely.any():
+            alone = _shown(classes[np.flatnonzero(lonely)[0]])
             raise ValueError(
-                f"Class {classes[np.flatnonzero(lonely)[0]]!r} has a single training row of "
+                f"Class {alone!r} has a single training row of "
                 "positive weight: the K-class noise model is cross-fitted and needs at least 2 "
                 "rows per class (drop or relabel that row, or give it weight 0)."
             )
@@ -1006,13 +1007,17 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             If ``background`` is None and the model has no recorded covers (fitted by a viboost
             version that did not record them).
         """
-        from viboost.explain import predict_contributions
+        from viboost.explain import learner_contributions, predict_contributions
 
-        if self.alphas_.ndim == 2:
+        if self.alphas_.ndim == 2:  # K classes: each class's ensemble F_k
+            check_is_fitted(self)
+            X = self._validate_X(X, reset=False)
+            if background is not None:
+                background = self._validate_X(background, reset=False)
             return np.stack(
                 [
-                    predict_contributions(
-                        _ClassView(self, learners, alphas), X, background, background_weight
+                    learner_contributions(
+                        learners, alphas, X, background, background_weight, n_jobs=self.n_jobs
                     )
                     for learners, alphas in self._class_ensembles()
                 ],
@@ -1052,6 +1057,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         return importances / total if total > 0 else importances
 
 
+def _shown(label: object) -> object:
+    """A class label as a user wrote it (a Python scalar, not a numpy one) for messages."""
+    return label.item() if isinstance(label, np.generic) else label
+
+
 def _softmax_rows(search: LearnerSearch, y: np.ndarray, n_classes: int) -> MakeRows:
     """The row sources of a K-class cross-fit in this process: per group (a fold, or the
     refit) one ensemble per class over the fit's one binning."""
@@ -1072,16 +1082,3 @@ def _in_memory_rows(search: LearnerSearch, y: np.ndarray) -> MakeRows:
         return InMemoryRows(searches, y, list(multiplicities), validation=validation)
 
     return make_rows
-
-
-class _ClassView(BaseEstimator):
-    """One class's ensemble of a K-class fit, as :func:`viboost.explain.predict_contributions`
-    reads a model (its learners and weights, and the fit's features and threads)."""
-
-    def __init__(self, model: VIBoostClassifier, learners: list, alphas: np.ndarray) -> None:
-        self.estimators_ = learners
-        self.alphas_ = alphas
-        self.n_jobs = model.n_jobs
-        self.n_features_in_ = model.n_features_in_
-        if hasattr(model, "feature_names_in_"):
-            self.feature_names_in_ = model.feature_names_in_

@@ -57,7 +57,9 @@ def other_class_margins(f: np.ndarray) -> np.ndarray:
     second = rest.max(axis=1)
     scaled = np.exp(f - first[:, None])
     # Classes other than the largest: log(sum_j e^(F_j - M) - e^(F_k - M)) + M, the sum >= 1.
-    log_others = np.log(scaled.sum(axis=1, keepdims=True) - scaled) + first[:, None]
+    others = scaled.sum(axis=1, keepdims=True) - scaled
+    others[rows, top] = 1.0  # (replaced below)
+    log_others = np.log(others) + first[:, None]
     # The largest class: relative to the second largest.
     log_others[rows, top] = np.log(np.exp(rest - second[:, None]).sum(axis=1)) + second
     return f - log_others

@@ -1,0 +1,147 @@
+"""The K-class noise model's calibration (viboost.noise_fit.class_calibration), against the
+binary calibration (its K = 2 case), closed forms written here, and simulated data."""
+
+import numpy as np
+import pytest
+from scipy.special import expit, log_softmax, softmax
+
+from viboost.noise_fit.calibration import calibrate_noise
+from viboost.noise_fit.class_calibration import (
+    ClassNoiseCalibration,
+    calibrate_class_noise,
+    class_log_likelihood,
+    joint_rates,
+)
+from viboost.variational.priors import ModelPriors
+
+
+def _simulate(n, n_classes, theta, pi, scale, seed):
+    """Margins H, true classes drawn from softmax(scale H + c) with the model's intercept
+    (c_k = log p0_k: a noisy label is uniform where H = 0), labels through the channel."""
+    rng = np.random.default_rng(seed)
+    margin = rng.normal(scale=2.0, size=(n, n_classes))
+    p0 = (1 / n_classes - (1 - theta) * np.asarray(pi)) / theta
+    p = softmax(scale * margin + np.log(p0), axis=1)
+    true = (rng.random((n, 1)) > np.cumsum(p, axis=1)).sum(axis=1)
+    noisy = rng.random(n) > theta
+    y = np.where(noisy, rng.choice(n_classes, size=n, p=pi), true)
+    return margin, true, y
+
+
+@pytest.mark.parametrize("xi", [0.0, 0.9])
+def test_two_classes_are_the_binary_calibration(xi):
+    rng = np.random.default_rng(3)
+    margin = rng.normal(scale=3.0, size=6000)
+    true = np.where(rng.random(6000) < expit(margin), 1, 0)
+    noisy = rng.random(6000) < 0.3
+    y = np.where(noisy, (rng.random(6000) < expit(xi)).astype(int), true)
+    weight = rng.uniform(0.5, 2.0, 6000)
+    priors = ModelPriors(noise_grade=1.5, clean=(2.0, 1.0))
+    binary = calibrate_noise(np.where(y == 1, 1.0, -1.0), margin / 2, weight, priors)
+    # Class margins whose difference is the binary margin.
+    classes = calibrate_class_noise(y, np.column_stack([-margin / 4, margin / 4]), weight, priors)
+    assert classes.theta == pytest.approx(binary.theta, rel=1e-7)
+    pi = classes.noise_label_proba
+    assert np.log(pi[1] / pi[0]) == pytest.approx(binary.noise_grade, rel=1e-6, abs=1e-8)
+    assert classes.scale == pytest.approx(binary.scale, rel=1e-7)
+    assert classes.log_likelihood == pytest.approx(binary.log_likelihood, rel=1e-10)
+    np.testing.assert_allclose(
+        classes.mislabel_proba(y, np.column_stack([-margin / 4, margin / 4])),
+        binary.mislabel_proba(np.where(y == 1, 1.0, -1.0), margin / 2),
+        rtol=1e-6,
+        atol=1e-12,
+    )
+
+
+def test_recovers_the_channel_of_simulated_labels():
+    pi = np.array([0.5, 0.2, 0.2, 0.1])
+    margin, _, y = _simulate(40_000, 4, 0.7, pi, 2.0, seed=0)
+    fit = calibrate_class_noise(y, margin)  # margins on half the true scale
+    assert fit.theta == pytest.approx(0.7, abs=0.02)
+    assert fit.scale == pytest.approx(2.0, rel=0.05)
+    np.testing.assert_allclose(fit.noise_label_proba, pi, atol=0.03)
+
+
+def test_row_terms_match_the_model_written_out():
+    rng = np.random.default_rng(1)
+    margin = rng.normal(size=(50, 3))
+    y = rng.integers(0, 3, 50)
+    fit = ClassNoiseCalibration(0.8, np.array([0.5, 0.3, 0.2]), 1.7, np.eye(4), 0.0)
+    # c_k = log p0_k with p0_k = (1/K - (1 - theta) pi_k) / theta.
+    p0 = (1 / 3 - 0.2 * np.array([0.5, 0.3, 0.2])) / 0.8
+    p = softmax(1.7 * margin + np.log(p0), axis=1)
+    rows = np.arange(50)
+    likelihood = 0.8 * p[rows, y] + 0.2 * np.array([0.5, 0.3, 0.2])[y]
+    np.testing.assert_allclose(fit.row_log_likelihood(y, margin), np.log(likelihood), rtol=1e-12)
+    np.testing.assert_allclose(fit.clean_proba(y, margin), 0.8 * p[rows, y] / likelihood)
+    # The posterior of the true class: p_i (theta 1{y = i} + (1 - theta) pi_y), normalised.
+    channel = 0.2 * np.array([0.5, 0.3, 0.2])[y][:, None] + 0.8 * (np.arange(3) == y[:, None])
+    posterior = p * channel / (p * channel).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(fit.true_class_proba(y, margin), posterior, rtol=1e-12)
+    np.testing.assert_allclose(fit.mislabel_proba(y, margin), 1 - posterior[rows, y], rtol=1e-10)
+
+
+def test_extreme_margins_stay_finite():
+    margin = np.array([[1e6, 0.0, -1e6], [-1e6, 1e6, 0.0], [0.0, 0.0, 0.0]])
+    y = np.array([1, 1, 2])
+    fit = ClassNoiseCalibration(0.9, np.full(3, 1 / 3), 1.0, np.eye(4), 0.0)
+    for values in (
+        fit.row_log_likelihood(y, margin),
+        fit.true_class_log_proba(y, margin),
+        fit.mislabel_proba(y, margin),
+    ):
+        assert np.all(np.isfinite(values))
+    # A label the margins rule out is noise for sure, and the true class is the margin's.
+    assert fit.mislabel_proba(y, margin)[0] == pytest.approx(1.0)
+    assert fit.true_class_proba(y, margin)[0, 0] == pytest.approx(1.0)
+
+
+def test_joint_and_rates():
+    rng = np.random.default_rng(2)
+    margin = rng.normal(size=(300, 3))
+    y = rng.integers(0, 3, 300)
+    weight = rng.uniform(0.0, 2.0, 300)
+    fit = ClassNoiseCalibration(0.7, np.array([0.2, 0.3, 0.5]), 1.0, np.eye(4), 0.0)
+    joint = fit.joint(y, margin, weight)
+    post = fit.true_class_proba(y, margin)
+    expected = (
+        np.array([[np.sum(weight * (y == j) * post[:, i]) for i in range(3)] for j in range(3)])
+        / weight.sum()
+    )
+    np.testing.assert_allclose(joint, expected, rtol=1e-12)
+    assert joint.sum() == pytest.approx(1.0)
+    rates = joint_rates(joint)
+    assert rates[0] == pytest.approx(np.dot(weight, fit.mislabel_proba(y, margin)) / weight.sum())
+    np.testing.assert_allclose(rates[1:], 1 - np.diag(joint) / joint.sum(axis=0))
+    hand = joint_rates(np.array([[0.4, 0.1], [0.1, 0.4]]))
+    np.testing.assert_allclose(hand, [0.2, 0.2, 0.2])
+
+
+def test_interval_covers_the_simulated_rate():
+    pi = np.full(3, 1 / 3)
+    margin, true, y = _simulate(20_000, 3, 0.75, pi, 1.0, seed=4)
+    fit = calibrate_class_noise(y, margin)
+    weight = np.ones(y.size)
+    interval = fit.flip_rate_interval(y, margin, weight, random_state=0)
+    assert interval.shape == (4, 2)
+    assert np.all(interval[:, 0] <= interval[:, 1])
+    rate = joint_rates(fit.joint(y, margin, weight))[0]
+    assert interval[0, 0] <= rate <= interval[0, 1]
+    assert interval[0, 0] - 0.01 <= np.mean(y != true) <= interval[0, 1] + 0.01
+    # The same draws for the same seed.
+    np.testing.assert_array_equal(
+        interval, fit.flip_rate_interval(y, margin, weight, random_state=0)
+    )
+
+
+def test_core_model_score_is_the_softmax_log_likelihood():
+    margin = np.array([[0.0, 1.0, 2.0], [3.0, -1.0, 0.5]])
+    y = np.array([2, 1])
+    np.testing.assert_allclose(
+        class_log_likelihood(y, margin), log_softmax(margin, axis=1)[[0, 1], [2, 1]]
+    )
+
+
+def test_bad_margin_shape_is_named():
+    with pytest.raises(ValueError, match="margin must have shape"):
+        calibrate_class_noise(np.array([0, 1]), np.zeros((2, 1)))

@@ -1,0 +1,160 @@
+"""K classes: the softmax coupling (viboost.boosting.softmax) and the K-class fit of
+VIBoostClassifier."""
+
+import mpmath
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import softmax
+from sklearn.metrics import roc_auc_score
+
+from viboost import VIBoostClassifier
+from viboost.boosting.softmax import class_labels, other_class_margins
+
+
+def _other_class_margin_mp(row, k):
+    others = mpmath.fsum(mpmath.exp(mpmath.mpf(v)) for j, v in enumerate(row) if j != k)
+    return float(mpmath.mpf(row[k]) - mpmath.log(others))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5], [3.0, 3.0, -1.0]]),
+        np.array([[800.0, 0.0, -800.0], [-1e4, 1e4, 0.0], [40.0, 40.0 + 1e-12, -5.0]]),
+    ],
+)
+def test_other_class_margins_match_mpmath(f):
+    g = other_class_margins(f)
+    expected = np.array([[_other_class_margin_mp(row, k) for k in range(3)] for row in f])
+    np.testing.assert_allclose(g, expected, rtol=1e-13, atol=1e-13)
+
+
+def test_sigmoid_of_the_other_class_margin_is_the_softmax():
+    f = np.random.default_rng(0).normal(scale=3.0, size=(100, 5))
+    g = other_class_margins(f)
+    np.testing.assert_allclose(1 / (1 + np.exp(-g)), softmax(f, axis=1), rtol=1e-12)
+
+
+def test_class_labels():
+    labels = class_labels(np.array([0, 2, 1]), 3)
+    np.testing.assert_array_equal(labels[2], [-1.0, 1.0, -1.0])
+
+
+def _three_class_data(n=900, flip=0.2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    true = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.6, 0.6])
+    flipped = rng.random(n) < flip
+    y = true.copy()
+    y[flipped] = (true[flipped] + rng.integers(1, 3, flipped.sum())) % 3
+    return X, y, true, flipped
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y, true, flipped = _three_class_data()
+    names = np.array(["cat", "dog", "emu"])
+    return VIBoostClassifier(random_state=0).fit(X, names[y]), X, y, true, flipped, names
+
+
+def test_predictions_have_one_column_per_class(fitted):
+    clf, X, _, true, _, names = fitted
+    np.testing.assert_array_equal(clf.classes_, names)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (X.shape[0], 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.predict(X), names[np.argmax(proba, axis=1)])
+    assert np.mean(clf.predict(X) == names[true]) > 0.85
+    margin = clf.decision_function(X)
+    assert margin.shape == (X.shape[0], 3)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-12)
+    staged = list(clf.staged_predict_proba(X))
+    assert len(staged) == len(clf.estimators_)
+    np.testing.assert_allclose(staged[-1], proba, rtol=1e-10)
+    np.testing.assert_array_equal(list(clf.staged_predict(X))[-1], clf.predict(X))
+
+
+def test_noise_statistics(fitted):
+    clf, _, y, true, flipped, _ = fitted
+    n = y.size
+    assert clf.mislabel_proba_.shape == (n,)
+    assert roc_auc_score(flipped, clf.mislabel_proba_) > 0.85
+    lo, hi = clf.noise_rate_interval_
+    assert lo <= clf.noise_rate_ <= hi
+    assert abs(clf.noise_rate_ - flipped.mean()) < 0.05
+    assert clf.noise_rate_ == pytest.approx(np.mean(clf.mislabel_proba_))
+    assert clf.flip_rates_.shape == (3,) and clf.flip_rates_interval_.shape == (3, 2)
+    np.testing.assert_allclose(clf.true_class_proba_.sum(axis=1), 1.0)
+    np.testing.assert_allclose(
+        clf.mislabel_proba_, 1 - clf.true_class_proba_[np.arange(n), y], atol=1e-12
+    )
+    np.testing.assert_allclose(clf.label_joint_.sum(), 1.0)
+    np.testing.assert_allclose(clf.noise_matrix_.sum(axis=0), 1.0)
+    # The true noise matrix of these labels: P(given i | true j).
+    truth = np.array([[np.mean(y[true == j] == i) for j in range(3)] for i in range(3)])
+    assert np.abs(clf.noise_matrix_ - truth).mean() < 0.03
+    assert clf.omega_.shape == (3,) and np.isnan(clf.noise_grade_)
+
+
+def test_contributions_sum_to_each_class_margin(fitted):
+    clf, X, *_ = fitted
+    phi = clf.predict_contributions(X[:20])
+    assert phi.shape == (20, X.shape[1] + 1, 3)
+    np.testing.assert_allclose(phi.sum(axis=1), clf.decision_function(X[:20]), atol=1e-9)
+    importances = clf.feature_importances_
+    assert importances.shape == (X.shape[1],) and importances.sum() == pytest.approx(1.0)
+
+
+def test_same_fit_for_any_number_of_threads():
+    X, y, *_ = _three_class_data(n=600)
+    one = VIBoostClassifier(random_state=1, n_jobs=1).fit(X, y)
+    two = VIBoostClassifier(random_state=1, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(one.alphas_, two.alphas_)
+    np.testing.assert_array_equal(one.mislabel_proba_, two.mislabel_proba_)
+    np.testing.assert_array_equal(one.noise_rate_interval_, two.noise_rate_interval_)
+
+
+def test_zero_weights_are_rows_left_out():
+    X, y, *_ = _three_class_data(n=600, seed=2)
+    weight = np.ones(y.size)
+    weight[::7] = 0.0
+    kept = weight > 0
+    with_zeros = VIBoostClassifier(random_state=3).fit(X, y, sample_weight=weight)
+    without = VIBoostClassifier(random_state=3).fit(X[kept], y[kept])
+    np.testing.assert_allclose(with_zeros.alphas_, without.alphas_, rtol=1e-12)
+    np.testing.assert_allclose(with_zeros.predict_proba(X), without.predict_proba(X), rtol=1e-10)
+    np.testing.assert_allclose(
+        with_zeros.mislabel_proba_[kept], without.mislabel_proba_, rtol=1e-9, atol=1e-12
+    )
+    assert with_zeros.noise_rate_ == pytest.approx(without.noise_rate_, rel=1e-9)
+
+
+def test_integer_and_string_labels_fit_the_same():
+    X, y, *_ = _three_class_data(n=450, seed=4)
+    by_int = VIBoostClassifier(random_state=0).fit(X, y + 10)
+    by_str = VIBoostClassifier(random_state=0).fit(X, pd.Series(np.array(["a", "b", "c"])[y]))
+    np.testing.assert_array_equal(by_int.classes_, [10, 11, 12])
+    np.testing.assert_array_equal(by_int.predict_proba(X), by_str.predict_proba(X))
+
+
+def test_bad_multiclass_input_is_named():
+    X, y, *_ = _three_class_data(n=300, seed=5)
+    lonely = y.copy()
+    lonely[0] = 3  # a fourth class with a single row
+    with pytest.raises(ValueError, match="Class 3 has a single training row"):
+        VIBoostClassifier().fit(X, lonely)
+    with pytest.raises(ValueError, match="Only binary classification"):
+        VIBoostClassifier(preset="paper").fit(X, y)
+    with pytest.raises(ValueError, match="only one class"):
+        VIBoostClassifier().fit(X, np.zeros(y.size, dtype=int))
+    weight = (y == 0).astype(float)
+    with pytest.raises(ValueError, match="at least 2 classes with positive sample weight"):
+        VIBoostClassifier().fit(X, y, sample_weight=weight)
+
+
+def test_a_label_unseen_in_training_scores_as_wrong():
+    X, y, *_ = _three_class_data(n=300, seed=6)
+    clf = VIBoostClassifier(random_state=0).fit(X, y)
+    unseen = np.full(y.size, 7)
+    assert clf.score(X, unseen) == 0.0  # scikit-learn's behaviour: a prediction never matches
