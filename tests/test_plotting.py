@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -17,6 +19,7 @@ from viboost.plotting import (  # noqa: E402
     plot_clean_proba,
     plot_elbo,
     plot_gibbs_posterior,
+    plot_noise_matrix,
     plot_noise_paths,
     plot_suspects,
     write_plots,
@@ -265,6 +268,7 @@ def test_write_plots(paper, robust, data, tmp_path):
             "noise_paths.png",
             "mislabel_proba.png",
             "suspects.png",
+            "noise_matrix.png",
         ]
         for path in paths:
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -279,7 +283,7 @@ def test_write_plots_skips_what_does_not_apply(data, tmp_path):
     assert list(tmp_path.iterdir()) == []
     model = VIBoostClassifier(5, preset="paper", fixed_vi_iter=2).fit(X, y)
     names = [p.name for p in write_plots(model, tmp_path)]
-    assert names == ["noise_paths.png", "mislabel_proba.png", "suspects.png"]
+    assert names == ["noise_paths.png", "mislabel_proba.png", "suspects.png", "noise_matrix.png"]
     assert plt.get_fignums() == []
 
 
@@ -367,6 +371,7 @@ def test_write_plots_of_a_tree_model(name, request, data, tmp_path):
         "noise_paths.png",
         "mislabel_proba.png",
         "suspects.png",
+        "noise_matrix.png",
     ]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
     assert plt.get_fignums() == []
@@ -390,3 +395,108 @@ def test_stump_axes_say_round(paper):
     """The intercept note is for per-leaf tree fits only."""
     assert plot_elbo(paper).get_xlabel() == "round"
     assert plot_noise_paths(paper)[1].get_xlabel() == "round"
+
+
+# --------------------------------------------------------- issue 23: the noise matrix, K classes
+CLASSES = np.array(["ant", "bee", "cat"])
+
+
+@pytest.fixture(scope="module")
+def three_classes():
+    """Three classes by bands of x0 (string labels), 10% of labels moved to another class."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(240, 3))
+    y = np.digitize(X[:, 0], [-0.4, 0.4])
+    moved = rng.random(240) < 0.1
+    y[moved] = (y[moved] + rng.integers(1, 3, moved.sum())) % 3
+    model = VIBoostClassifier(random_state=0).fit(X, CLASSES[y])
+    return model, moved
+
+
+def _cell_texts(ax):
+    return [text.get_text() for text in ax.texts]
+
+
+def test_plot_noise_matrix_k_classes(three_classes):
+    model, _ = three_classes
+    ax = plot_noise_matrix(model)
+    assert ax.get_xlabel() == "true class" and ax.get_ylabel() == "given label"
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(CLASSES)
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(CLASSES)
+    # One annotation per cell, row by row (given labels), in percent.
+    expected = [f"{v:.1%}" for v in model.noise_matrix_.ravel()]
+    assert _cell_texts(ax) == expected
+    image = ax.get_images()[0]
+    np.testing.assert_allclose(image.get_array(), model.noise_matrix_)
+    assert image.norm.vmin == 0.0 and image.norm.vmax == 1.0
+    # The colour bar: a second Axes on the figure, labelled.
+    assert len(ax.figure.axes) == 2
+    assert ax.figure.axes[1].get_ylabel() == "P(given label | true class)"
+    title = ax.get_title()
+    assert "Noise matrix" in title and f"{model.noise_rate_:.1%} (90% interval" in title
+
+
+@pytest.mark.parametrize("name", ["paper", "robust"])
+def test_plot_noise_matrix_two_classes(name, request):
+    model = request.getfixturevalue(name)
+    ax = plot_noise_matrix(model)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1"]
+    assert _cell_texts(ax) == [f"{v:.1%}" for v in model.noise_matrix_.ravel()]
+    np.testing.assert_allclose(model.noise_matrix_.sum(axis=0), 1.0)
+    calibrated = "in-sample" not in ax.get_title()
+    assert calibrated == (name == "robust")
+
+
+def test_plot_noise_matrix_options_and_errors(three_classes, data, paper):
+    model, _ = three_classes
+    fig, axes = plt.subplots(1, 2)
+    ax = plot_noise_matrix(model, ax=axes[1], annotate=False, colorbar=False, gamma=1.0)
+    assert ax is axes[1] and len(ax.texts) == 0 and len(fig.axes) == 2
+    assert ax.get_images()[0].norm.gamma == 1.0
+    for gamma in (0, -1.0, True, "1"):
+        with pytest.raises(ValueError, match="gamma must be a positive number"):
+            plot_noise_matrix(model, gamma=gamma)
+    X, y, _ = data
+    core = VIBoostClassifier(5, preset="paper", noise_model=False).fit(X, y)
+    with pytest.raises(ValueError, match="noise_model=False"):
+        plot_noise_matrix(core)
+    # A true class that no row is expected to have: an n/a cell, drawn grey.
+    patched = copy.copy(paper)
+    patched.noise_matrix_ = np.array([[1.0, np.nan], [0.0, np.nan]])
+    assert _cell_texts(plot_noise_matrix(patched)) == ["100.0%", "n/a", "0.0%", "n/a"]
+    del patched.noise_matrix_  # a model saved before the noise matrix existed
+    with pytest.raises(ValueError, match="refit"):
+        plot_noise_matrix(patched)
+
+
+def test_k_class_plots(three_classes):
+    model, moved = three_classes
+    # The cross-fitted log-likelihood, titled with the share of wrong labels (no noise grade).
+    (cv_ax,) = plot_noise_paths(model)
+    assert "3 classes" in cv_ax.get_title() and "share of wrong labels" in cv_ax.get_title()
+    assert "nan" not in cv_ax.get_title()
+    ax = plot_clean_proba(model, flipped=moved)
+    assert sum(p.get_height() for p in ax.patches) == moved.size
+    assert len(plot_suspects(model, top=6).patches) == 6
+    # The ELBO: one line per class where the fit recorded it, a clear error where it did not.
+    recorded = copy.copy(model)
+    recorded.elbo_ = [[np.array([-50.0 + t + k]) for k in range(3)] for t in range(4)]
+    ax = plot_elbo(recorded)
+    assert [line.get_label() for line in ax.get_lines()] == ["class ant", "class bee", "class cat"]
+    np.testing.assert_allclose(ax.get_lines()[1].get_ydata(), [-49.0, -48.0, -47.0, -46.0])
+    recorded.elbo_ = [[np.array([]) for _ in range(3)] for _ in range(4)]
+    with pytest.raises(ValueError, match="no ELBO to plot: a fit of 3 classes"):
+        plot_elbo(recorded)
+    # The Gibbs sampler samples the binary model: a clear error before any drawing.
+    with pytest.raises(ValueError, match="this model has 3 classes"):
+        plot_gibbs_posterior({"theta": [0.9], "xi": [0.0]}, model)
+
+
+def test_write_plots_of_a_k_class_model(three_classes, tmp_path):
+    model, moved = three_classes
+    names = [p.name for p in write_plots(model, tmp_path, flipped=moved, top=5)]
+    assert names[-4:] == ["noise_paths.png", "mislabel_proba.png", "suspects.png",
+                          "noise_matrix.png"]  # fmt: skip
+    assert set(names) <= {"elbo.png", *names[-4:]}
+    assert all((tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in names)
+    assert plt.get_fignums() == []

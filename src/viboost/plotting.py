@@ -3,7 +3,8 @@
 Every function takes a fitted :class:`~viboost.VIBoostClassifier` (and, for
 :func:`plot_gibbs_posterior`, the draws of a :class:`~viboost.gibbs.sampler.GibbsSampler`) and
 draws on the matplotlib Axes given as ``ax`` -- or on a new figure when ``ax`` is None. The
-one-panel plots (:func:`plot_elbo`, :func:`plot_clean_proba`, :func:`plot_suspects`) return the
+one-panel plots (:func:`plot_elbo`, :func:`plot_clean_proba`, :func:`plot_suspects`,
+:func:`plot_noise_matrix`) return the
 :class:`~matplotlib.axes.Axes` they drew on; the plots that may draw several panels return a
 1-d numpy array of Axes, one per panel: :func:`plot_noise_paths` of shape (2,) (SNR, noise
 grade) or, for a cross-fitted fit, (1,), and :func:`plot_gibbs_posterior` of shape (2,)
@@ -20,11 +21,19 @@ as PNG files (the ``--plots DIR`` option of ``viboost inspect`` and ``viboost no
 - :func:`plot_clean_proba`: histogram of each training row's probability that its label is
   wrong, optionally split by a mask of known flips.
 - :func:`plot_suspects`: the training rows most likely mislabelled.
+- :func:`plot_noise_matrix`: the noise matrix ``P(given label | true class)`` as a heat map,
+  given labels by true classes, any number of classes.
 - :func:`plot_gibbs_posterior`: the Gibbs posterior (Algorithm 2) of theta and xi against the
   variational estimates.
 
 Functions that have nothing to draw for a model (an ELBO fitted with ``fixed_vi_iter``, noise
 statistics without the noise model) raise a ValueError that says why.
+
+Models of K > 2 classes (one tree per class per round, always cross-fitted): :func:`plot_elbo`
+draws one line per class, :func:`plot_noise_paths` the cross-fitted log-likelihood,
+:func:`plot_clean_proba`, :func:`plot_suspects` and :func:`plot_noise_matrix` their
+statistics as for two classes; :func:`plot_gibbs_posterior` raises a ValueError (the Gibbs
+sampler samples the binary model of Algorithm 2).
 
 Every plot works alike for decision stumps (``preset="paper"``) and histogram trees (the robust
 default, or ``max_leaf_nodes``/``leaf_weights``): they read the per-round records (``elbo_``,
@@ -38,12 +47,15 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Mapping, Sequence
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import PowerNorm
 from sklearn.utils.validation import check_is_fitted
 
 from viboost._utils.io import atomic_write_bytes
@@ -54,6 +66,7 @@ __all__ = [
     "plot_clean_proba",
     "plot_elbo",
     "plot_gibbs_posterior",
+    "plot_noise_matrix",
     "plot_noise_paths",
     "plot_suspects",
     "write_plots",
@@ -74,9 +87,17 @@ def _cross_fitted(model: VIBoostClassifier) -> bool:
     return np.size(getattr(model, "cv_rounds_", ())) > 0
 
 
+def _multiclass(model: VIBoostClassifier) -> bool:
+    """Whether the model was fitted on K > 2 classes (one tree per class per round)."""
+    return len(model.classes_) > 2
+
+
 def _starts_with_intercept(model: VIBoostClassifier) -> bool:
-    """Whether round 1 is the intercept of a per-leaf tree fit (a one-leaf tree)."""
+    """Whether round 1 is the intercept of a per-leaf tree fit (a one-leaf tree; for K
+    classes, one per class)."""
     first = model.estimators_[0] if len(model.estimators_) else None
+    if isinstance(first, (list, tuple)):  # K classes: round 1's tree of the first class
+        first = first[0] if first else None
     nodes = getattr(first, "nodes", None)
     return bool(getattr(first, "per_leaf", False)) and nodes is not None and nodes.size == 1
 
@@ -113,7 +134,10 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     evidence of the core model (for a cross-fitted fit, of the final booster, every row counted
     ``s_n phi_n`` times); that is plotted instead, and the title says so. Stumps and trees
     alike; for a fit with per-leaf tree weights, round 1 is the intercept (a one-leaf tree) and
-    the x axis says so.
+    the x axis says so. For a model of K > 2 classes, one line per class: the log evidence that
+    each round of that class's ensemble recorded (the core model of its labels, the class
+    against the rest, its margin against the log-sum-exp of the other classes' margins), when
+    the fit recorded it.
 
     Parameters
     ----------
@@ -130,7 +154,8 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     Raises
     ------
     ValueError
-        If no round recorded an ELBO (a model fitted with ``fixed_vi_iter``).
+        If no round recorded an ELBO (a model fitted with ``fixed_vi_iter``, or a K-class fit
+        that recorded no per-round log evidence).
 
     Examples
     --------
@@ -146,15 +171,12 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     'round'
     """
     _check_model(model)
+    if _multiclass(model):
+        return _plot_class_elbo(model, ax)
     traces = [np.asarray(trace, dtype=float) for trace in model.elbo_]
     rounds = np.array([t + 1 for t, trace in enumerate(traces) if trace.size], dtype=int)
     if rounds.size == 0:
-        raise ValueError(
-            f"The model has no ELBO to plot: it was fitted with fixed_vi_iter="
-            f"{model.fixed_vi_iter!r}, which runs a fixed number of inner iterations per round "
-            "and computes no ELBO (elbo_ holds empty arrays). Refit with fixed_vi_iter=None to "
-            "record it."
-        )
+        raise _no_elbo_error(model)
     last = np.array([traces[t - 1][-1] for t in rounds])
     fell = np.array([bool(np.any(np.diff(traces[t - 1]) < 0)) for t in rounds])
     in_sample = bool(model.noise_model) and not _cross_fitted(model)
@@ -189,6 +211,48 @@ def plot_elbo(model: VIBoostClassifier, ax: Axes | None = None) -> Axes:
     return ax
 
 
+def _no_elbo_error(model: VIBoostClassifier) -> ValueError:
+    return ValueError(
+        f"The model has no ELBO to plot: it was fitted with fixed_vi_iter="
+        f"{model.fixed_vi_iter!r}, which runs a fixed number of inner iterations per round "
+        "and computes no ELBO (elbo_ holds empty arrays). Refit with fixed_vi_iter=None to "
+        "record it."
+    )
+
+
+def _plot_class_elbo(model: VIBoostClassifier, ax: Axes | None) -> Axes:
+    """:func:`plot_elbo` of a K-class model: one line per class."""
+    names = [str(c) for c in model.classes_]
+    last = np.full((len(model.elbo_), len(names)), np.nan)
+    for t, per_class in enumerate(model.elbo_):
+        for k, trace in enumerate(per_class):
+            trace = np.asarray(trace, dtype=float)
+            if trace.size:
+                last[t, k] = trace[-1]
+    if not np.isfinite(last).any():
+        raise ValueError(
+            f"The model has no ELBO to plot: a fit of {len(names)} classes records no "
+            "per-round log evidence (elbo_ holds empty arrays); plot_noise_paths shows the "
+            "cross-fitted log-likelihood that chose its number of rounds."
+        )
+    rounds = np.arange(1, last.shape[0] + 1)
+    ax = _axes(ax, (6.4, 4.0))
+    marker = "." if rounds.size <= 200 else None
+    for k, name in enumerate(names):
+        ax.plot(rounds, last[:, k], marker=marker, label=f"class {name}")
+    weighted = "; every row counted $s_n\\,\\phi_n$ times" if model.noise_model else ""
+    ax.set_title(
+        f"{len(names)} classes: each class's core-model log evidence after each round\n"
+        f"(the class against the rest, its margin against the others'{weighted})",
+        fontsize="medium",
+    )
+    ax.set_ylabel("log evidence log p(y | H)")
+    ax.set_xlabel(_round_label(model))
+    ax.legend(loc="lower right", fontsize="small", ncol=1 if len(names) <= 8 else 2)
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
 def _as_axes_list(ax: Axes | Sequence[Axes] | np.ndarray | None) -> list[Axes] | None:
     if ax is None:
         return None
@@ -219,7 +283,8 @@ def plot_noise_paths(
     A cross-fitted fit (``preset="robust"``) fits the noise model once, after the rounds, so
     its paths are NaN; the plot then shows the out-of-fold marginal log-likelihood
     ``cv_log_likelihood_`` at each round count tried (``cv_rounds_``), with the chosen count
-    marked and the final SNR and noise grade in the title.
+    marked and the final SNR and noise grade in the title (for a model of K > 2 classes, which
+    has no noise grade, the SNR and the share of wrong labels).
 
     Parameters
     ----------
@@ -316,7 +381,13 @@ def _plot_cv(model: VIBoostClassifier, ax: Axes) -> Axes:
         ax.plot(chosen, score[at[0]], "o", color="tab:red", label=f"chosen: {chosen} rounds")
     else:
         ax.plot([], [], "--", color="tab:red", label=f"chosen: {chosen} rounds")
-    if model.noise_model:
+    if model.noise_model and _multiclass(model):
+        what = "marginal log-likelihood of the noise model"
+        title = (
+            f"Cross-fitted, {len(model.classes_)} classes: {chosen} rounds chosen; final SNR "
+            f"{model.snr_:.3g}, share of wrong labels {float(model.noise_rate_):.1%}"
+        )
+    elif model.noise_model:
         what = "marginal log-likelihood of the noise model"
         title = (
             f"Cross-fitted: {chosen} rounds chosen; final SNR {model.snr_:.3g}, "
@@ -533,6 +604,131 @@ def plot_suspects(
     return ax
 
 
+def plot_noise_matrix(
+    model: VIBoostClassifier,
+    ax: Axes | None = None,
+    annotate: bool = True,
+    cmap: str = "Blues",
+    colorbar: bool = True,
+    gamma: float = 0.5,
+) -> Axes:
+    """Heat map of the noise matrix ``P(given label | true class)``.
+
+    Rows are the given (observed) labels, columns the true classes, both named by
+    ``classes_``: cell (i, j) is ``noise_matrix_[i, j]``, the share of the rows of true class
+    ``classes_[j]`` that carry the label ``classes_[i]`` (cleanlab's orientation: each column
+    sums to 1, the diagonal is each class's share of correct labels). The colour scale runs
+    from 0 to 1, as a power ``gamma`` of the value (the default, a square root, makes the small
+    off-diagonal shares visible next to a diagonal near 1); each cell is annotated with its
+    value in percent (NaN, a true class that no row is expected to have, is shown as ``n/a``),
+    and the title gives the share of wrong labels with its interval. Works for two classes
+    (``preset="paper"`` or ``"robust"``) and for K > 2; for an in-sample fit
+    (``preset="paper"``) the matrix ranks but is not calibrated, and the title says so.
+
+    Parameters
+    ----------
+    model : VIBoostClassifier
+        A fitted model with the noise model.
+    ax : matplotlib Axes or None, default=None
+        Where to draw; None draws on a new figure sized for the number of classes.
+    annotate : bool, default=True
+        Write each cell's value in it.
+    cmap : str, default="Blues"
+        A matplotlib colour map name.
+    colorbar : bool, default=True
+        Add a colour bar beside the Axes.
+    gamma : float, default=0.5
+        The colour of a value v is that of ``v ** gamma`` (:class:`matplotlib.colors.PowerNorm`);
+        1 for a linear scale.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        The Axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If the model was fitted without the noise model, has no ``noise_matrix_`` (saved by a
+        viboost version that did not estimate it), or ``gamma`` is not positive.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from viboost import VIBoostClassifier
+    >>> from viboost.plotting import plot_noise_matrix
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = VIBoostClassifier(random_state=0).fit(X, y)
+    >>> ax = plot_noise_matrix(model)
+    >>> ax.get_xlabel(), ax.get_ylabel()
+    ('true class', 'given label')
+    >>> len(ax.texts)  # one annotation per cell
+    9
+    """
+    _check_model(model)
+    if not model.noise_model:
+        raise ValueError(
+            "The model was fitted without the noise model (noise_model=False): it has no noise "
+            "matrix to plot; refit with noise_model=True."
+        )
+    if getattr(model, "noise_matrix_", None) is None:
+        raise ValueError(
+            "The model has no noise_matrix_: it was saved by a viboost version that did not "
+            "estimate it; refit it to plot the noise matrix."
+        )
+    if isinstance(gamma, bool) or not isinstance(gamma, Real) or not gamma > 0:
+        raise ValueError(f"gamma must be a positive number; got {gamma!r}.")
+    matrix = np.asarray(model.noise_matrix_, dtype=float)
+    names = [str(c) for c in model.classes_]
+    n_classes = len(names)
+    if ax is None:
+        side = min(3.2 + 0.55 * n_classes, 12.0)
+        _, ax = plt.subplots(figsize=(side + 1.2, side), layout="constrained")
+    colours = matplotlib.colormaps[cmap].with_extremes(bad="lightgrey")  # NaN cells: grey
+    image = ax.imshow(
+        np.ma.masked_invalid(matrix),
+        cmap=colours,
+        norm=PowerNorm(float(gamma), vmin=0.0, vmax=1.0),
+        interpolation="nearest",
+    )
+    ticks = np.arange(n_classes)
+    if max(len(name) for name in names) > 3:  # long names: slanted
+        ax.set_xticks(ticks, names, rotation=45, ha="right", rotation_mode="anchor")
+    else:
+        ax.set_xticks(ticks, names)
+    ax.set_yticks(ticks, names)
+    ax.set_xlabel("true class")
+    ax.set_ylabel("given label")
+    if annotate:
+        size = "medium" if n_classes <= 6 else ("small" if n_classes <= 10 else "x-small")
+        for i in range(n_classes):
+            for j in range(n_classes):
+                value = matrix[i, j]
+                text = "n/a" if not np.isfinite(value) else f"{value:.1%}"
+                dark = np.isfinite(value) and value**gamma > 0.6
+                ax.text(
+                    j,
+                    i,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=size,
+                    color="white" if dark else "black",
+                )
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="P(given label | true class)", shrink=0.85)
+    rate = float(getattr(model, "noise_rate_", np.nan))
+    bounds = np.asarray(getattr(model, "noise_rate_interval_", (np.nan, np.nan)), dtype=float)
+    if _cross_fitted(model) and np.all(np.isfinite(bounds)):
+        what = f"share of wrong labels {rate:.1%} (90% interval {bounds[0]:.1%}-{bounds[1]:.1%})"
+    elif _cross_fitted(model):
+        what = f"share of wrong labels {rate:.1%}"
+    else:
+        what = "in-sample: a ranking, not calibrated"
+    ax.set_title(f"Noise matrix P(given | true)\n({what})", fontsize="medium")
+    return ax
+
+
 def _gibbs_draws(samples: Any) -> tuple[np.ndarray, np.ndarray]:
     """theta and xi draws (flattened over chains) from a sampler, InferenceData or mapping."""
     if isinstance(samples, GibbsSampler):
@@ -602,7 +798,8 @@ def plot_gibbs_posterior(
     Raises
     ------
     ValueError
-        If the model was fitted without the noise model, or there are no draws.
+        If the model was fitted without the noise model or on more than two classes (the
+        Gibbs sampler samples the binary model of Algorithm 2), or there are no draws.
     TypeError
         If ``samples_or_sampler_result`` is of none of the accepted types.
 
@@ -622,6 +819,13 @@ def plot_gibbs_posterior(
     ('theta (P(label true))', 'xi (noise grade)')
     """
     _check_model(model)
+    if _multiclass(model):
+        raise ValueError(
+            f"plot_gibbs_posterior compares the Gibbs posterior of theta and xi, the binary model "
+            f"of Algorithm 2, with a two-class fit; this model has {len(model.classes_)} classes "
+            "(no noise grade xi: its noise-type labels follow a distribution pi over the "
+            "classes), and the Gibbs sampler does not sample K classes yet."
+        )
     if not model.noise_model:
         raise ValueError(
             "The model was fitted without the noise model (noise_model=False): it has no "
@@ -664,9 +868,10 @@ def write_plots(
 
     The files are ``elbo.png`` (:func:`plot_elbo`), ``noise_paths.png``
     (:func:`plot_noise_paths`), ``mislabel_proba.png`` (:func:`plot_clean_proba`),
-    ``suspects.png`` (:func:`plot_suspects`) and, with ``gibbs``, ``gibbs_posterior.png``
-    (:func:`plot_gibbs_posterior`); a plot that does not apply (no ELBO with
-    ``fixed_vi_iter``, no noise statistics without the noise model) is skipped. Each file is
+    ``suspects.png`` (:func:`plot_suspects`), ``noise_matrix.png`` (:func:`plot_noise_matrix`)
+    and, with ``gibbs``, ``gibbs_posterior.png`` (:func:`plot_gibbs_posterior`); a plot that
+    does not apply (no ELBO with ``fixed_vi_iter``, no noise statistics without the noise
+    model) is skipped. Each file is
     written atomically (a temporary file in ``directory``, renamed onto the name), at
     120 dpi, and its figure closed.
 
@@ -703,7 +908,7 @@ def write_plots(
     >>> model = VIBoostClassifier(10, preset="paper").fit(X, y)
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     [path.name for path in write_plots(model, tmp)]
-    ['elbo.png', 'noise_paths.png', 'mislabel_proba.png', 'suspects.png']
+    ['elbo.png', 'noise_paths.png', 'mislabel_proba.png', 'suspects.png', 'noise_matrix.png']
     """
     _check_model(model)
     target = Path(directory)
@@ -713,6 +918,7 @@ def write_plots(
         ("noise_paths.png", lambda: plot_noise_paths(model)),
         ("mislabel_proba.png", lambda: plot_clean_proba(model, flipped=flipped)),
         ("suspects.png", lambda: plot_suspects(model, top=top, labels=labels)),
+        ("noise_matrix.png", lambda: plot_noise_matrix(model)),
     ]
     if gibbs is not None:
         plots.append(("gibbs_posterior.png", lambda: plot_gibbs_posterior(gibbs, model)))
