@@ -65,8 +65,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     Each label is *true* with probability theta, drawn from the logistic model of the ensemble
     ``H = sum_t alpha_t h_t``, or *noisy*, drawn with a fixed log-odds xi (the noise grade)
-    regardless of ``x`` (section 4). Each round adds one decision stump and updates the
-    posterior of its weight (Algorithm 1). Besides the classifier, the fit returns the noise
+    regardless of ``x`` (section 4). With K > 2 classes, a true label is drawn from the softmax
+    of K ensembles ``F_k`` (one tree per class per round, :mod:`viboost.boosting.softmax`) and a
+    noisy one from pi, a distribution over the classes with a Dirichlet prior (the K-class form
+    of xi, :mod:`viboost.noise_fit.class_calibration`); K-class fits are cross-fitted. Each
+    round adds one base learner (a stump, or a tree per class) and updates the posterior of its
+    weight (Algorithm 1). Besides the classifier, the fit returns the noise
     statistics of section 7: the signal-to-noise ratio ``eta_1 / eta_2``, the noise grade
     ``log(omega_2 / omega_1)`` and, per training row, the posterior probability ``phi_n`` that
     its label is true; and the share of wrong labels, with a credible interval.
@@ -196,19 +200,21 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     Attributes
     ----------
-    estimators_ : list of DecisionStump
+    estimators_ : list of BaseLearner
         The base learners h_t (:class:`~viboost.boosting.learners.BaseLearner`): stumps
-        (feature, threshold in the units of X, polarity, side of missing values).
+        (feature, threshold in the units of X, polarity, side of missing values) or trees. For
+        K > 2 classes, one list of K learners per round (class k's at position k), as
+        scikit-learn's HGB keeps its predictors.
     plan_ : FitPlan
         The settings this fit used (:mod:`viboost.presets`): the preset's values with those set
         explicitly, and ``noise_fit`` after any fallback to "in-sample".
-    alphas_ : ndarray of shape (n_rounds,)
-        The stump weights alpha_t.
+    alphas_ : ndarray of shape (n_rounds,) or (n_rounds, n_classes)
+        The learners' weights alpha_t (per class for K > 2 classes).
     snr_ : float
         Signal-to-noise ratio ``eta_1 / eta_2`` (section 4, S.2). NaN when ``noise_model=False``.
     noise_grade_ : float
         ``log(omega_2 / omega_1)``, the mode of q(xi): the log-odds of a +1 among noisy labels.
-        NaN when ``noise_model=False``.
+        NaN when ``noise_model=False``, and for K > 2 classes (see ``omega_``).
     clean_proba_ : ndarray of shape (n_samples,)
         phi_n: posterior probability that training label n is true (1 - phi_n: that it is noise;
         a noisy label is still right when the coin of the noise process agrees with the truth).
@@ -223,38 +229,53 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_rate_interval_ : ndarray of shape (2,)
         90% credible interval of ``noise_rate_`` (Laplace approximation of the calibration's
         posterior); NaN when not cross-fitted.
-    flip_rates_ : ndarray of shape (2,)
+    flip_rates_ : ndarray of shape (n_classes,)
         ``flip_rates_[k]``: estimated share of the rows of true class ``classes_[k]`` that carry
-        the other label (the binary channel of S.2).
-    flip_rates_interval_ : ndarray of shape (2, 2)
+        another label (for two classes, the binary channel of S.2).
+    flip_rates_interval_ : ndarray of shape (n_classes, 2)
         90% credible intervals of ``flip_rates_``, one row per class; NaN when not cross-fitted.
-    noise_calibration_ : NoiseCalibration or None
-        The cross-fitted calibration (theta, xi, the scale of ``H``, their Laplace covariance);
-        None for in-sample fits and the core model.
+    true_class_proba_ : ndarray of shape (n_samples, n_classes)
+        Per training row, the posterior probability of each true class given its label (columns
+        in the order of ``classes_``); ``1 - mislabel_proba_`` at the given label. Calibrated
+        when cross-fitted.
+    label_joint_ : ndarray of shape (n_classes, n_classes)
+        The expected joint distribution of given labels (rows) and true classes (columns) over
+        the training rows (the sums of ``true_class_proba_``, weighted), the counterpart of
+        cleanlab's ``estimate_joint``; NaN without the noise model.
+    noise_matrix_ : ndarray of shape (n_classes, n_classes)
+        ``P(given label i | true class j)`` at ``[i, j]`` (cleanlab's orientation: each column
+        sums to 1): ``label_joint_`` with its columns normalised.
+    noise_calibration_ : NoiseCalibration, ClassNoiseCalibration or None
+        The cross-fitted calibration (theta, xi, the scale of ``H``, their Laplace covariance;
+        for K > 2 classes theta, pi and the scale); None for in-sample fits and the core
+        model.
     cv_rounds_, cv_log_likelihood_ : ndarray
         The round counts scored while cross-fitting and the out-of-fold marginal log-likelihood
         of the labels at each (the logistic log-likelihood for the core model); empty when not
         cross-fitted.
-    cv_decision_function_ : ndarray of shape (n_samples,)
-        The out-of-fold ``H`` of each training row at the chosen round count (for rows of zero
-        weight, the final ensemble's); NaN when not cross-fitted.
+    cv_decision_function_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        The out-of-fold ``H`` (``F`` for K > 2 classes) of each training row at the chosen round
+        count (for rows of zero weight, the final ensemble's); NaN when not cross-fitted.
     eta_ : ndarray of shape (2,)
         Parameters of the Beta posterior q(theta). NaN when ``noise_model=False``.
-    omega_ : ndarray of shape (2,)
-        Multiplicities of the v-Log posterior q(xi). NaN when ``noise_model=False``.
+    omega_ : ndarray of shape (2,) or (n_classes,)
+        Multiplicities of the v-Log posterior q(xi); for K > 2 classes, the parameters of the
+        Dirichlet posterior q(pi) of the noisy-label distribution (``omega_ / omega_.sum()`` is
+        its mean). NaN when ``noise_model=False``.
     elbo_ : list of ndarray
         Per round, the dynamic ELBO (S.5) of that round's model before its first inner iteration
         and after each one; it may fall, as the paper notes. For rounds of the core model
         (``noise_model=False``, and the final fit of a cross-fitted one, with multiplicities
         ``s_n phi_n``), the exact log evidence ``log p(y | H, h_t)``. Empty arrays with
-        ``fixed_vi_iter``.
-    n_vi_iter_ : ndarray of shape (n_rounds,)
-        Inner iterations run in each round.
+        ``fixed_vi_iter``, and for K > 2 classes (per round a list of one empty array per
+        class: nothing reads a K-class refit's per-round evidence, so it is not computed).
+    n_vi_iter_ : ndarray of shape (n_rounds,) or (n_rounds, n_classes)
+        Inner iterations run in each round (per class for K > 2 classes).
     snr_path_, noise_grade_path_ : ndarray of shape (n_rounds,)
         ``snr_`` and ``noise_grade_`` after each round of the in-sample loop; NaN when
         cross-fitted (the noise model is fitted once, after the rounds).
-    classes_ : ndarray of shape (2,)
-        Class labels; ``classes_[1]`` is the positive class (+1 in the paper).
+    classes_ : ndarray of shape (n_classes,)
+        Class labels; for two classes ``classes_[1]`` is the positive class (+1 in the paper).
     n_features_in_ : int
         Number of features seen at fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -287,6 +308,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     >>> bool(lo < clf.noise_rate_ < hi)
     True
     >>> paper = VIBoostClassifier(20, preset="paper").fit(X, y)  # Algorithm 1 as printed
+    >>> y3 = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes
+    >>> clf3 = VIBoostClassifier(random_state=0).fit(X, y3)
+    >>> clf3.predict_proba(X).shape, clf3.noise_matrix_.shape
+    ((200, 3), (3, 3))
     """
 
     _parameter_constraints: dict = {
@@ -440,7 +465,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features)
             Numeric features; NaN marks a missing value (infinite values are rejected).
         y : array-like of shape (n_samples,)
-            Labels of exactly two classes.
+            Labels of two or more classes (K > 2 classes: cross-fitted, the robust preset).
         sample_weight : array-like of shape (n_samples,), default=None
             Nonnegative multiplicities: an integer weight k gives the same model as k copies of
             the row. They are not normalised, so their scale matters against the priors.

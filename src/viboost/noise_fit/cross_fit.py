@@ -393,11 +393,14 @@ class CrossFitter:
         else:
             clean = calibration.clean_proba(y, out_of_fold)
         multiplicity = sample_weight * clean
+        settings = self.settings
+        if self.n_classes > 2:  # K classes: no per-round log evidence is recorded
+            settings = replace(settings, fixed_vi_iter=1)
         final = Booster(
             make_rows(multiplicity[None, :], None),
             self._states(y, multiplicity[None, :]),
             self.priors,
-            self.settings,
+            settings,
             self.learning_rate,
         )
         run_rounds(final, n_rounds, "VIBoost refit" + self.label, self.verbose)
