@@ -856,11 +856,13 @@ def test_installed_label_errors_are_plain(tmp_path):
     one = tmp_path / "one.csv"
     one.write_text("f0,label\n0.5,1\n1.5,1\n2.5,1\n")
     result = _viboost("fit", one, "--target", "label", "-o", tmp_path / "m.joblib")
-    _assert_cli_error(result, "has only one class (1, in all 3 rows)", "fits two classes")
+    _assert_cli_error(result, "has only one class (1, in all 3 rows)", "two or more classes")
     three = tmp_path / "three.csv"
     three.write_text("f0\tlabel\n0.5\t1\n1.5\t2\n2.5\t3\n3.5\t2\n")
     result = _viboost("noise", three, "--target", "label")
-    _assert_cli_error(result, "has 3 classes (1, 2, 3)", "fits two", "--positive LABEL")
+    _assert_cli_error(
+        result, "has 3 classes, and classes 1, 3 have a single row each", "at least 2 rows"
+    )
     assert "OneVsRest" not in result.stderr
     assert not (tmp_path / "m.joblib").exists()
 
@@ -870,9 +872,17 @@ def test_more_than_two_classes_and_positive(tmp_path, capsys):
     three.write_text("f0,label\n" + "".join(f"{i / 10},{i % 3}\n" for i in range(30)))
     model_path = tmp_path / "m.joblib"
     args = ["fit", str(three), "--target", "label", "-o", str(model_path)]
-    code = main(args)
-    err = _assert_error(capsys, code, "has 3 classes (0, 1, 2)", "--positive LABEL")
+    # Three classes are fitted natively (issue 23), by the robust preset.
+    assert main([*args, "--n-estimators", "5"]) == 0
+    assert "3 classes: 0, 1, 2" in _flat(capsys.readouterr().out)
+    assert list(joblib.load(model_path).classes_) == [0, 1, 2]
+    # The paper preset (the in-sample noise model) fits two classes: a clear error.
+    code = main([*args, "--preset", "paper", "--n-estimators", "3"])
+    err = _assert_error(capsys, code, "has 3 classes (0, 1, 2)", "--preset paper", "--positive")
     assert "OneVsRest" not in err and "np." not in err
+    code = main([*args, "--noise-fit", "in-sample"])
+    _assert_error(capsys, code, "--noise-fit in-sample", "two classes only")
+    # --positive still fits one label against the others (a two-class model).
     assert main([*args, "--positive", "2", "--preset", "paper", "--n-estimators", "3"]) == 0
     assert "classes (other) and 2; 2 is the positive class" in _flat(capsys.readouterr().out)
     assert list(joblib.load(model_path).classes_) == ["(other)", "2"]
@@ -919,3 +929,151 @@ def test_installed_command_writes_plots(easy_csv, tmp_path):
         assert {"elbo.png", "mislabel_proba.png", "suspects.png"} <= set(pngs), pngs
         assert all((directory / name).read_bytes()[:4] == b"\x89PNG" for name in pngs)
         assert f"plots to {directory}" in done.stdout
+
+
+# ------------------------------------------------------------------------ issue 23: K classes
+@pytest.fixture
+def three_csv(tmp_path: Path) -> Path:
+    """150 rows of three classes (ant, bee, cat by bands of f0, with gaps between them), an id
+    column, and the labels of two rows in the middle of a band moved to another class."""
+    rng = np.random.default_rng(0)
+    n = 150
+    f0 = rng.integers(-1, 2, n) + rng.uniform(-0.35, 0.35, n)
+    f0[[10, 40]] = [-1.0, 1.0]
+    label = np.array(["ant", "bee", "cat"])[np.digitize(f0, [-0.5, 0.5])]
+    label[[10, 40]] = ["bee", "ant"]
+    frame = pd.DataFrame(
+        {"id": [f"r{i}" for i in range(n)], "f0": f0, "f1": rng.normal(size=n), "label": label}
+    )
+    path = tmp_path / "three.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_k_class_fit_predict_inspect(three_csv, tmp_path, capsys):
+    model_path = tmp_path / "three.joblib"
+    args = ["fit", str(three_csv), "--target", "label", "--id", "id", "-o", str(model_path)]
+    assert main(args) == 0
+    out = _flat(capsys.readouterr().out)
+    assert "(target 'label', 3 classes: ant, bee, cat)" in out
+    assert "one per class in each round" in out and "positive class" not in out
+    assert re.search(r"Estimated share of wrong labels \d+\.\d% \(90% interval ", out), out
+    assert re.search(r"ant \d+\.\d%, bee \d+\.\d%, cat \d+\.\d%", out), out
+    model = joblib.load(model_path)
+    assert list(model.classes_) == ["ant", "bee", "cat"]
+    assert model.noise_calibration_ is not None
+
+    # predict: the predicted class and one probability column per class, named after it.
+    assert main(["predict", str(model_path), str(three_csv), "--id", "id"]) == 0
+    printed = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(printed.columns) == ["id", "prediction", "proba_ant", "proba_bee", "proba_cat"]
+    X = pd.read_csv(three_csv)[["f0", "f1"]]
+    np.testing.assert_array_equal(printed["prediction"], model.predict(X))
+    np.testing.assert_allclose(
+        printed[["proba_ant", "proba_bee", "proba_cat"]], model.predict_proba(X)
+    )
+    np.testing.assert_allclose(printed.filter(like="proba_").sum(axis=1), 1.0)
+
+    # inspect: the classes, the flip rate of each true class, the noise matrix and the trees
+    # listed by round and class.
+    plots = tmp_path / "plots"
+    assert main(["inspect", str(model_path), "--learners", "4", "--plots", str(plots)]) == 0
+    out = capsys.readouterr().out
+    assert "classes: ant, bee, cat (3 classes: one tree per class in each round)" in out
+    assert "noise matrix P(given label | true class)" in out
+    for name in ("ant", "bee", "cat"):
+        assert re.search(rf"true {name}: \d+\.\d% \(90% interval ", out), out
+    assert "pi (the classes of noise-type labels): ant " in out
+    assert (
+        f"trees: {3 * len(model.estimators_)} ({len(model.estimators_)} rounds x 3 classes" in out
+    )
+    header = next(
+        line.split() for line in out.splitlines() if line.split()[:2] == ["round", "class"]
+    )
+    assert header[:3] == ["round", "class", "leaves"]
+    assert "noise grade: n/a (K classes" in out
+    assert "noise_matrix.png" in out and (plots / "noise_matrix.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_k_class_noise(three_csv, tmp_path, capsys):
+    out_csv = tmp_path / "ranking.csv"
+    args = ["noise", str(three_csv), "--target", "label", "--id", "id", "--top", "4"]
+    assert main([*args, "-o", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    flat = _flat(out)
+    assert "3 classes" in flat and "one per class in each round" in flat
+    assert re.search(r"Estimated share of wrong labels: \d+\.\d% \(90% interval ", flat), out
+    for name in ("ant", "bee", "cat"):
+        assert re.search(rf"true {name}: \d+\.\d% \(90% interval ", flat), out
+    # The noise matrix, given labels by rows, true classes by columns.
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:3] == ["given", "\\", "true"])
+    assert lines[at].split()[3:] == ["ant", "bee", "cat"]
+    matrix = np.array(
+        [[float(v.rstrip("%")) for v in lines[at + 1 + i].split()[1:]] for i in range(3)]
+    )
+    assert [lines[at + 1 + i].split()[0] for i in range(3)] == ["ant", "bee", "cat"]
+    np.testing.assert_allclose(matrix.sum(axis=0), 100.0, atol=0.2)
+
+    ranking = pd.read_csv(out_csv)
+    assert list(ranking.columns) == [
+        "rank", "row", "id", "label", "mislabel_proba", "label_quality", "issue",
+        "likely_true_label", "true_proba_ant", "true_proba_bee", "true_proba_cat",
+    ]  # fmt: skip
+    assert len(ranking) == 150 and sorted(ranking["row"]) == list(range(1, 151))
+    assert ranking["mislabel_proba"].is_monotonic_decreasing
+    true_proba = ranking[["true_proba_ant", "true_proba_bee", "true_proba_cat"]].to_numpy()
+    np.testing.assert_allclose(true_proba.sum(axis=1), 1.0)
+    at_label = true_proba[np.arange(150), np.searchsorted(["ant", "bee", "cat"], ranking["label"])]
+    np.testing.assert_allclose(ranking["label_quality"], at_label, atol=1e-12)
+    np.testing.assert_array_equal(
+        ranking["likely_true_label"], np.array(["ant", "bee", "cat"])[true_proba.argmax(axis=1)]
+    )
+    # The two moved labels lead the ranking, each with its true class as the likely one.
+    top = ranking.head(2).sort_values("row")
+    assert top["row"].tolist() == [11, 41]
+    assert top["label"].tolist() == ["bee", "ant"]
+    assert top["likely_true_label"].tolist() == ["ant", "cat"]
+    assert top["issue"].all()
+
+    # The same numbers as the estimator's on the same (seeded) fit, with the CLI's defaults.
+    frame = pd.read_csv(three_csv)
+    model = VIBoostClassifier(n_iter_no_change=100, random_state=0)
+    model.fit(frame[["f0", "f1"]], frame["label"])
+    by_row = ranking.sort_values("row")
+    np.testing.assert_allclose(by_row[["true_proba_ant", "true_proba_bee", "true_proba_cat"]],
+                               model.true_class_proba_)  # fmt: skip
+    lo, hi = model.noise_rate_interval_
+    assert f"{model.noise_rate_:.1%} (90% interval {lo:.1%}-{hi:.1%})" in flat
+
+    table = _table_rows(out)
+    assert len(table) == 4
+    header = next(line.split() for line in lines if line.split()[:2] == ["rank", "row"])
+    assert header == ["rank", "row", "id", "label", "likely", "true", "P(label", "wrong)"]
+    assert {row[1] for row in table[:2]} == {"11", "41"}
+
+
+def test_k_class_integer_labels_and_bad_input(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    f0 = rng.uniform(0, 4, 120)
+    frame = pd.DataFrame({"f0": f0, "label": np.floor(f0).astype(int) * 10})
+    data = tmp_path / "four.csv"
+    frame.to_csv(data, index=False)
+    model_path = tmp_path / "four.joblib"
+    fit = ["fit", str(data), "--target", "label", "-o", str(model_path)]
+    assert main([*fit, "--n-estimators", "20"]) == 0
+    assert "4 classes: 0, 10, 20, 30" in _flat(capsys.readouterr().out)
+    assert main(["predict", str(model_path), str(data)]) == 0
+    printed = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert list(printed.columns) == ["prediction", "proba_0", "proba_10", "proba_20", "proba_30"]
+    # --no-noise-model: the core model, no noise statistics.
+    assert main([*fit, "--n-estimators", "10", "--no-noise-model"]) == 0
+    assert "Noise model off" in _flat(capsys.readouterr().out)
+    assert main(["inspect", str(model_path)]) == 0
+    assert "share of wrong labels: n/a (noise model off)" in capsys.readouterr().out
+    # A class with a single row: a clear error before any fitting, with plain numbers.
+    frame.loc[0, "label"] = 99
+    frame.to_csv(data, index=False)
+    code = main(fit)
+    err = _assert_error(capsys, code, "has 5 classes, and class 99 has a single row", "at least 2")
+    assert "np." not in err

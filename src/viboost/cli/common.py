@@ -5,10 +5,11 @@
 - Files: :func:`check_destination` fails early, before any fitting, when an output cannot be
   written; :func:`load_model` loads a fitted model file with plain messages for anything else;
   :func:`read_data` reads DATA with the ``--sep``, ``--index-col`` and ``--id`` options.
-- The fit: :func:`binary_target` checks the target for two classes (or makes one-vs-rest labels
-  with ``--positive``); :func:`check_fit_plan` resolves and checks the hyperparameter options
-  before the data is read; :func:`build_estimator` makes the VIBoostClassifier of the
-  hyperparameter options.
+- The fit: :func:`fit_target` checks the target (two or more classes; for K > 2, the
+  cross-fitted noise model and 2 rows per class) or makes one-vs-rest labels with
+  ``--positive``; :func:`check_fit_plan` resolves and checks the hyperparameter options before
+  the data is read; :func:`build_estimator` makes the VIBoostClassifier of the hyperparameter
+  options; :func:`is_multiclass` and :func:`classes_phrase` tell a K-class model.
 - Text: :func:`fmt` (numbers), :func:`pct` (shares), :func:`interval` and :func:`format_table`
   for people; :func:`rounds_phrase`, :func:`learner_phrase`, :func:`is_calibrated`,
   :func:`is_cross_fitted` and :func:`uncalibrated_reason` describe how a model was fitted, from
@@ -162,9 +163,10 @@ def _matches(values: np.ndarray, label: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- target and estimator
-def binary_target(y: pd.Series, args: argparse.Namespace) -> pd.Series:
-    """The labels to fit: checked for two classes here, so errors are CLI messages with plain
-    numbers; with --positive, LABEL against all others (one-vs-rest)."""
+def fit_target(y: pd.Series, args: argparse.Namespace, plan: FitPlan) -> pd.Series:
+    """The labels to fit, checked here so that errors are CLI messages with plain numbers: two
+    or more classes (K > 2 classes need the cross-fitted noise model, ``plan.noise_fit``, and at
+    least 2 rows per class); with --positive, LABEL against all others (one-vs-rest)."""
     import pandas as pd
 
     values = y.to_numpy()
@@ -189,15 +191,49 @@ def binary_target(y: pd.Series, args: argparse.Namespace) -> pd.Series:
     if classes.size == 1:
         raise CommandError(
             f"the {where} has only one class ({_labels(classes)}, in all {len(y):,} rows); "
-            "viboost fits two classes"
+            "viboost fits two or more classes"
         )
     if classes.size > 2:
-        raise CommandError(
-            f"the {where} has {classes.size} classes ({_labels(classes)}); viboost fits two: "
-            "give --positive LABEL to fit one label against all the others (one-vs-rest), or "
-            "filter or merge the classes first"
-        )
+        if plan.noise_fit == "in-sample":
+            how = (
+                "--preset paper (Algorithm 1 as printed)"
+                if args.noise_fit is None
+                else "--noise-fit in-sample"
+            )
+            raise CommandError(
+                f"the {where} has {classes.size} classes ({_labels(classes)}), but {how} fits "
+                "the noise model in-sample, for two classes only; K classes are fitted with the "
+                "cross-fitted noise model of the default preset (--preset robust), or give "
+                "--positive LABEL to fit one label against all the others (one-vs-rest)"
+            )
+        counts = y.value_counts(sort=False)
+        lonely = [label for label, count in counts.items() if count == 1]
+        if lonely:
+            which = (
+                f"class {_labels(lonely)} has a single row"
+                if len(lonely) == 1
+                else f"classes {_labels(lonely, 5)} have a single row each"
+            )
+            raise CommandError(
+                f"the {where} has {classes.size} classes, and {which}; the noise model of more "
+                "than two classes is cross-fitted and needs at least 2 rows per class: drop or "
+                "relabel such rows"
+            )
     return y
+
+
+def is_multiclass(model: VIBoostClassifier) -> bool:
+    """Whether the model was fitted on more than two classes (one ensemble per class)."""
+    return len(model.classes_) > 2
+
+
+def classes_phrase(model: VIBoostClassifier) -> str:
+    """The classes in words: ``"classes 0 and 1; 1 is the positive class"`` for two,
+    ``"3 classes: a, b, c"`` for more."""
+    if not is_multiclass(model):
+        c0, c1 = (str(c) for c in model.classes_)
+        return f"classes {c0} and {c1}; {c1} is the positive class"
+    return f"{len(model.classes_)} classes: {', '.join(str(c) for c in model.classes_)}"
 
 
 def check_fit_plan(args: argparse.Namespace) -> FitPlan:

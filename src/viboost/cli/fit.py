@@ -2,7 +2,8 @@
 
 The summary says how many rounds were fitted (and how they were chosen), the training accuracy
 and the noise statistics: the calibrated share of wrong labels of a cross-fitted model, or the
-in-sample ranking statistics of the paper preset.
+in-sample ranking statistics of the paper preset. A target of K > 2 classes is fitted with one
+ensemble per class (the robust preset); the summary then gives each true class's flip rate.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from viboost.cli.common import (
-    binary_target,
     build_estimator,
     check_destination,
     check_fit_plan,
+    classes_phrase,
+    fit_target,
     fmt,
     interval,
     is_calibrated,
+    is_multiclass,
     learner_phrase,
     pct,
     read_data,
@@ -55,8 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "per-leaf weights. --preset paper fits the paper's Algorithm 1 as printed (100 rounds "
         "of decision stumps, approximate mode, noise model fitted in-sample: its noise "
         "statistics rank rows but are not calibrated). --max-leaf-nodes, --max-depth, "
-        "--min-samples-leaf and --leaf-weights choose the base learner of either preset. "
-        + DATA_HELP,
+        "--min-samples-leaf and --leaf-weights choose the base learner of either preset. A "
+        "target of more than two classes is fitted natively (one tree per class per round, the "
+        "robust preset), or one label against the others with --positive. " + DATA_HELP,
     )
     add_data_and_target(parser)
     parser.add_argument(
@@ -74,23 +78,22 @@ def run(args: argparse.Namespace) -> int:
     from viboost._utils.io import atomic_dump_model
 
     output = check_destination(args.output, args.data)
-    check_fit_plan(args)
+    plan = check_fit_plan(args)
     data = read_data(args, target=args.target)
     X = data.X
-    y = binary_target(data.y, args)
+    y = fit_target(data.y, args, plan)
     model = build_estimator(args, noise_model=args.noise_model)
     start = time.perf_counter()
     model.fit(X, y)
     elapsed = time.perf_counter() - start
     accuracy = model.score(X, y)
     atomic_dump_model(model, output)
-    classes = " and ".join(str(c) for c in model.classes_)
+    per_class = ", one per class in each round" if is_multiclass(model) else ""
     summary = (
         f"Fitted VIBoost (preset {args.preset!r}) on {X.shape[0]} rows x {X.shape[1]} "
-        f"features of {args.data} (target {args.target!r}, classes {classes}; "
-        f"{model.classes_[1]} is the positive class){_not_features(data)} with "
-        f"{rounds_phrase(model)} in {elapsed:.2f} s; base learners: "
-        f"{learner_phrase(model.plan_)}. Training accuracy against the given "
+        f"features of {args.data} (target {args.target!r}, {classes_phrase(model)})"
+        f"{_not_features(data)} with {rounds_phrase(model)} in {elapsed:.2f} s; base learners: "
+        f"{learner_phrase(model.plan_)}{per_class}. Training accuracy against the given "
         f"labels: {accuracy:.2%}. {_noise_sentence(model)} Model saved to {output}."
     )
     print(textwrap.fill(summary, width=88, break_on_hyphens=False))
@@ -101,6 +104,8 @@ def _noise_sentence(model: VIBoostClassifier) -> str:
     if not model.noise_model:
         return "Noise model off (noise_model=False): no SNR, noise grade or share of wrong labels."
     n_rows = model.mislabel_proba_.size
+    if is_multiclass(model):
+        return _class_noise_sentence(model)
     c0, c1 = (str(c) for c in model.classes_)
     if is_calibrated(model):
         calibration = model.noise_calibration_
@@ -123,6 +128,26 @@ def _noise_sentence(model: VIBoostClassifier) -> str:
         f"{fmt(model.noise_grade_)}. The expected number of wrong labels (sum of "
         f"mislabel_proba_), {expected_wrong:.1f} of {n_rows:,}, is a ranking statistic, not "
         f"calibrated ({uncalibrated_reason(model)})."
+    )
+
+
+def _class_noise_sentence(model: VIBoostClassifier) -> str:
+    """The noise statistics of a K-class fit (always cross-fitted and calibrated)."""
+    n_rows = model.mislabel_proba_.size
+    calibration = model.noise_calibration_
+    if calibration is None:
+        return "The noise model has no calibration: no share of wrong labels."
+    rate = float(model.noise_rate_)
+    flips = ", ".join(
+        f"{c} {pct(float(v))}" for c, v in zip(model.classes_, model.flip_rates_, strict=True)
+    )
+    return (
+        f"Estimated share of wrong labels {pct(rate)} "
+        f"({interval(model.noise_rate_interval_)}), i.e. about {rate * n_rows:,.0f} of "
+        f"{n_rows:,} rows; by true class, the share of its rows labelled as another class: "
+        f"{flips} ('viboost noise' prints the noise matrix). Noise model: theta (share of "
+        f"labels drawn from the signal) {calibration.theta:.2f}, scale of the margin "
+        f"{calibration.scale:.2f}."
     )
 
 

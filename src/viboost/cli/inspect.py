@@ -5,6 +5,10 @@ the noise statistics, the base learners (the first stumps; for trees, the number
 leaves and depths, the top features by ``feature_importances_`` and the first trees), a summary
 of the ELBO trajectory (with a sparkline) and, for a cross-fitted model, the out-of-fold
 log-likelihood at the chosen number of rounds.
+
+A model of K > 2 classes has one tree per class in each round: its trees are listed by round
+and class, its noise statistics are each true class's flip rate and the noise matrix
+``P(given label | true class)``, and its ELBO summary has one line per class.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from viboost.cli.common import (
     interval,
     is_calibrated,
     is_cross_fitted,
+    is_multiclass,
     learner_phrase,
     load_model,
     pct,
@@ -50,7 +55,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "stumps; for trees: how many, their leaves and depths, the top features by importance "
         "and the first trees), a summary of the ELBO trajectory (for a cross-fitted model: the "
         "core model's log evidence of the final fit) and the cross-fitted log-likelihood at "
-        "the chosen number of rounds.",
+        "the chosen number of rounds. For a model of more than two classes: one tree per class "
+        "per round, each true class's flip rate and the noise matrix.",
     )
     parser.add_argument("model", metavar="MODEL", help="model file written by 'viboost fit'")
     parser.add_argument(
@@ -83,14 +89,33 @@ def run(args: argparse.Namespace) -> int:
     n_rounds = len(model.estimators_)
     classes = ", ".join(str(c) for c in model.classes_)
     rounds = rounds_phrase(model).removeprefix(f"{n_rounds} rounds")
+    multiclass = is_multiclass(model)
+    if multiclass:
+        classes_line = (
+            f"classes: {classes} ({len(model.classes_)} classes: one tree per class in each round)"
+        )
+    else:
+        classes_line = f"classes: {classes} (positive class, +1: {model.classes_[1]})"
     lines = [
         f"VIBoostClassifier from {args.model}",
         *_fit_lines(model),
         f"rounds: {n_rounds}{rounds}",
-        f"classes: {classes} (positive class, +1: {model.classes_[1]})",
+        classes_line,
         f"features: {model.n_features_in_}",
     ]
-    if model.noise_model:
+    if model.noise_model and multiclass:
+        eta1, eta2 = (float(v) for v in model.eta_)
+        omega = ", ".join(fmt(float(v), 6) for v in model.omega_)
+        lines += _class_noise_rate_lines(model)
+        lines += [
+            f"SNR (eta1/eta2): {fmt(model.snr_)} "
+            f"(expected share of labels drawn from the signal {eta1 / (eta1 + eta2):.1%})",
+            "noise grade: n/a (K classes: noise-type labels follow pi, a distribution over the "
+            "classes, q(pi) = Dirichlet(omega))",
+            f"eta: [{fmt(eta1, 6)}, {fmt(eta2, 6)}]",
+            f"omega: [{omega}]",
+        ]
+    elif model.noise_model:
         eta1, eta2 = (float(v) for v in model.eta_)
         omega1, omega2 = (float(v) for v in model.omega_)
         lines += _noise_rate_lines(model)
@@ -107,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
             "noise grade: n/a (noise model off)",
             "share of wrong labels: n/a (noise model off)",
         ]
-    shown = min(args.learners, n_rounds)
-    if all(isinstance(learner, DecisionStump) for learner in model.estimators_):
+    shown = min(args.learners, n_rounds * (len(model.classes_) if multiclass else 1))
+    if not multiclass and all(isinstance(learner, DecisionStump) for learner in model.estimators_):
         lines += [
             "",
             f"first {shown} of {n_rounds} stumps, h(x) = polarity if x[feature] > threshold "
@@ -119,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         lines += format_table(header, _stump_rows(model, shown), right={0, 2, 3, 4})
     else:
         lines += ["", *_tree_lines(model, shown, args.top_features)]
-    lines += ["", *_elbo_lines(model)]
+    lines += ["", *(_class_elbo_lines(model) if multiclass else _elbo_lines(model))]
     cross = _cross_fit_lines(model)
     if cross:
         lines += ["", *cross]
@@ -183,6 +208,42 @@ def _noise_rate_lines(model: VIBoostClassifier) -> list[str]:
     return lines
 
 
+def _class_noise_rate_lines(model: VIBoostClassifier) -> list[str]:
+    """The share of wrong labels, each true class's flip rate and the noise matrix of a K-class
+    model (cross-fitted and calibrated), NaN-safe."""
+    n_rows = model.mislabel_proba_.size
+    names = [str(c) for c in model.classes_]
+    flips = np.asarray(model.flip_rates_, dtype=float)
+    flip_intervals = np.asarray(model.flip_rates_interval_, dtype=float)
+    lines = [
+        f"share of wrong labels: {pct(float(model.noise_rate_))} "
+        f"({interval(model.noise_rate_interval_)}), about {np.sum(model.mislabel_proba_):.1f} "
+        f"of {n_rows:,} rows",
+        "flip rate of each true class (the share of its rows labelled as another class):",
+        *(
+            f"  true {name}: {pct(flips[k])} ({interval(flip_intervals[k])})"
+            for k, name in enumerate(names)
+        ),
+        "noise matrix P(given label | true class) (rows: given label; columns: true class):",
+    ]
+    matrix = np.asarray(model.noise_matrix_, dtype=float)
+    rows = [[name, *(pct(float(v)) for v in matrix[i])] for i, name in enumerate(names)]
+    lines += format_table(["given \\ true", *names], rows, right=set(range(1, len(names) + 1)))
+    calibration = getattr(model, "noise_calibration_", None)
+    if calibration is not None:
+        pi = ", ".join(
+            f"{name} {fmt(float(v), 3)}"
+            for name, v in zip(names, calibration.noise_label_proba, strict=True)
+        )
+        lines += [
+            "calibration (empirical Bayes on the out-of-fold margins):",
+            f"  theta (share of labels drawn from the signal) {fmt(calibration.theta)}, scale of "
+            f"the margin {fmt(calibration.scale)}",
+            f"  pi (the classes of noise-type labels): {pi}",
+        ]
+    return lines
+
+
 def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
     rows = []
     for t, (stump, alpha) in enumerate(
@@ -221,25 +282,47 @@ def _spread(values: np.ndarray) -> str:
 def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
     """The trees of a tree model: how many, their leaves and depths, the top features by
     ``feature_importances_`` and the first ``count`` trees."""
-    learners = list(model.estimators_)
+    multiclass = is_multiclass(model)
+    if multiclass:  # round by round, class by class
+        n_classes = len(model.classes_)
+        learners = [learner for per_class in model.estimators_ for learner in per_class]
+        alphas = np.asarray(model.alphas_, dtype=float).ravel()
+    else:
+        n_classes = 1
+        learners = list(model.estimators_)
+        alphas = np.asarray(model.alphas_, dtype=float)
     leaves = np.array([int(learner.nodes["is_leaf"].sum()) for learner in learners])
     depths = np.array([int(_depths(learner.nodes).max()) for learner in learners])
     per_leaf = bool(getattr(learners[-1], "per_leaf", False))
-    intercept = per_leaf and leaves[0] == 1
-    grown = slice(1 if intercept else 0, None)
-    n_grown = len(learners) - int(intercept)
-    lines = [
-        f"trees: {len(learners)}"
-        + (
-            f" (the first an intercept, a one-leaf tree; then {n_grown} grown trees)"
-            if intercept
-            else ""
-        )
-    ]
+    intercept = per_leaf and bool(np.all(leaves[:n_classes] == 1))
+    n_intercepts = n_classes if intercept else 0
+    grown = slice(n_intercepts, None)
+    n_grown = len(learners) - n_intercepts
+    if multiclass:
+        rounds = len(model.estimators_)
+        lines = [
+            f"trees: {len(learners)} ({rounds} rounds x {n_classes} classes"
+            + (
+                f"; the first round one intercept per class, one-leaf trees; then {n_grown} "
+                "grown trees)"
+                if intercept
+                else ")"
+            )
+        ]
+    else:
+        lines = [
+            f"trees: {len(learners)}"
+            + (
+                f" (the first an intercept, a one-leaf tree; then {n_grown} grown trees)"
+                if intercept
+                else ""
+            )
+        ]
     if n_grown:
         lines += [
             f"leaves per tree: {_spread(leaves[grown])}; {int(leaves[grown].sum()):,} leaves "
-            "in all" + (" (not counting the intercept)" if intercept else ""),
+            "in all"
+            + (f" (not counting the intercept{'s' if multiclass else ''})" if intercept else ""),
             f"depth per tree: {_spread(depths[grown])}",
         ]
     importances = np.asarray(model.feature_importances_, dtype=float)
@@ -269,6 +352,11 @@ def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
         )
     else:
         what = "each tree adds alpha times its leaf's vote, +1 for the positive class or -1"
+    if multiclass:
+        what = (
+            f"{what}, to the margin of its class (the classes' margins make the probabilities "
+            "through the softmax)"
+        ).replace("the positive class", "its class")
     lines += [
         "",
         *textwrap.wrap(
@@ -278,6 +366,8 @@ def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
         ),
     ]
     header = ["round", "leaves", "depth", "root split", "missing", "alpha", "leaf values"]
+    if multiclass:
+        header.insert(1, "class")
     rows = []
     for t in range(count):
         nodes = learners[t].nodes
@@ -294,18 +384,20 @@ def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
             if values.size == 1
             else f"{fmt(float(values.min()), 4)} .. {fmt(float(values.max()), 4)}"
         )
-        rows.append(
-            [
-                str(t + 1),
-                str(int(leaves[t])),
-                str(int(depths[t])),
-                split,
-                missing,
-                fmt(float(model.alphas_[t]), 4),
-                spread,
-            ]
-        )
-    lines += format_table(header, rows, right={0, 1, 2, 5})
+        row = [
+            str(t // n_classes + 1),
+            str(int(leaves[t])),
+            str(int(depths[t])),
+            split,
+            missing,
+            fmt(float(alphas[t]), 4),
+            spread,
+        ]
+        if multiclass:
+            row.insert(1, str(model.classes_[t % n_classes]))
+        rows.append(row)
+    right = {0, 2, 3, 6} if multiclass else {0, 1, 2, 5}
+    lines += format_table(header, rows, right=right)
     return lines
 
 
@@ -361,6 +453,52 @@ def _elbo_lines(model: VIBoostClassifier) -> list[str]:
     if picks[-1] != last.size - 1:
         picks.append(last.size - 1)
     lines.append("  " + ", ".join(f"{t + 1}: {fmt(last[t], 7)}" for t in picks))
+    return lines
+
+
+def _class_elbo_lines(model: VIBoostClassifier) -> list[str]:
+    """The ELBO summary of a K-class model: per class, the log evidence that each round of its
+    ensemble recorded (the core model of its class-against-the-rest labels, its margin against
+    the log-sum-exp of the others'), first, last, range and a sparkline."""
+    names = [str(c) for c in model.classes_]
+    last = np.array(
+        [
+            [
+                float(np.asarray(trace, dtype=float)[-1]) if np.size(trace) else float("nan")
+                for trace in per_class
+            ]
+            for per_class in model.elbo_
+        ]
+    ).reshape(len(model.elbo_), len(names))
+    if not np.isfinite(last).any():
+        return [
+            f"ELBO: not recorded (a fit of {len(names)} classes records no per-round log "
+            "evidence; the cross-fitted log-likelihood below chose the number of rounds)."
+        ]
+    weighted = " every row counted s_n phi_n times," if model.noise_model else ""
+    lines = textwrap.wrap(
+        f"ELBO trajectory (K classes; per class, the exact log evidence of the core model of its "
+        f"round's labels, the class against the rest, its margin against the log-sum-exp of the "
+        f"other classes' margins,{weighted} after each of {last.shape[0]} rounds):",
+        width=88,
+    )
+    step = max(1, -(-last.shape[0] // 60))
+    for k, name in enumerate(names):
+        values = last[:, k][np.isfinite(last[:, k])]
+        if not values.size:
+            lines.append(f"  class {name}: not recorded")
+            continue
+        lines.append(
+            f"  class {name}: first {fmt(values[0], 8)}, last {fmt(values[-1], 8)}, min "
+            f"{fmt(values.min(), 8)}, max {fmt(values.max(), 8)}; {_sparkline(values[::step])}"
+        )
+    if step > 1:
+        lines.append(f"  (sparklines: one mark per {step} rounds)")
+    if model.noise_model:
+        lines.append(
+            "  (no inner variational loop: the noise statistics come from cross-fitting, "
+            "not from this trajectory)"
+        )
     return lines
 
 

@@ -2,7 +2,10 @@
 
 Fits a VIBoostClassifier, estimates the flip rates (:func:`viboost.noise.estimate_flip_rate`),
 prints the top rows by the probability that their label is wrong
-(:func:`viboost.noise.label_quality_scores`) and optionally writes the ranking of all rows.
+(:func:`viboost.noise.label_quality_scores`) and optionally writes the ranking of all rows. For
+a target of K > 2 classes it also prints the noise matrix ``P(given label | true class)``, adds
+the most likely true class to the table and writes the posterior of each row's true class
+(``true_class_proba_``) to the ranking.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import textwrap
 import numpy as np
 
 from viboost.cli.common import (
-    binary_target,
     build_estimator,
     check_destination,
     check_fit_plan,
+    fit_target,
     format_table,
     id_column_header,
     interval,
+    is_multiclass,
     learner_phrase,
     pct,
     read_data,
@@ -51,7 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "first data row after the header (as in error messages), whatever --index-col says; "
         "--id adds an id column to the table and the output. With --preset paper the "
         "probabilities come from Algorithm 1's in-sample fit: they rank rows but are not "
-        "calibrated. " + DATA_HELP,
+        "calibrated. For a target of more than two classes (fitted natively, one tree per "
+        "class per round) it also prints the flip rate of each true class and the noise matrix "
+        "P(given label | true class), lists the most likely true class of each row and writes "
+        "the posterior probability of every true class to the output. " + DATA_HELP,
     )
     add_data_and_target(parser)
     parser.add_argument(
@@ -66,7 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--output",
         metavar="OUT.csv",
         help="also write the ranking of all rows to this CSV (columns rank, row (1-based data "
-        "row), the --id column if given, label, mislabel_proba, label_quality, issue)",
+        "row), the --id column if given, label, mislabel_proba, label_quality, issue; for more "
+        "than two classes also likely_true_label and true_proba_<class> for each class)",
     )
     add_plots_option(parser)
     add_jobs_option(parser)
@@ -82,12 +90,13 @@ def run(args: argparse.Namespace) -> int:
     from viboost.noise import estimate_flip_rate, label_quality_scores
 
     output = check_destination(args.output, args.data) if args.output else None
-    check_fit_plan(args)
+    plan = check_fit_plan(args)
     data = read_data(args, target=args.target)
     X = data.X
-    y = binary_target(data.y, args)
+    y = fit_target(data.y, args, plan)
     model = build_estimator(args)
     model.fit(X, y)
+    multiclass = is_multiclass(model)
     quality = label_quality_scores(X, y, estimator=model)
     estimate = estimate_flip_rate(X, y, estimator=model)
     wrong = 1.0 - quality
@@ -104,22 +113,40 @@ def run(args: argparse.Namespace) -> int:
             "issue": issues[order],
         }
     )
+    if multiclass:
+        true_proba = np.asarray(model.true_class_proba_, dtype=float)[order]
+        ranking["likely_true_label"] = model.classes_[np.argmax(true_proba, axis=1)]
+        for k, label in enumerate(model.classes_):
+            ranking[f"true_proba_{label}"] = true_proba[:, k]
     id_header = None
     if data.ids is not None:
         id_header = id_column_header(data.ids.name, ranking.columns)
         ranking.insert(2, id_header, data.ids.to_numpy()[order])
     top = min(args.top, order.size)
     plot_labels = None if data.ids is None else [str(v) for v in data.ids.to_numpy()]
-    intro = (
-        f"VIBoost (preset {args.preset!r}) on {args.data}: {X.shape[0]:,} rows, "
-        f"{rounds_phrase(model)} of {learner_phrase(model.plan_)}."
-    )
-    lines = [textwrap.fill(intro, width=88)]
-    lines += [
-        textwrap.fill(line, width=88, subsequent_indent="    " if line.startswith("  ") else "")
-        for line in _flip_rate_lines(
+    if multiclass:
+        intro = (
+            f"VIBoost (preset {args.preset!r}) on {args.data}: {X.shape[0]:,} rows, "
+            f"{model.classes_.size} classes, {rounds_phrase(model)} of "
+            f"{learner_phrase(model.plan_)}, one per class in each round."
+        )
+        flip_lines = _class_flip_rate_lines(estimate, X.shape[0], int(issues.sum()))
+    else:
+        intro = (
+            f"VIBoost (preset {args.preset!r}) on {args.data}: {X.shape[0]:,} rows, "
+            f"{rounds_phrase(model)} of {learner_phrase(model.plan_)}."
+        )
+        flip_lines = _flip_rate_lines(
             estimate, X.shape[0], int(issues.sum()), uncalibrated_reason(model)
         )
+    lines = [textwrap.fill(intro, width=88)]
+    lines += [
+        line
+        if line.startswith("   ")  # a table row: as it is
+        else textwrap.fill(
+            line, width=88, subsequent_indent="    " if line.startswith("  ") else ""
+        )
+        for line in flip_lines
     ]
     lines += [
         "",
@@ -137,9 +164,12 @@ def run(args: argparse.Namespace) -> int:
         [str(v) for v in head["row"]],
         *ids,
         [str(v) for v in head["label"]],
+        *([[str(v) for v in head["likely_true_label"]]] if multiclass else []),
         [f"{v:.4f}" for v in head["mislabel_proba"]],
     ]
     header = ["rank", "row", *([] if id_header is None else [id_header]), "label"]
+    if multiclass:
+        header.append("likely true")
     header.append("P(label wrong)")
     rows = [list(row) for row in zip(*columns, strict=True)]
     lines += format_table(header, rows, right={0, 1, len(header) - 1})
@@ -173,3 +203,34 @@ def _flip_rate_lines(estimate, n_rows: int, n_issues: int, reason: str) -> list[
         f"({interval(estimate.class_intervals[1], level)})",
         f"Rows flagged as issues (P(label wrong) > 0.5): {n_issues:,}.",
     ]
+
+
+def _class_flip_rate_lines(estimate, n_rows: int, n_issues: int) -> list[str]:
+    """The noise estimate of ``viboost noise`` for K > 2 classes (always cross-fitted): the
+    share of wrong labels, each true class's flip rate with its interval, and the noise matrix
+    ``P(given label | true class)`` as a table (rows: given labels; columns: true classes)."""
+    level = estimate.level
+    names = [str(c) for c in estimate.classes]
+    lines = [
+        f"Estimated share of wrong labels: {pct(estimate.rate)} "
+        f"({interval(estimate.interval, level)}), about {estimate.n_wrong:,.0f} of {n_rows:,} "
+        "rows (the sum of P(label wrong)).",
+        "Flip rate of each true class (the share of its rows labelled as another class):",
+    ]
+    lines += [
+        f"  true {name}: {pct(rate)} ({interval(bounds, level)})"
+        for name, rate, bounds in zip(
+            names, estimate.class_rates, estimate.class_intervals, strict=True
+        )
+    ]
+    matrix = estimate.noise_matrix
+    if matrix is not None:
+        lines.append(
+            "Noise matrix P(given label | true class) (rows: given label; columns: true class; "
+            "each column sums to 100%):"
+        )
+        rows = [[name, *(pct(float(v)) for v in matrix[i])] for i, name in enumerate(names)]
+        table = format_table(["given \\ true", *names], rows, right=set(range(1, len(names) + 1)))
+        lines += ["  " + line for line in table]
+    lines.append(f"Rows flagged as issues (P(label wrong) > 0.5): {n_issues:,}.")
+    return lines

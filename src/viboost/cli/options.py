@@ -141,7 +141,8 @@ def add_data_and_target(parser: argparse.ArgumentParser) -> None:
         "--target",
         required=True,
         metavar="COL",
-        help="label column (2 classes, or use --positive)",
+        help="label column: two or more classes (more than two: one tree per class per round, "
+        "robust preset); --positive fits one label against the others",
     )
 
 
@@ -250,8 +251,9 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         "--positive",
         default=None,
         metavar="LABEL",
-        help="fit LABEL against all other labels of the target (one-vs-rest), which become "
-        "'(other)'; needed when the target has more than two classes",
+        help="fit LABEL against all other labels of the target (one-vs-rest: a two-class "
+        "model), which become '(other)'; without it a target of more than two classes is fitted "
+        "with all its classes",
     )
 
 
