@@ -260,7 +260,7 @@ def test_non_numeric_columns_are_refused_before_any_work():
         ("nan_y", "y contains NaN"),
         ("negative_weight", "sample_weight must be finite and nonnegative"),
         ("one_class", "needs 2 classes"),
-        ("three_classes", "Only binary classification"),
+        ("three_classes", "fits two classes; y has 3. For K classes use viboost.VIBoostClassifier"),
     ],
 )
 def test_bad_values_get_clear_errors(two_workers, change, message):
@@ -281,6 +281,19 @@ def test_bad_values_get_clear_errors(two_workers, change, message):
         DaskVIBoostClassifier(5, preset="paper", client=two_workers).fit(
             da.from_array(X, chunks=100), da.from_array(y, chunks=100), da.from_array(weight)
         )
+
+
+def test_k_classes_are_refused_naming_the_in_memory_estimator(two_workers):
+    """Issue 23: the Dask estimator fits two classes for now; VIBoostClassifier fits K."""
+    X, _ = _data(300, seed=4)
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)  # 0, 1 and 2
+    with pytest.raises(ValueError) as info:
+        DaskVIBoostClassifier(client=two_workers).fit(
+            da.from_array(X, chunks=100), da.from_array(labels, chunks=100)
+        )
+    message = str(info.value)
+    assert "DaskVIBoostClassifier fits two classes; y has 3" in message
+    assert "viboost.VIBoostClassifier (in memory), which fits them natively" in message
 
 
 def test_unsupported_settings_are_refused(two_workers):

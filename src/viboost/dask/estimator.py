@@ -85,6 +85,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
 
     Notes
     -----
+    - Two classes only, for now: a ``y`` of more than two classes raises a ValueError that
+      says so (:class:`viboost.VIBoostClassifier` fits K classes natively, in memory).
     - ``max_bins=None`` (the exhaustive search) and ``warm_start=True`` are not supported;
       ``n_jobs`` is ignored (each block runs on one worker thread).
     - The robust preset gathers the out-of-fold margins of every row (with labels and
