@@ -315,7 +315,7 @@ def test_from_a_fitted_viboost_classifier():
     [
         (np.array([[1.0, 0.5], [-1.0, 1.0]]), [0, 1], "every entry -1, 0 or \\+1; found 0.5"),
         (np.ones((3, 2)), [0, 1], "3 rows but y has 2"),
-        (np.ones((3, 2)), [0, 1, 2], "exactly 2 classes"),
+        (np.ones((3, 2)), [0, 1, 2], "binary model of Algorithm 2 .*y has 3 classes \\(0, 1, 2\\)"),
         (np.ones((3, 2)), [2, 2, 2], "exactly 2 classes"),
         (np.array([[1.0, np.nan]]), [1], "NaN"),
     ],
@@ -323,6 +323,30 @@ def test_from_a_fitted_viboost_classifier():
 def test_bad_input(X, y, match):
     with pytest.raises(ValueError, match=match):
         GibbsSampler(n_draws=5, n_burnin=0).fit(X, y)
+
+
+def test_k_classes_are_refused_clearly():
+    """Issue 23: the sampler draws the binary model; K classes give a clear error, before any
+    chain runs, for a K-class classifier (also frozen) and for K-class labels alike."""
+    from sklearn.frozen import FrozenEstimator
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 2))
+    y = np.array(["ant", "bee", "cat"])[np.digitize(X[:, 0], [-0.4, 0.4])]
+    clf = VIBoostClassifier(random_state=0).fit(X, y)
+    assert clf.classes_.size == 3
+    for classifier in (clf, FrozenEstimator(clf)):
+        with pytest.raises(ValueError) as info:
+            GibbsSampler(n_draws=5, n_burnin=0, classifier=classifier).fit(X, y)
+        message = str(info.value)
+        assert "binary model of Algorithm 2" in message and "not sampled yet" in message
+        assert "the classifier was fitted on 3 classes (ant, bee, cat)" in message
+    outputs = np.where(X[:, :1] > 0, 1.0, -1.0)
+    with pytest.raises(ValueError, match=r"y has 3 classes \(ant, bee, cat\); K classes are not"):
+        GibbsSampler(n_draws=5, n_burnin=0).fit(outputs, y)
+    many = np.arange(90) % 7
+    with pytest.raises(ValueError, match=r"y has 7 classes \(0, 1, 2, 3, 4, \.\.\.\)"):
+        GibbsSampler(n_draws=5, n_burnin=0).fit(outputs, many)
 
 
 def test_bad_parameters_and_unfitted():

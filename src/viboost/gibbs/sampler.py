@@ -30,6 +30,11 @@ Structure of this module
 Each chain starts from a draw of the prior (dispersed starts, so R-hat can detect a chain that
 has not mixed); its random numbers come from one seed drawn from ``random_state``
 (:func:`viboost._utils.validation.spawn_generator`).
+
+Two classes only: the sampler draws the binary model of Algorithm 2. Labels of more than two
+classes, or a :class:`~viboost.VIBoostClassifier` fitted on more than two (one ensemble per
+class, coupled through the softmax), raise a ValueError that says so; the K-class conditionals
+(v-Logs with shifted knots, a Dirichlet, Bernoullis and a Beta) are not sampled yet.
 """
 
 from __future__ import annotations
@@ -77,6 +82,18 @@ def arviz_uses_datatree(arviz) -> bool:
     0.2x has ``InferenceData`` and a keyword per group."""
     major = str(getattr(arviz, "__version__", "0")).split(".", 1)[0]
     return major.isdigit() and int(major) >= 1
+
+
+def _check_two_classes(classes: np.ndarray | None, whose: str) -> None:
+    """Raise the ValueError of a K > 2 class input: the sampler draws the binary model."""
+    if classes is None or len(classes) <= 2:
+        return
+    shown = ", ".join(str(c) for c in list(classes)[:5]) + (", ..." if len(classes) > 5 else "")
+    raise ValueError(
+        f"GibbsSampler samples the binary model of Algorithm 2 (two classes), but {whose} "
+        f"{len(classes)} classes ({shown}); K classes are not sampled yet. "
+        "VIBoostClassifier fits K classes (variationally, with cross-fitted noise statistics)."
+    )
 
 
 def _column_storage(outputs) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -351,6 +368,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         else:
             if fitting:
                 check_is_fitted(clf)
+                _check_two_classes(getattr(clf, "classes_", None), "the classifier was fitted on")
                 estimators = getattr(clf, "estimators_", None)
                 if not estimators or not all(
                     isinstance(e, (DecisionStump, HistogramTree)) for e in estimators
@@ -388,6 +406,12 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         -------
         self : GibbsSampler
             The fitted sampler.
+
+        Raises
+        ------
+        ValueError
+            If ``y`` has more than two classes, or ``classifier`` was fitted on more than two:
+            the sampler draws the binary model of Algorithm 2 (K classes: not yet).
         """
         self._validate_params()
         zeta = check_pair("clean_prior", self.clean_prior)
@@ -429,6 +453,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         if classes.size < 2 and np.isin(classes, [-1, 1]).all():
             # The paper's signs: data of one class are data all the same.
             classes = np.array([-1, 1], dtype=classes.dtype)
+        _check_two_classes(classes, "y has")
         if classes.size != 2:
             raise ValueError(
                 f"GibbsSampler needs labels of exactly 2 classes; y has {classes.size} "
