@@ -157,6 +157,8 @@ def _node_histograms(binned, rows, starts, stops, stats, n_slots):  # pragma: no
                 h[j, slot, 0] += a
                 h[j, slot, 1] += b
                 h[j, slot, 2] += n_k
+    if first[n_nodes] == n_nodes:  # one chunk per node: the partials are the histograms
+        return partial
     out = np.empty((n_nodes, d, n_slots, 3))
     for r in numba.prange(n_nodes):
         total = out[r]
