@@ -335,3 +335,86 @@ def test_shap_tree_explainer_agrees():
     print(f"path-dependent (recorded covers) max abs difference: {recorded_diff:.3g}")
     assert recorded_diff < 1e-12
     assert abs(np.ravel(path.expected_value)[0] - recorded[0, -1]) < 1e-12
+
+
+# --- K classes (issue 23): one array per class, shap's multi-output layout ----------------------
+@pytest.fixture(scope="module")
+def three_class_fit():
+    rng = np.random.default_rng(11)
+    X = _data(rng, 300, 4)
+    score = np.nan_to_num(X[:, 0]) + 0.5 * np.nan_to_num(X[:, 1])
+    y = np.array(["ant", "bee", "cat"])[np.digitize(score, [-0.4, 0.4])]
+    return VIBoostClassifier(random_state=0).fit(X, y), X
+
+
+def test_k_class_contributions_sum_to_each_class_margin(three_class_fit):
+    clf, X = three_class_fit
+    rows, background = X[:25], X[100:220]
+    margins = clf.decision_function(rows)
+    assert margins.shape == (25, 3)
+    weights = np.random.default_rng(0).uniform(0.5, 2.0, background.shape[0])
+    for kwargs in ({}, {"background": background}, {"background": background,
+                                                     "background_weight": weights}):  # fmt: skip
+        contrib = clf.predict_contributions(rows, **kwargs)
+        assert contrib.shape == (25, X.shape[1] + 1, 3)
+        np.testing.assert_allclose(contrib.sum(axis=1), margins, atol=1e-10)
+        # The bias of each class is the same on every row.
+        np.testing.assert_allclose(contrib[:, -1, :], np.broadcast_to(contrib[0, -1], (25, 3)))
+        # The function gives what the method gives, and class k's slice is the explanation of
+        # class k's ensemble alone.
+        np.testing.assert_array_equal(predict_contributions(clf, rows, **kwargs), contrib)
+        for k in range(3):
+            learners = [per_class[k] for per_class in clf.estimators_]
+            alone = learner_contributions(
+                learners,
+                clf.alphas_[:, k],
+                rows,
+                kwargs.get("background"),
+                background_weight=kwargs.get("background_weight"),
+            )
+            np.testing.assert_allclose(contrib[:, :, k], alone, rtol=0, atol=1e-12)
+
+
+def test_k_class_shap_tree_model_and_explainer(three_class_fit):
+    clf, X = three_class_fit
+    n_rounds = len(clf.estimators_)
+    tree_model = to_shap_tree_model(clf)
+    assert len(tree_model["trees"]) == 3 * n_rounds
+    for index, tree in enumerate(tree_model["trees"]):
+        values = tree["values"]
+        assert values.shape[1] == 3
+        own = index // n_rounds  # class 0's trees first, then class 1's, then class 2's
+        assert not np.any(np.delete(values, own, axis=1))
+    shap = pytest.importorskip("shap")
+    from viboost.explain import shap_explainer
+
+    rows = X[:20]
+    explainer = shap_explainer(clf)
+    values = explainer.shap_values(rows)
+    contrib = clf.predict_contributions(rows)
+    assert np.shape(values) == (20, X.shape[1], 3)
+    np.testing.assert_allclose(values, contrib[:, :-1, :], atol=1e-10)
+    np.testing.assert_allclose(explainer.expected_value, contrib[0, -1, :], atol=1e-10)
+    background = X[100:220]
+    explainer = shap_explainer(clf, background)
+    against = clf.predict_contributions(rows, background=background)
+    values = explainer.shap_values(rows)
+    assert np.shape(values) == (20, X.shape[1], 3)
+    # shap's interventional algorithm keeps its per-leaf terms in float32 (see above).
+    assert np.abs(values - against[:, :-1, :]).max() < 1e-6 * np.abs(clf.alphas_).sum()
+    np.testing.assert_allclose(explainer.expected_value, against[0, -1, :], atol=1e-10)
+    assert isinstance(shap.TreeExplainer(tree_model), shap.TreeExplainer)
+
+
+def test_k_class_views_and_unfitted_input():
+    from sklearn.exceptions import NotFittedError
+
+    class Bare:  # neither an estimator nor fitted
+        n_features_in_ = 3
+
+    with pytest.raises(NotFittedError, match="Bare has no estimators_ and alphas_"):
+        predict_contributions(Bare(), np.zeros((2, 3)))
+    clf = _model()
+    clf.alphas_ = np.ones((2, 3))  # alphas of 2 rounds for 6 rounds of learners
+    with pytest.raises(ValueError, match=r"alphas_ of shape \(2, 3\) does not match 6 rounds"):
+        predict_contributions(clf, np.zeros((2, 3)), background=np.zeros((2, 3)))

@@ -19,7 +19,11 @@ value functions:
   ``v(S) = E_b[H(x_S, b_{not S})]``, and the expected value ``E_b[H(b)]``.
 
 Either way ``phi_0 + sum_j phi_j(x) = H(x)``, ``phi_0`` the expected value (bias), up to float
-rounding. A learner whose splits all use one feature (a decision stump) gives that feature all
+rounding. A model of K > 2 classes has one ensemble per class (``estimators_`` a list of K
+learners per round, ``alphas_`` of shape (n_rounds, K)), and each class's margin ``F_k`` is
+explained the same way: :func:`predict_contributions` returns one array per class along a last
+axis, shap's layout for multi-output models, and :func:`to_shap_tree_model` gives shap a model
+with K outputs. A learner whose splits all use one feature (a decision stump) gives that feature all
 of its value, and both value functions agree on its form:
 
 .. math::
@@ -69,6 +73,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from viboost._utils.parallel import kernel_threads, numba_threads
@@ -90,6 +95,35 @@ _NO_COVERS = (
     "weighted fit) for interventional SHAP values, or refit the model: path-dependent values "
     "need the training weight that reached each node"
 )
+
+
+def _check_fitted(model: Any) -> None:
+    """scikit-learn's fitted check for an estimator; for anything else (a view of one class's
+    ensemble, say), that it has ``estimators_`` and ``alphas_``."""
+    if hasattr(model, "fit"):
+        check_is_fitted(model)
+    if not (hasattr(model, "estimators_") and hasattr(model, "alphas_")):
+        raise NotFittedError(
+            f"This {type(model).__name__} has no estimators_ and alphas_: explain a fitted model."
+        )
+
+
+def _ensembles(model: Any) -> list[tuple[list[BaseLearner], np.ndarray]]:
+    """The (learners, alphas) of each output of a fitted model: one for two classes, one per
+    class for K > 2 (``alphas_`` of shape (n_rounds, K), ``estimators_`` a list of K learners
+    per round)."""
+    alphas = np.asarray(model.alphas_, dtype=np.float64)
+    if alphas.ndim == 1:
+        return [(list(model.estimators_), alphas)]
+    if alphas.ndim != 2 or alphas.shape[0] != len(model.estimators_):
+        raise ValueError(
+            f"alphas_ of shape {alphas.shape} does not match {len(model.estimators_)} rounds of "
+            "estimators_."
+        )
+    return [
+        ([per_class[k] for per_class in model.estimators_], alphas[:, k])
+        for k in range(alphas.shape[1])
+    ]
 
 
 def _checked_rows(model: Any, X: object) -> np.ndarray:
@@ -261,7 +295,7 @@ def predict_contributions(
     ----------
     model : VIBoostClassifier
         A fitted model (anything with ``estimators_`` and ``alphas_``; its ``n_jobs``, if any,
-        sets the threads).
+        sets the threads), of two classes or more.
     X : array-like of shape (n_samples, n_features)
         Rows to explain, checked like :meth:`~viboost.VIBoostClassifier.decision_function` does.
     background : array-like of shape (n_background, n_features), default=None
@@ -274,10 +308,11 @@ def predict_contributions(
 
     Returns
     -------
-    ndarray of shape (n_samples, n_features + 1)
+    ndarray of shape (n_samples, n_features + 1), or (n_samples, n_features + 1, n_classes)
         Contributions of each feature to ``H(x)`` and, last, the expected value (``E[H]`` under
         the covers, or over the background); each row sums to ``decision_function(X)`` up to
-        float rounding.
+        float rounding. For K > 2 classes, one such array per class along the last axis (shap's
+        layout for multi-output models), ``[:, :, k]`` summing to ``decision_function(X)[:, k]``.
 
     Raises
     ------
@@ -301,18 +336,24 @@ def predict_contributions(
     >>> bool(np.allclose(phi.sum(axis=1), clf.decision_function(X[:2])))
     True
     """
-    check_is_fitted(model)
+    _check_fitted(model)
     X = _checked_rows(model, X)
     if background is not None:
         background = _checked_rows(model, background)
-    return learner_contributions(
-        model.estimators_,
-        model.alphas_,
-        X,
-        background,
-        background_weight=background_weight,
-        n_jobs=getattr(model, "n_jobs", None),
-    )
+    per_output = [
+        learner_contributions(
+            learners,
+            alphas,
+            X,
+            background,
+            background_weight=background_weight,
+            n_jobs=getattr(model, "n_jobs", None),
+        )
+        for learners, alphas in _ensembles(model)
+    ]
+    if np.ndim(model.alphas_) == 1:
+        return per_output[0]
+    return np.stack(per_output, axis=-1)
 
 
 def to_shap_tree_model(
@@ -332,7 +373,10 @@ def to_shap_tree_model(
     reach each node (the root's is their total), and shap's path-dependent values are those of
     these covers. (With ``data=``, shap recomputes the covers from the data it is given.)
     ``tree_output`` is ``"raw_value"``: explain it with ``model_output="raw"``, the log-odds
-    ``decision_function``.
+    ``decision_function``. For K > 2 classes the model has K outputs (shap's multi-output
+    models): each tree's ``values`` has K columns, non-zero only in its class's, so that shap
+    returns values of shape (n_samples, n_features, K) and K expected values, those of
+    ``predict_contributions``.
 
     Parameters
     ----------
@@ -349,7 +393,9 @@ def to_shap_tree_model(
         ``{"trees": [...], "base_offset": 0.0, "tree_output": "raw_value", "input_dtype":
         np.float64, "internal_dtype": np.float64}``; each tree is a dict of arrays
         ``children_left``, ``children_right``, ``children_default``, ``features``,
-        ``thresholds``, ``values`` (shape (n_nodes, 1)) and ``node_sample_weight``.
+        ``thresholds``, ``values`` (shape (n_nodes, 1), or (n_nodes, n_classes) for K > 2
+        classes) and ``node_sample_weight``; for K classes the trees of class 0 come first,
+        then those of class 1, and so on.
 
     Raises
     ------
@@ -368,43 +414,49 @@ def to_shap_tree_model(
     >>> to_shap_tree_model(clf, background=X[:6])["trees"][0]["node_sample_weight"]
     array([6., 4., 2.])
     """
-    check_is_fitted(model)
-    node_arrays = [learner.nodes for learner in model.estimators_]
+    _check_fitted(model)
+    ensembles = _ensembles(model)
     if background is None:
-        _recorded_covers(node_arrays)
+        for learners, _ in ensembles:
+            _recorded_covers([learner.nodes for learner in learners])
     else:
         background = _checked_rows(model, background)
         weights = _background_weights(background_weight, background.shape[0])
+    n_outputs = len(ensembles)
     trees = []
-    for nodes, alpha in zip(node_arrays, model.alphas_, strict=True):
-        if background is None:
-            covers = np.array(nodes["cover"], dtype=np.float64)
-        else:
-            covers = _node_covers(nodes, background, weights)
-        leaf = nodes["is_leaf"]
-        values = np.where(leaf, float(alpha) * nodes["value"], 0.0)
-        # An inner node's value is the cover-weighted mean of its children's (as shap
-        # recomputes it), children before parents.
-        for i in reversed(_preorder(nodes)):
-            if not leaf[i]:
-                left, right = nodes["left"][i], nodes["right"][i]
-                total = covers[left] + covers[right]
-                if total > 0:
-                    values[i] = (covers[left] * values[left] + covers[right] * values[right]) / (
-                        total
-                    )
-        default = np.where(nodes["missing_left"], nodes["left"], nodes["right"])
-        trees.append(
-            {
-                "children_left": np.where(leaf, -1, nodes["left"]),
-                "children_right": np.where(leaf, -1, nodes["right"]),
-                "children_default": np.where(leaf, -1, default),
-                "features": np.where(leaf, -2, nodes["feature"]),
-                "thresholds": np.where(leaf, -2.0, nodes["threshold"]),
-                "values": values[:, None],
-                "node_sample_weight": covers,
-            }
-        )
+    for output, (learners, alphas) in enumerate(ensembles):
+        for learner, alpha in zip(learners, alphas, strict=True):
+            nodes = learner.nodes
+            if background is None:
+                covers = np.array(nodes["cover"], dtype=np.float64)
+            else:
+                covers = _node_covers(nodes, background, weights)
+            leaf = nodes["is_leaf"]
+            values = np.where(leaf, float(alpha) * nodes["value"], 0.0)
+            # An inner node's value is the cover-weighted mean of its children's (as shap
+            # recomputes it), children before parents.
+            for i in reversed(_preorder(nodes)):
+                if not leaf[i]:
+                    left, right = nodes["left"][i], nodes["right"][i]
+                    total = covers[left] + covers[right]
+                    if total > 0:
+                        values[i] = (
+                            covers[left] * values[left] + covers[right] * values[right]
+                        ) / total
+            columns = np.zeros((nodes.size, n_outputs))
+            columns[:, output] = values  # a tree adds to its own class's margin only
+            default = np.where(nodes["missing_left"], nodes["left"], nodes["right"])
+            trees.append(
+                {
+                    "children_left": np.where(leaf, -1, nodes["left"]),
+                    "children_right": np.where(leaf, -1, nodes["right"]),
+                    "children_default": np.where(leaf, -1, default),
+                    "features": np.where(leaf, -2, nodes["feature"]),
+                    "thresholds": np.where(leaf, -2.0, nodes["threshold"]),
+                    "values": columns,
+                    "node_sample_weight": covers,
+                }
+            )
     return {
         "trees": trees,
         "base_offset": 0.0,
@@ -416,6 +468,11 @@ def to_shap_tree_model(
 
 def shap_explainer(model: Any, background: object = None) -> Any:
     """A ``shap.TreeExplainer`` of ``model.decision_function`` (raw log-odds).
+
+    For a model of K > 2 classes the explainer has K outputs (one per class's margin ``F_k``):
+    its ``shap_values(X)`` has shape (n_samples, n_features, K) and its ``expected_value`` K
+    entries, those of ``predict_contributions(model, X)`` (of shape (n_samples, n_features + 1,
+    K)).
 
     Without a background: path-dependent (``feature_perturbation="tree_path_dependent"``) over
     the recorded covers, whose ``shap_values(X)`` equal ``predict_contributions(model,
@@ -443,7 +500,7 @@ def shap_explainer(model: Any, background: object = None) -> Any:
     """
     import shap
 
-    check_is_fitted(model)
+    _check_fitted(model)
     if background is None:
         return shap.TreeExplainer(
             to_shap_tree_model(model),
