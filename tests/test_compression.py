@@ -129,3 +129,17 @@ def test_knot_moments_of_parts_combine_to_the_moments_of_the_whole():
     want = compress_round(y, h, margin, weight)
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9)
+
+
+def test_a_bin_of_extreme_skew_gives_no_pseudo_row_of_zero_weight():
+    # Nearly all the weight at the centre of a knot bin and a speck a quarter bin away: the
+    # two-point rule's weight for the speck's side rounds to 0 (a skew of -1.4e8).
+    from viboost.variational.compression import DEFAULT_BIN_WIDTH
+
+    centre = DEFAULT_BIN_WIDTH / 2  # of the bin [0, width) of the knots -y H
+    y, h = np.ones(3), np.ones(3)
+    margin = -np.array([centre, centre, centre - DEFAULT_BIN_WIDTH / 4])
+    weight = np.array([1e16, 1e16, 1.0])
+    yp, hp, mp, sp = compress_round(y, h, margin, weight)
+    assert np.all(sp > 0)
+    assert sp.sum() == pytest.approx(weight.sum(), rel=1e-15)

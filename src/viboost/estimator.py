@@ -1032,22 +1032,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             If ``background`` is None and the model has no recorded covers (fitted by a viboost
             version that did not record them).
         """
-        from viboost.explain import learner_contributions, predict_contributions
+        from viboost.explain import predict_contributions
 
-        if self.alphas_.ndim == 2:  # K classes: each class's ensemble F_k
-            check_is_fitted(self)
-            X = self._validate_X(X, reset=False)
-            if background is not None:
-                background = self._validate_X(background, reset=False)
-            return np.stack(
-                [
-                    learner_contributions(
-                        learners, alphas, X, background, background_weight, n_jobs=self.n_jobs
-                    )
-                    for learners, alphas in self._class_ensembles()
-                ],
-                axis=-1,
-            )
         return predict_contributions(self, X, background, background_weight)
 
     @property

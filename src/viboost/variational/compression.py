@@ -198,13 +198,18 @@ def _gauss_nodes(total, edges):  # pragma: no cover - compiled
             t_plus = 0.5 * (skew + root) if skew >= 0.0 else 2.0 / (root - skew)
             t_minus = -1.0 / t_plus
             p_plus = 1.0 / (1.0 + t_plus * t_plus)
-            groups[j] = g
-            knots[j] = min(max(centre + (mean + sd * t_minus) * width, low), high)
-            weights[j] = m0 * (1.0 - p_plus)
-            groups[j + 1] = g
-            knots[j + 1] = min(max(centre + (mean + sd * t_plus) * width, low), high)
-            weights[j + 1] = m0 * p_plus
-            j += 2
+            # A node whose weight rounds to 0 (a skew beyond 1e8: nearly all the bin's weight
+            # at one knot) is left out: it would add nothing to any sum.
+            if m0 * (1.0 - p_plus) > 0.0:
+                groups[j] = g
+                knots[j] = min(max(centre + (mean + sd * t_minus) * width, low), high)
+                weights[j] = m0 * (1.0 - p_plus)
+                j += 1
+            if m0 * p_plus > 0.0:
+                groups[j] = g
+                knots[j] = min(max(centre + (mean + sd * t_plus) * width, low), high)
+                weights[j] = m0 * p_plus
+                j += 1
     return groups[:j], knots[:j], weights[:j]
 
 
