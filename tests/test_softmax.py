@@ -158,3 +158,22 @@ def test_a_label_unseen_in_training_scores_as_wrong():
     clf = VIBoostClassifier(random_state=0).fit(X, y)
     unseen = np.full(y.size, 7)
     assert clf.score(X, unseen) == 0.0  # scikit-learn's behaviour: a prediction never matches
+
+
+def test_pairwise_noise_picks_the_class_conditional_channel():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 4))
+    true = np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.6, 0.6])
+    moved = rng.random(3000) < 0.25
+    y = np.where(moved, (true + 1) % 3, true)  # each class into the next one
+    truth = np.array([[np.mean(y[true == j] == i) for j in range(3)] for i in range(3)])
+    auto = VIBoostClassifier(random_state=0).fit(X, y)
+    paper = VIBoostClassifier(random_state=0, noise_channel="independent").fit(X, y)
+    assert auto.noise_channel_ == "class-conditional" and paper.noise_channel_ == "independent"
+    error = {m: np.abs(m.noise_matrix_ - truth).mean() for m in (auto, paper)}
+    assert error[auto] < 0.5 * error[paper]
+    assert roc_auc_score(moved, auto.mislabel_proba_) > roc_auc_score(moved, paper.mislabel_proba_)
+    lo, hi = auto.noise_rate_interval_
+    assert lo <= auto.noise_rate_ <= hi
+    forced = VIBoostClassifier(random_state=0, noise_channel="class-conditional").fit(X, y)
+    np.testing.assert_array_equal(forced.mislabel_proba_, auto.mislabel_proba_)

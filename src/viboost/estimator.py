@@ -44,6 +44,7 @@ from viboost.boosting.softmax import SoftmaxRows
 from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
 from viboost.boosting.tree_search import TreeSearch
 from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
+from viboost.noise_fit.channel_calibration import ClassChannelCalibration
 from viboost.noise_fit.cross_fit import (
     CrossFitResult,
     CrossFitter,
@@ -184,6 +185,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         added times ``learning_rate``; a fit starts with an intercept (a one-leaf tree).
         ``"tied"``: Algorithm 1 as printed, one weight per tree, leaves labelled +-1 by their
         weighted majority. None: ``"per-leaf"`` for ``"robust"``, ``"tied"`` for ``"paper"``.
+    noise_channel : {"auto", "independent", "class-conditional"}, default="auto"
+        K > 2 classes: how a label is corrupted. ``"independent"``: the paper's model, a noisy
+        label drawn from one distribution pi whatever the true class. ``"class-conditional"``:
+        a full noise matrix ``P(given j | true i)``, each column with a Dirichlet prior (noise
+        that mistakes one class for one other; :mod:`viboost.noise_fit.channel_calibration`).
+        ``"auto"``: both are fitted to the out-of-fold margins and the one of the higher
+        Laplace log evidence is kept (``noise_channel_`` says which). For two classes the
+        paper's channel is already the general one and this is ignored.
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -245,6 +254,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_matrix_ : ndarray of shape (n_classes, n_classes)
         ``P(given label i | true class j)`` at ``[i, j]`` (cleanlab's orientation: each column
         sums to 1): ``label_joint_`` with its columns normalised.
+    noise_channel_ : str
+        K > 2 classes: the channel the fit kept, ``"independent"`` or ``"class-conditional"``
+        (see ``noise_channel``). Two classes: ``"independent"``.
     noise_calibration_ : NoiseCalibration, ClassNoiseCalibration or None
         The cross-fitted calibration (theta, xi, the scale of ``H``, their Laplace covariance;
         for K > 2 classes theta, pi and the scale); None for in-sample fits and the core
@@ -339,6 +351,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), None],
         "leaf_weights": [StrOptions({"per-leaf", "tied"}), None],
+        "noise_channel": [StrOptions({"auto", "independent", "class-conditional"})],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -371,6 +384,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         max_depth: int | None = None,
         min_samples_leaf: int | None = None,
         leaf_weights: str | None = None,
+        noise_channel: str = "auto",
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -399,6 +413,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.leaf_weights = leaf_weights
+        self.noise_channel = noise_channel
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -441,6 +456,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             ("max_depth", None),
             ("min_samples_leaf", 1),
             ("leaf_weights", "tied"),
+            ("noise_channel", "auto"),  # saved before K classes
         ):
             state.setdefault(name, value)
         super().__setstate__(state)
@@ -537,6 +553,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 self.classes_ = classes
                 self._store_cross_fit(result, y_signed, sample_weight, priors)
         self._set_label_posteriors(y_index, sample_weight)
+        self.noise_channel_ = "independent"  # two classes: the paper's channel is the general one
         self.plan_ = plan
         return self
 
@@ -629,6 +646,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.cv_rounds_ = result.rounds
         self.cv_log_likelihood_ = result.scores
         self.noise_calibration_ = result.calibration
+        self.noise_channel_ = (
+            "class-conditional"
+            if isinstance(result.calibration, ClassChannelCalibration)
+            else "independent"
+        )
         self.cv_decision_function_ = result.out_of_fold
         self.clean_proba_ = result.clean_proba
         self.noise_grade_ = float("nan")
@@ -715,6 +737,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             label=label,
             random_state=self.random_state,
             n_classes=n_classes,
+            channel=self.noise_channel,
         )
 
     def _store_cross_fit(

@@ -33,16 +33,18 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, log_expit, log_softmax, logit, logsumexp
+from scipy.special import expit, gammaln, log_expit, log_softmax, logit, logsumexp
 
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
 from viboost.variational.priors import ModelPriors
 
 __all__ = [
+    "INTERVAL_ROWS",
     "ClassNoiseCalibration",
     "calibrate_class_noise",
     "class_log_likelihood",
+    "joint_of",
     "joint_rates",
 ]
 
@@ -178,6 +180,10 @@ class ClassNoiseCalibration:
         Laplace covariance of ``(logit theta, log(pi_1 / pi_0), ..., log b)`` at the optimum.
     log_likelihood : float
         The weighted marginal log-likelihood ``sum_n s_n log p(y_n | H_n)`` at the optimum.
+    log_evidence : float
+        Laplace approximation of the log marginal likelihood of the labels, the priors
+        included (to compare with another channel's,
+        :mod:`viboost.noise_fit.channel_calibration`).
     """
 
     theta: float
@@ -185,6 +191,7 @@ class ClassNoiseCalibration:
     scale: float
     covariance: np.ndarray
     log_likelihood: float
+    log_evidence: float = float("nan")
 
     @property
     def n_classes(self) -> int:
@@ -198,11 +205,20 @@ class ClassNoiseCalibration:
 
     @classmethod
     def from_params(
-        cls, params: np.ndarray, covariance: np.ndarray, log_likelihood: float = 0.0
+        cls, params: np.ndarray, covariance: np.ndarray, log_likelihood: float = 0.0, **extra
     ) -> ClassNoiseCalibration:
         logit_theta, log_pi, log_b = _unpack(params)
         return cls(float(expit(logit_theta)), np.exp(log_pi), float(np.exp(log_b)),
-                   covariance, float(log_likelihood))  # fmt: skip
+                   covariance, float(log_likelihood), **extra)  # fmt: skip
+
+    @property
+    def channel(self) -> np.ndarray:
+        """The channel ``P(given j | true i)`` at ``[j, i]``: ``theta 1{i = j} + (1 - theta)
+        pi_j``."""
+        n_classes = self.n_classes
+        return self.theta * np.eye(n_classes) + (1.0 - self.theta) * np.repeat(
+            self.noise_label_proba[:, None], n_classes, axis=1
+        )
 
     def log_proba(self, margin: np.ndarray) -> np.ndarray:
         """``log softmax(b H + c)``: the log-probabilities of the true class (n, K)."""
@@ -243,7 +259,7 @@ class ClassNoiseCalibration:
     def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """The expected joint of given (rows) and true (columns) labels over these rows, as
         shares of their weight, (K, K)."""
-        return _joint_of(self.true_class_proba(y, margin), y, sample_weight)
+        return joint_of(self.true_class_proba(y, margin), y, sample_weight)
 
     def flip_rate_interval(
         self,
@@ -287,8 +303,10 @@ class ClassNoiseCalibration:
         return [ClassNoiseCalibration.from_params(d, self.covariance) for d in draws]
 
 
-def _joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
-    """Sum over rows of ``s_n 1{y_n = j} P(true = i)`` at ``[j, i]``, divided by the weight."""
+def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    """The joint of given (rows) and true (columns) labels from each row's posterior of its
+    true class: the sum over rows of ``s_n 1{y_n = j} P(true = i)`` at ``[j, i]``, divided by
+    the weight."""
     n_classes = true_proba.shape[1]
     joint = np.zeros((n_classes, n_classes))
     np.add.at(joint, y, sample_weight[:, None] * true_proba)
@@ -374,4 +392,19 @@ def calibrate_class_noise(
     params = newton_polish(_objective, result.x, hessian, bounds, args)
     covariance = laplace_covariance(hessian, total)
     log_likelihood = total * float(share @ _row_terms(params, y, margin)[0])
-    return ClassNoiseCalibration.from_params(params, covariance, log_likelihood)
+    # The log evidence: the log posterior at the mode with the priors' normalising constants
+    # (Beta(zeta), Dirichlet(mu_0' 1), log b's normal), plus the Laplace volume.
+    zeta1, zeta2 = priors.clean
+    mu = priors.noise_grade
+    log_normalizer = (
+        gammaln(zeta1 + zeta2) - gammaln(zeta1) - gammaln(zeta2)
+        + gammaln(n_classes * mu) - n_classes * gammaln(mu)
+        - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
+    )  # fmt: skip
+    log_joint = -total * _objective(params, *args)[0] + log_normalizer
+    log_evidence = (
+        log_joint + 0.5 * params.size * np.log(2.0 * np.pi) + 0.5 * np.linalg.slogdet(covariance)[1]
+    )
+    return ClassNoiseCalibration.from_params(
+        params, covariance, log_likelihood, log_evidence=float(log_evidence)
+    )

@@ -35,6 +35,7 @@ from viboost.noise_fit.calibration import (
     calibrate_noise,
     flip_rates_from_mislabel,
 )
+from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
 from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
     calibrate_class_noise,
@@ -314,6 +315,11 @@ class CrossFitter:
         per class (:class:`~viboost.boosting.softmax.SoftmaxRows`, which ``make_rows`` then
         builds) and the noise model is the K-class one
         (:mod:`viboost.noise_fit.class_calibration`).
+    channel : {"auto", "independent", "class-conditional"}, default="independent"
+        K classes: the noise channel of the final calibration. ``"independent"``: the paper's
+        (a noisy label is drawn whatever the true class); ``"class-conditional"``: a full noise
+        matrix (:mod:`viboost.noise_fit.channel_calibration`); ``"auto"``: the one of the
+        higher log evidence. The round count is chosen under the paper's channel either way.
     """
 
     def __init__(
@@ -329,6 +335,7 @@ class CrossFitter:
         label: str = "",
         random_state: RandomStateLike = None,
         n_classes: int = 2,
+        channel: str = "independent",
     ) -> None:
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
@@ -341,6 +348,7 @@ class CrossFitter:
         self.label = label
         self.random_state = random_state
         self.n_classes = int(n_classes)
+        self.channel = channel
 
     def _states(self, y: np.ndarray, multiplicities: np.ndarray) -> list[VariationalState]:
         """Every ensemble's state before its first round, every label true: one per row of
@@ -355,6 +363,21 @@ class CrossFitter:
             for weights in multiplicities
             for y_k in labels
         ]
+
+    def _choose_channel(
+        self,
+        calibration: ClassNoiseCalibration,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+    ) -> ClassNoiseCalibration | ClassChannelCalibration:
+        """K classes: the class-conditional channel fitted to the same margins
+        (:mod:`viboost.noise_fit.channel_calibration`), kept when ``channel`` asks for it, or
+        with ``"auto"`` when its log evidence beats the paper's channel's."""
+        full = calibrate_class_channel(y, margin, sample_weight, self.priors, calibration.channel)
+        if self.channel == "class-conditional" or full.log_evidence > calibration.log_evidence:
+            return full
+        return calibration
 
     def _calibrate(
         self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, start: Any
@@ -377,6 +400,10 @@ class CrossFitter:
             # The count was chosen on a subset of the scored rows: calibrate on all of them.
             calibration = self._calibrate(
                 y[active], out_of_fold[active], sample_weight[active], calibration
+            )
+        if calibration is not None and self.n_classes > 2 and self.channel != "independent":
+            calibration = self._choose_channel(
+                calibration, y[active], out_of_fold[active], sample_weight[active]
             )
         if n_rounds == self.n_estimators:
             warnings.warn(
@@ -496,7 +523,7 @@ class CrossFitter:
         """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`)."""
         calibration, clean = result.calibration, result.clean_proba
         noise = 1.0 - clean
-        if isinstance(calibration, ClassNoiseCalibration):
+        if isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration):
             margin = result.out_of_fold
             result.eta = update_eta(sample_weight, clean, noise, self.priors.clean)
             result.omega = self.priors.noise_grade + np.bincount(

@@ -1,0 +1,326 @@
+"""The class-conditional channel for K classes: a noise matrix fitted by the marginal likelihood.
+
+The paper's noise model draws a noisy label from one distribution pi whatever the true class
+(:mod:`viboost.noise_fit.class_calibration`): its channel from true class i to given class j is
+``theta 1{i = j} + (1 - theta) pi_j``. Noise that confuses one class with one other (a
+annotator who mixes up two crops) is outside that model. Here the channel is a full noise matrix
+``T[j, i] = P(given j | true i)``, each column with a Dirichlet prior, the true class latent:
+
+    p(y_n | x_n) = sum_i softmax_i(F(x_n)) T[y_n, i],   F = b H + c,
+
+with ``c_k = log p0_k`` and ``p0 = T^{-1} 1 / K``: where a booster fitted to the given labels is
+indifferent (``H = 0``) they are uniform over the classes (the same rule as the paper's channel,
+of which this is the general form: the two agree for K = 2). Column i's prior is
+Dirichlet(zeta_1 on the diagonal, zeta_2 / (K - 1) off it), so that the probability ``T[i, i]``
+that a label of true class i is kept has theta's prior, Beta(zeta). The posterior of row n's
+true class is proportional to ``softmax_i(F) T[y_n, i]``; the probability that its label is
+right, ``P(true = y_n)``, takes the place of phi_n in the refit.
+
+:func:`calibrate_class_channel` maximises the posterior over ``T`` (the log-odds of each
+off-diagonal entry against its column's diagonal) and ``log b`` by L-BFGS with the gradient in
+closed form, and gives a Laplace approximation of the posterior and its log evidence, by which
+the cross-fit chooses between this channel and the paper's
+(:attr:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration.log_evidence`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import gammaln, log_softmax, logsumexp
+
+from viboost._utils.validation import RandomStateLike, spawn_generator
+from viboost.noise_fit.class_calibration import INTERVAL_ROWS, joint_of, joint_rates
+from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
+from viboost.variational.priors import ModelPriors
+
+__all__ = ["ClassChannelCalibration", "calibrate_class_channel"]
+
+_LOG_SCALE_PRIOR_SD = 3.0
+_P0_MIN = 1e-9
+_LOG_ODDS_BOUND = (-30.0, 30.0)
+_SCALE_BOUND = (-20.0, 20.0)
+
+
+def _bounds(n_classes: int) -> np.ndarray:
+    return np.array([_LOG_ODDS_BOUND] * (n_classes * (n_classes - 1)) + [_SCALE_BOUND])
+
+
+def _channel(params: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(T, log T)``: each column the softmax of its off-diagonal log-odds against a diagonal
+    of 0."""
+    v = np.zeros((n_classes, n_classes))
+    v[~np.eye(n_classes, dtype=bool)] = params[:-1]
+    log_t = log_softmax(v, axis=0)
+    return np.exp(log_t), log_t
+
+
+def _dirichlet(priors: ModelPriors, n_classes: int) -> np.ndarray:
+    """The columns' Dirichlet parameters: zeta_1 on the diagonal, zeta_2 / (K - 1) off it."""
+    zeta1, zeta2 = priors.clean
+    alpha = np.full((n_classes, n_classes), zeta2 / (n_classes - 1))
+    np.fill_diagonal(alpha, zeta1)
+    return alpha
+
+
+def _indifferent(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``p0 = T^{-1} 1 / K`` (unclamped), ``T^{-1}``, and which ``p0_k`` are held at 1e-9
+    (those below it: the intercept's derivatives there are 0)."""
+    n_classes = t.shape[0]
+    try:
+        inverse = np.linalg.inv(t)
+    except np.linalg.LinAlgError:  # a singular channel: no class is told apart
+        inverse = np.linalg.pinv(t)
+    p0 = inverse @ np.full(n_classes, 1.0 / n_classes)
+    return p0, inverse, ~(p0 >= _P0_MIN)
+
+
+def _terms(params: np.ndarray, y: np.ndarray, margin: np.ndarray):
+    """Per row ``log p(y | H)``, the log-probabilities of the true class under the signal model
+    (n, K), the posterior of the true class (n, K), and ``T``, ``log T``, ``p0``, ``T^{-1}`` and
+    the held ``p0``."""
+    n_classes = margin.shape[1]
+    t, log_t = _channel(params, n_classes)
+    p0, inverse, held = _indifferent(t)
+    c = np.log(np.where(held, _P0_MIN, p0))
+    log_p = log_softmax(np.exp(params[-1]) * margin + c, axis=1)
+    joint = log_p + log_t[y]
+    row = logsumexp(joint, axis=1)
+    posterior = np.exp(joint - row[:, None])
+    return row, log_p, posterior, t, log_t, p0, inverse, held
+
+
+def _objective(
+    params: np.ndarray,
+    y: np.ndarray,
+    margin: np.ndarray,
+    weight: np.ndarray,
+    total: float,
+    priors: ModelPriors,
+) -> tuple[float, np.ndarray]:
+    """Minus the log posterior (without its normalising constants) and its gradient, divided by
+    the total weight ``total`` (``weight`` sums to 1).
+
+    With ``r`` the posterior of the true class and ``p`` the signal model's probabilities, the
+    derivative of row n's log-likelihood is ``r_nk - p_nk`` in ``F_nk`` and ``1{y_n = j}
+    r_ni / T[j, i]`` in ``T[j, i]``; ``T[:, i]`` is the softmax of its log-odds ``v[:, i]``,
+    and the intercept ``c = log p0`` moves with T as ``dp0 / dv[j, i] = -p0_i T[j, i]
+    (T^{-1} e_j - e_i)``."""
+    n_classes = margin.shape[1]
+    off = ~np.eye(n_classes, dtype=bool)
+    row, log_p, posterior, t, log_t, p0, inverse, held = _terms(params, y, margin)
+    b = np.exp(params[-1])
+    weighted = weight[:, None] * posterior
+    # Direct: sum_n w r_ni (1{y_n = j} - T[j, i]).
+    by_label = np.zeros((n_classes, n_classes))
+    for j in range(n_classes):  # (a loop over the classes: np.add.at is slow)
+        by_label[j] = weighted[y == j].sum(axis=0)
+    direct = by_label - t * weighted.sum(axis=0)[None, :]
+    # Through c: with G = sum_n w (r_n - p_n), sum_k G_k / p0_k dp0_k / dv[j, i].
+    g = weight @ (posterior - np.exp(log_p))
+    scaled = np.where(held, 0.0, g / np.where(held, 1.0, p0))
+    z = inverse.T @ scaled  # z_j = sum_k (G_k / p0_k) (T^{-1})[k, j]
+    through_c = -p0[None, :] * t * (z[:, None] - scaled[None, :])
+    d_b = b * float(weight @ np.einsum("nk,nk->n", posterior - np.exp(log_p), margin))
+    alpha = _dirichlet(priors, n_classes)
+    log_b = params[-1]
+    log_prior = float((alpha * log_t).sum()) - 0.5 * (log_b / _LOG_SCALE_PRIOR_SD) ** 2
+    prior_v = alpha - t * alpha.sum(axis=0)[None, :]
+    value = float(weight @ row) + log_prior / total
+    grad = np.concatenate(
+        [
+            (direct + through_c + prior_v / total)[off],
+            [d_b - log_b / _LOG_SCALE_PRIOR_SD**2 / total],
+        ]
+    )
+    return -value, -grad
+
+
+def _log_normalizer(priors: ModelPriors, n_classes: int) -> float:
+    """The log of the priors' normalising constants (the columns' Dirichlets and log b's normal),
+    for the log evidence."""
+    alpha = _dirichlet(priors, n_classes)
+    dirichlet = float(np.sum(gammaln(alpha.sum(axis=0)) - gammaln(alpha).sum(axis=0)))
+    return dirichlet - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
+
+
+@dataclass(frozen=True)
+class ClassChannelCalibration:
+    """A class-conditional noise matrix fitted to out-of-fold margins, with its Laplace
+    posterior (the interface of
+    :class:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration`).
+
+    Attributes
+    ----------
+    channel : ndarray of shape (n_classes, n_classes)
+        ``T[j, i] = P(given j | true i)`` (columns sum to 1).
+    scale : float
+        b: the true-class log-odds are ``b H + c``.
+    covariance : ndarray
+        Laplace covariance of the off-diagonal log-odds (row-major) and ``log b``.
+    log_likelihood : float
+        ``sum_n s_n log p(y_n | H_n)`` at the optimum.
+    log_evidence : float
+        Laplace approximation of the log marginal likelihood of the labels (priors included).
+    """
+
+    channel: np.ndarray
+    scale: float
+    covariance: np.ndarray
+    log_likelihood: float
+    log_evidence: float = float("nan")
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.channel.shape[0])
+
+    @property
+    def params(self) -> np.ndarray:
+        log_t = np.log(self.channel)
+        odds = log_t - np.diag(log_t)[None, :]
+        return np.concatenate([odds[~np.eye(self.n_classes, dtype=bool)], [np.log(self.scale)]])
+
+    @classmethod
+    def from_params(
+        cls, params: np.ndarray, covariance: np.ndarray, log_likelihood: float = 0.0, **extra
+    ) -> ClassChannelCalibration:
+        channel, _ = _channel(params, int(round((1 + np.sqrt(1 + 4 * (params.size - 1))) / 2)))
+        return cls(channel, float(np.exp(params[-1])), covariance, float(log_likelihood), **extra)
+
+    def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """``log p(y_n | H_n)`` of each row."""
+        return _terms(self.params, y, margin)[0]
+
+    def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The posterior of each row's true class given its label, (n, K):
+        proportional to ``softmax_i(F) T[y, i]``."""
+        return _terms(self.params, y, margin)[2]
+
+    def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The probability that label ``y_n`` is right, ``P(true = y_n)`` (the refit's
+        multiplicity, in place of phi_n)."""
+        return self.true_class_proba(y, margin)[np.arange(y.size), y]
+
+    def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """Posterior probability that label ``y_n`` differs from row n's true class."""
+        return 1.0 - self.clean_proba(y, margin)
+
+    def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """The expected joint of given (rows) and true (columns) labels, (K, K)."""
+        return joint_of(self.true_class_proba(y, margin), y, sample_weight)
+
+    def flip_rate_interval(
+        self,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        level: float = 0.9,
+        n_draws: int = 400,
+        random_state: RandomStateLike = None,
+    ) -> np.ndarray:
+        """Equal-tailed ``level`` credible intervals of :func:`~viboost.noise_fit.
+        class_calibration.joint_rates`, shape (K + 1, 2), as
+        :meth:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration.flip_rate_interval`
+        draws them."""
+        rng = spawn_generator(random_state)
+        draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
+        bounds = _bounds(self.n_classes)
+        draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
+        subset = np.arange(y.size)
+        if y.size > INTERVAL_ROWS:
+            subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
+        sub = (y[subset], margin[subset], sample_weight[subset])
+        rates = np.array(
+            [
+                joint_rates(ClassChannelCalibration.from_params(d, self.covariance).joint(*sub))
+                for d in draws
+            ]
+        )
+        if subset.size < y.size:
+            rates += joint_rates(self.joint(y, margin, sample_weight)) - joint_rates(
+                self.joint(*sub)
+            )
+        tail = (1.0 - level) / 2.0
+        return np.nanquantile(rates, [tail, 1.0 - tail], axis=0).T
+
+
+def calibrate_class_channel(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray | None = None,
+    priors: ModelPriors | None = None,
+    start: np.ndarray | None = None,
+) -> ClassChannelCalibration:
+    """Fit a class-conditional noise matrix and the scale of ``H`` by the marginal likelihood.
+
+    Parameters
+    ----------
+    y : ndarray of int, shape (n_samples,)
+        Class indices in ``0..K-1``.
+    margin : ndarray of shape (n_samples, K)
+        Out-of-fold ensemble margins ``H``.
+    sample_weight : ndarray of shape (n_samples,), default=None
+    priors : ModelPriors, default=None
+        zeta sets the columns' Dirichlet priors (module docstring).
+    start : ndarray of shape (K, K), default=None
+        A channel to start from (e.g. the paper's channel fitted to the same margins); one
+        that keeps 80% of every class's labels, spreading the rest evenly, if None.
+
+    Returns
+    -------
+    ClassChannelCalibration
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import softmax
+    >>> rng = np.random.default_rng(0)
+    >>> margin = rng.normal(scale=3.0, size=(20000, 3))
+    >>> true = (rng.random((20000, 1)) > np.cumsum(softmax(margin, axis=1), axis=1)).sum(axis=1)
+    >>> moved = rng.random(20000) < 0.2  # a fifth of each class moved to the next class
+    >>> y = np.where(moved, (true + 1) % 3, true)
+    >>> fit = calibrate_class_channel(y, margin)
+    >>> np.round(fit.channel, 1)
+    array([[0.8, 0. , 0.2],
+           [0.2, 0.8, 0. ],
+           [0. , 0.2, 0.8]])
+    """
+    y = np.asarray(y, dtype=np.intp)
+    margin = np.ascontiguousarray(margin, dtype=np.float64)
+    if margin.ndim != 2 or margin.shape[0] != y.size or margin.shape[1] < 2:
+        raise ValueError(f"margin must have shape ({y.size}, n_classes >= 2), got {margin.shape}")
+    n_classes = margin.shape[1]
+    weight = np.ones(y.size) if sample_weight is None else np.asarray(sample_weight, float)
+    priors = ModelPriors() if priors is None else priors
+    total = float(weight.sum())
+    share = weight / total
+    bounds = _bounds(n_classes)
+    if start is None:
+        start = np.full((n_classes, n_classes), 0.2 / (n_classes - 1))
+        np.fill_diagonal(start, 0.8)
+    start = np.clip(start, 1e-6, None)
+    odds = np.log(start) - np.log(np.diag(start))[None, :]
+    x0 = np.concatenate([odds[~np.eye(n_classes, dtype=bool)], [0.0]])
+    x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
+    args = (y, margin, share, total, priors)
+    result = minimize(
+        _objective,
+        x0,
+        args=args,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-14},
+    )
+    hessian = objective_hessian(_objective, result.x, args)
+    params = newton_polish(_objective, result.x, hessian, bounds, args)
+    covariance = laplace_covariance(hessian, total)
+    log_likelihood = total * float(share @ _terms(params, y, margin)[0])
+    log_joint = -total * _objective(params, *args)[0] + _log_normalizer(priors, n_classes)
+    sign, log_det = np.linalg.slogdet(covariance)
+    log_evidence = log_joint + 0.5 * params.size * np.log(2.0 * np.pi) + 0.5 * log_det
+    return ClassChannelCalibration.from_params(
+        params, covariance, log_likelihood, log_evidence=float(log_evidence)
+    )
