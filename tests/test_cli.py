@@ -1038,7 +1038,7 @@ def test_k_class_noise(three_csv, tmp_path, capsys):
 
     # The same numbers as the estimator's on the same (seeded) fit, with the CLI's defaults.
     frame = pd.read_csv(three_csv)
-    model = VIBoostClassifier(n_iter_no_change=100, random_state=0)
+    model = VIBoostClassifier(random_state=0)
     model.fit(frame[["f0", "f1"]], frame["label"])
     by_row = ranking.sort_values("row")
     np.testing.assert_allclose(by_row[["true_proba_ant", "true_proba_bee", "true_proba_cat"]],
@@ -1077,3 +1077,17 @@ def test_k_class_integer_labels_and_bad_input(tmp_path, capsys):
     code = main(fit)
     err = _assert_error(capsys, code, "has 5 classes, and class 99 has a single row", "at least 2")
     assert "np." not in err
+
+
+def test_fit_defaults_are_the_estimators():
+    # The command line fits what VIBoostClassifier() fits, unless an option says otherwise.
+    from viboost.cli import build_parser
+    from viboost.cli.common import build_estimator
+
+    args = build_parser().parse_args(["fit", "data.csv", "--target", "y", "-o", "m.joblib"])
+    built = build_estimator(args).get_params()
+    default = VIBoostClassifier().get_params()
+    different = {k for k in default if built[k] != default[k]}
+    # Seeded (0), with a progress bar, and --jobs 1 where the estimator's None also means 1.
+    assert different == {"random_state", "verbose", "n_jobs"}
+    assert built["n_jobs"] == 1 and default["n_jobs"] is None

@@ -286,6 +286,7 @@ def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoo
         max_depth=args.max_depth,
         min_samples_leaf=args.min_samples_leaf,
         leaf_weights=args.leaf_weights,
+        noise_channel=args.noise_channel,
         random_state=args.random_state,
         n_jobs=args.jobs,
         verbose=1,

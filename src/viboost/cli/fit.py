@@ -141,13 +141,18 @@ def _class_noise_sentence(model: VIBoostClassifier) -> str:
     flips = ", ".join(
         f"{c} {pct(float(v))}" for c, v in zip(model.classes_, model.flip_rates_, strict=True)
     )
+    if getattr(model, "noise_channel_", "") == "class-conditional":
+        channel = "a class-conditional noise matrix (the higher evidence)"
+    else:
+        channel = (
+            f"the paper's, theta (share of labels drawn from the signal) {calibration.theta:.2f}"
+        )
     return (
         f"Estimated share of wrong labels {pct(rate)} "
         f"({interval(model.noise_rate_interval_)}), i.e. about {rate * n_rows:,.0f} of "
         f"{n_rows:,} rows; by true class, the share of its rows labelled as another class: "
-        f"{flips} ('viboost noise' prints the noise matrix). Noise model: theta (share of "
-        f"labels drawn from the signal) {calibration.theta:.2f}, scale of the margin "
-        f"{calibration.scale:.2f}."
+        f"{flips} ('viboost noise' prints the noise matrix). Noise channel: {channel}; scale of "
+        f"the margin {calibration.scale:.2f}."
     )
 
 

@@ -230,7 +230,13 @@ def _class_noise_rate_lines(model: VIBoostClassifier) -> list[str]:
     rows = [[name, *(pct(float(v)) for v in matrix[i])] for i, name in enumerate(names)]
     lines += format_table(["given \\ true", *names], rows, right=set(range(1, len(names) + 1)))
     calibration = getattr(model, "noise_calibration_", None)
-    if calibration is not None:
+    if calibration is not None and getattr(model, "noise_channel_", "") == "class-conditional":
+        lines += [
+            "calibration (empirical Bayes on the out-of-fold margins): the class-conditional "
+            "channel (its evidence beat the paper's channel's, or --noise-channel asked for it)",
+            f"  scale of the margin {fmt(calibration.scale)}",
+        ]
+    elif calibration is not None:
         pi = ", ".join(
             f"{name} {fmt(float(v), 3)}"
             for name, v in zip(names, calibration.noise_label_proba, strict=True)

@@ -197,7 +197,7 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         type=_positive_float,
         default=None,
         metavar="LR",
-        help="shrinkage of each round's weight (default: from the preset; robust: 0.1, paper: 1)",
+        help="shrinkage of each round's weight (default: from the preset; robust: 0.2, paper: 1)",
     )
     parser.add_argument(
         "--cv",
@@ -210,10 +210,19 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
     parser.add_argument(
         "--n-iter-no-change",
         type=_patience,
-        default=100,
+        default=30,
         metavar="N",
-        help="with cross-fitting, stop once the out-of-fold log-likelihood has not risen for N "
-        "rounds (default: 100; none: try all --n-estimators rounds)",
+        help="with cross-fitting, stop once the out-of-fold log-likelihood has not risen "
+        "significantly for N rounds (default: 30, as VIBoostClassifier; none: try all "
+        "--n-estimators rounds)",
+    )
+    parser.add_argument(
+        "--noise-channel",
+        choices=["auto", "independent", "class-conditional"],
+        default="auto",
+        help="more than two classes: the paper's noise channel (independent of the true "
+        "class), a class-conditional noise matrix, or auto (default): the one of the higher "
+        "evidence",
     )
     parser.add_argument(
         "--max-bins",
@@ -266,7 +275,7 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="L",
         help="most leaves of each round's tree, grown best-first, at least 2 (default: from the "
-        "preset; robust: 31, paper: 2, the decision stump)",
+        "preset; robust: 8, paper: 2, the decision stump)",
     )
     parser.add_argument(
         "--max-depth",
