@@ -45,6 +45,7 @@ from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
 from viboost.boosting.tree_search import TreeSearch
 from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
 from viboost.noise_fit.channel_calibration import ClassChannelCalibration
+from viboost.noise_fit.class_calibration import joint_of
 from viboost.noise_fit.cross_fit import (
     CrossFitResult,
     CrossFitter,
@@ -568,13 +569,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def _set_joint(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
         """``label_joint_`` (given labels by rows, true classes by columns, as shares of the
         weight) and ``noise_matrix_`` (its columns normalised) from ``true_class_proba_``."""
-        n_classes = self.classes_.size
-        joint = np.zeros((n_classes, n_classes))
         if self.noise_model:
-            np.add.at(joint, y_index, sample_weight[:, None] * self.true_class_proba_)
-            joint /= sample_weight.sum()
+            joint = joint_of(self.true_class_proba_, y_index, sample_weight)
         else:
-            joint[:] = np.nan
+            joint = np.full((self.classes_.size, self.classes_.size), np.nan)
         self.label_joint_ = joint
         with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
             self.noise_matrix_ = joint / joint.sum(axis=0)
