@@ -22,16 +22,22 @@ after the other; each leaf posterior is exact given the other classes at the sta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
+from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.booster import InMemoryRows
 from viboost.boosting.learners import BaseLearner, LearnerSearch
 from viboost.variational import RoundRows
 from viboost.variational.state import CleanLogOdds
 
 __all__ = ["SoftmaxRows", "class_labels", "other_class_margins"]
+
+# Above this many cells (rows x classes) the coupling runs on the kernels' threads.
+_PARALLEL_CELLS = 1 << 18
 
 
 def class_labels(y: np.ndarray, n_classes: int) -> list[np.ndarray]:
@@ -45,24 +51,41 @@ def other_class_margins(f: np.ndarray) -> np.ndarray:
 
     Each sum is taken relative to the largest of its terms: for the classes other than the
     row's largest, that is the row's largest margin (and the sum is at least 1, so removing
-    class k's term loses no digits); for the row's largest class, the second largest.
+    class k's term loses no digits); for the row's largest class, the second largest. One
+    compiled pass over the rows (the same values for any number of threads).
     """
-    f = np.asarray(f, dtype=np.float64)
+    f = np.ascontiguousarray(f, dtype=np.float64)
+    out = np.empty_like(f)
+    kernel = _other_class_margins if f.size > _PARALLEL_CELLS else _other_class_margins.serial
+    kernel(f, out)
+    return out
+
+
+@threaded_kernel(cache=True)
+def _other_class_margins(f, out):  # pragma: no cover - compiled
+    """:func:`other_class_margins` of every row of ``f`` into ``out``."""
     n_rows, n_classes = f.shape
-    rows = np.arange(n_rows)
-    top = np.argmax(f, axis=1)
-    first = f[rows, top]
-    rest = f.copy()
-    rest[rows, top] = -np.inf
-    second = rest.max(axis=1)
-    scaled = np.exp(f - first[:, None])
-    # Classes other than the largest: log(sum_j e^(F_j - M) - e^(F_k - M)) + M, the sum >= 1.
-    others = scaled.sum(axis=1, keepdims=True) - scaled
-    others[rows, top] = 1.0  # (replaced below)
-    log_others = np.log(others) + first[:, None]
-    # The largest class: relative to the second largest.
-    log_others[rows, top] = np.log(np.exp(rest - second[:, None]).sum(axis=1)) + second
-    return f - log_others
+    for i in numba.prange(n_rows):
+        top = 0
+        for k in range(1, n_classes):
+            if f[i, k] > f[i, top]:
+                top = k
+        first = f[i, top]
+        second = -np.inf
+        for k in range(n_classes):
+            if k != top and f[i, k] > second:
+                second = f[i, k]
+        total = 0.0  # sum_j e^(F_j - M) >= 1
+        rest = 0.0  # sum_{j != top} e^(F_j - second) >= 1
+        for k in range(n_classes):
+            total += math.exp(f[i, k] - first)
+            if k != top:
+                rest += math.exp(f[i, k] - second)
+        for k in range(n_classes):
+            if k == top:
+                out[i, k] = f[i, k] - (math.log(rest) + second)
+            else:
+                out[i, k] = f[i, k] - (math.log(total - math.exp(f[i, k] - first)) + first)
 
 
 class SoftmaxRows:
