@@ -385,3 +385,96 @@ def test_round_rows_of_block_rows_for_per_leaf_weights_sort_by_leaf():
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     leaf_covers = np.bincount(search.leaf_index(tree), weights=weight, minlength=6)
     np.testing.assert_allclose(covered.nodes["cover"][covered.leaves], leaf_covers)
+
+
+def _class_blocks_of(X, y, weight, binner, size, n_classes):
+    classes = np.arange(n_classes)
+    return [
+        blocks.build_block(
+            X[i : i + size], y[i : i + size], weight[i : i + size], binner, classes=classes
+        )
+        for i in range(0, y.size, size)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "alpha", "n_rows"),
+    [
+        (TreeSettings(max_leaf_nodes=8, min_samples_leaf=10), "exact", 2000),
+        # Above COMPRESS_ABOVE rows per group: pseudo-rows from the blocks' knot moments.
+        (TreeSettings(max_leaf_nodes=8, min_samples_leaf=10), "exact", 9000),
+        (TreeSettings(6, None, 10, "tied", "error"), "approx", 2000),
+        (None, "exact", 2000),  # stumps
+    ],
+    ids=["per-leaf", "per-leaf-compressed", "tied", "stumps"],
+)
+def test_block_rows_of_k_classes_drive_the_same_booster_as_softmax_rows(settings, alpha, n_rows):
+    """K classes: BlockRows over blocks of class indices (two groups of three classes, as two
+    folds, blocks of 700 rows) fit the ensembles of SoftmaxRows: the same learners, alphas,
+    margins F of each group and out-of-fold F."""
+    from viboost.boosting.softmax import SoftmaxRows, class_labels
+
+    X, _ = _tree_data(6, n=n_rows)
+    clean = np.nan_to_num(X)
+    y = np.digitize(clean[:, 0] + 0.5 * clean[:, 2], [-0.5, 0.5])  # classes 0, 1, 2
+    n_classes = 3
+    weight = np.random.default_rng(7).integers(1, 4, y.size).astype(np.float64)
+    half = np.arange(y.size) % 2 == 0
+    validation = np.stack([half, ~half])
+    multiplicities = np.where(validation, 0.0, weight)
+    if settings is None:
+        search = BinnedStumpSearch(X, max_bins=64)
+        binner = search.binner_
+    else:
+        search = TreeSearch(
+            X, max_leaf_nodes=settings.max_leaf_nodes, max_depth=settings.max_depth,
+            min_samples_leaf=settings.min_samples_leaf, leaf_weights=settings.leaf_weights,
+            criterion=settings.criterion, sample_weight=weight,
+        )  # fmt: skip
+        binner = search.binner_
+    priors = ModelPriors()
+    round_settings = RoundSettings(alpha=alpha, max_vi_iter=10)
+    labels = class_labels(y, n_classes)
+    n_active = [int(np.count_nonzero(m)) for m in multiplicities for _ in range(n_classes)]
+    boosters = []
+    for rows in (
+        SoftmaxRows(
+            [search.restricted(m > 0) for m in multiplicities], y, n_classes, multiplicities,
+            validation,
+        ),
+        BlockRows(
+            _LocalTasks(), _class_blocks_of(X, y, weight, binner, 700, n_classes), binner,
+            n_active, [multiplicities[:, i : i + 700] for i in range(0, y.size, 700)],
+            [validation[:, i : i + 700] for i in range(0, y.size, 700)], settings,
+            n_classes=n_classes,
+        ),
+    ):  # fmt: skip
+        states = [
+            initial_state(labels[k], m, 1.0, (1.0, 1.0), priors)
+            for m in multiplicities
+            for k in range(n_classes)
+        ]
+        booster = Booster(rows, states, priors, round_settings, learning_rate=0.5)
+        with numba_threads(1):
+            for _ in range(5):
+                booster.add_round()
+        boosters.append(booster)
+    want, got = boosters
+    assert len(got.records) == 2 * n_classes
+    for records, expected in zip(got.records, want.records, strict=True):
+        for learner, other in zip(records.learners, expected.learners, strict=True):
+            for name in STRUCTURE:
+                np.testing.assert_array_equal(learner.nodes[name], other.nodes[name])
+            np.testing.assert_allclose(
+                learner.nodes["value"], other.nodes["value"], rtol=1e-9, atol=1e-12
+            )
+        np.testing.assert_allclose(records.alphas, expected.alphas, rtol=1e-9)
+    # Out of fold with the last round's learners still pending on the blocks, then after.
+    np.testing.assert_allclose(got.out_of_fold(), want.out_of_fold(), rtol=1e-9, atol=1e-12)
+    for g in range(2):
+        assert got.margins(g).shape == (y.size, n_classes)
+        np.testing.assert_allclose(got.margins(g), want.margins(g), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.out_of_fold(), want.out_of_fold(), rtol=1e-9, atol=1e-12)
+    # The margins moved (the classes were fitted), and each group's F differs from the other's.
+    assert np.ptp(want.margins(0)) > 0.5
+    assert not np.allclose(want.margins(0), want.margins(1))

@@ -259,8 +259,9 @@ def test_non_numeric_columns_are_refused_before_any_work():
         ("inf_X", "X contains infinity"),
         ("nan_y", "y contains NaN"),
         ("negative_weight", "sample_weight must be finite and nonnegative"),
-        ("one_class", "needs 2 classes"),
-        ("three_classes", "fits two classes; y has 3. For K classes use viboost.VIBoostClassifier"),
+        ("one_class", "needs at least 2 classes"),
+        # K classes are cross-fitted, as in memory: the paper preset (in-sample) is refused.
+        ("three_classes", "Only binary classification is supported with noise_fit='in-sample'"),
     ],
 )
 def test_bad_values_get_clear_errors(two_workers, change, message):
@@ -283,17 +284,96 @@ def test_bad_values_get_clear_errors(two_workers, change, message):
         )
 
 
-def test_k_classes_are_refused_naming_the_in_memory_estimator(two_workers):
-    """Issue 23: the Dask estimator fits two classes for now; VIBoostClassifier fits K."""
-    X, _ = _data(300, seed=4)
-    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)  # 0, 1 and 2
-    with pytest.raises(ValueError) as info:
-        DaskVIBoostClassifier(client=two_workers).fit(
-            da.from_array(X, chunks=100), da.from_array(labels, chunks=100)
+def _three_classes(n: int = 600, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Three classes from a score with missing values, 20% of the labels moved to another class
+    (class indices)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    X[rng.random((n, 4)) < 0.03] = np.nan
+    clean = np.nan_to_num(X)
+    y = np.digitize(clean[:, 0] + 0.5 * clean[:, 1], [-0.6, 0.6])
+    moved = rng.random(n) < 0.2
+    y[moved] = (y[moved] + rng.integers(1, 3, moved.sum())) % 3
+    return X, y
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # few rounds
+def test_k_classes_fit_the_in_memory_model(two_workers, one_worker):
+    """Issue 23: three classes (string labels, sample weights with zeros) on 4 blocks fit the
+    in-memory K-class model: the same trees per class, alphas, round counts, noise matrix,
+    per-row noise statistics and probabilities, up to the order of the sums; bit for bit the
+    same for other workers and partitions."""
+    X, y = _three_classes()
+    names = np.array(["cat", "dog", "emu"])
+    weight = np.random.default_rng(1).integers(0, 4, len(y)).astype(float)
+    params = {"n_estimators": 20, "cv": 3, "n_iter_no_change": None, "random_state": 0}
+    want = VIBoostClassifier(**params).fit(X, names[y], sample_weight=weight)
+    fits = []
+    for client, rows in ((two_workers, 150), (one_worker, 86)):
+        got = DaskVIBoostClassifier(client=client, block_size=150, **params).fit(
+            da.from_array(X, chunks=(rows, 4)),
+            da.from_array(names[y], chunks=rows),
+            da.from_array(weight, chunks=rows),
         )
-    message = str(info.value)
-    assert "DaskVIBoostClassifier fits two classes; y has 3" in message
-    assert "viboost.VIBoostClassifier (in memory), which fits them natively" in message
+        fits.append(got)
+    got = fits[0]
+    np.testing.assert_array_equal(got.classes_, want.classes_)
+    n_rounds = len(want.estimators_)
+    assert np.shape(got.estimators_) == (n_rounds, 3) and got.alphas_.shape == (n_rounds, 3)
+    for k in range(3):
+        _assert_same_learners(
+            [learners[k] for learners in got.estimators_],
+            [learners[k] for learners in want.estimators_],
+        )
+    assert max(tree.n_leaves for learners in got.estimators_ for tree in learners) > 2
+    np.testing.assert_allclose(got.alphas_, want.alphas_, rtol=RTOL)
+    np.testing.assert_array_equal(got.cv_rounds_, want.cv_rounds_)
+    np.testing.assert_allclose(got.cv_log_likelihood_, want.cv_log_likelihood_, rtol=RTOL)
+    assert got.noise_channel_ == want.noise_channel_
+    assert type(got.noise_calibration_) is type(want.noise_calibration_)
+    for name in (
+        "snr_", "eta_", "omega_", "noise_rate_", "noise_rate_interval_", "flip_rates_",
+        "flip_rates_interval_", "label_joint_", "noise_matrix_",
+    ):  # fmt: skip
+        np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=RTOL, err_msg=name)
+    assert np.isnan(got.noise_grade_) and got.plan_ == want.plan_
+    for name in ("clean_proba_", "mislabel_proba_", "true_class_proba_", "cv_decision_function_"):
+        rows = getattr(got, name)
+        assert isinstance(rows, da.Array), name
+        assert rows.chunks[0] == (150,) * 4, name
+        np.testing.assert_allclose(
+            rows.compute(), getattr(want, name), rtol=RTOL, atol=1e-12, err_msg=name
+        )
+    dX = da.from_array(X, chunks=(250, 4))
+    for method in ("decision_function", "predict_proba", "predict_log_proba"):
+        lazy = getattr(got, method)(dX)
+        assert isinstance(lazy, da.Array) and lazy.shape == (len(y), 3), method
+        np.testing.assert_allclose(
+            lazy.compute(), getattr(want, method)(X), rtol=RTOL, atol=1e-12, err_msg=method
+        )
+    np.testing.assert_array_equal(got.predict(dX).compute(), want.predict(X))
+    np.testing.assert_array_equal(got.predict(X), want.predict(X))
+    local = got.to_local()
+    assert type(local) is VIBoostClassifier and local.noise_channel == "auto"
+    assert isinstance(local.true_class_proba_, np.ndarray)
+    np.testing.assert_allclose(local.predict_proba(X), want.predict_proba(X), rtol=RTOL)
+    # The blocks, hence every sum, do not depend on the workers or the partitions.
+    np.testing.assert_array_equal(fits[1].alphas_, got.alphas_)
+    np.testing.assert_array_equal(fits[1].noise_matrix_, got.noise_matrix_)
+
+
+def test_k_classes_refuse_a_class_of_one_row_as_in_memory(two_workers):
+    X, y = _three_classes(300, seed=2)
+    y[y == 2] = 1
+    y[17] = 2  # class 2: a single row
+    with pytest.raises(ValueError) as in_memory:
+        VIBoostClassifier(5).fit(X, y)
+    with pytest.raises(ValueError) as on_dask:
+        DaskVIBoostClassifier(5, client=two_workers).fit(
+            da.from_array(X, chunks=(100, 4)), da.from_array(y, chunks=100)
+        )
+    assert str(on_dask.value) == str(in_memory.value)
+    assert "Class 2 has a single training row" in str(on_dask.value)
 
 
 def test_unsupported_settings_are_refused(two_workers):

@@ -588,17 +588,34 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     ) -> None:
         """K > 2 classes: one ensemble per class (:mod:`viboost.boosting.softmax`), cross-fitted
         with the K-class noise model (:mod:`viboost.noise_fit.class_calibration`)."""
-        name = type(self).__name__
         n_classes = classes.size
         y_index = np.searchsorted(classes, y)
         weighted = sample_weight > 0
         counts = np.bincount(y_index[weighted], minlength=n_classes)
+        plan = self._class_plan(classes, counts, float(sample_weight.sum()))
+        priors = self._model_priors(clean_prior)
+        folds = cross_fit_folds(self.cv, y_index, weighted, self.random_state)
+        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
+        with fit_threads(threads):
+            search = self._learner_search(X, sample_weight, plan)
+            fitter = self._cross_fitter(plan, priors, init_eta, n_classes=n_classes)
+            result = fitter.fit(
+                _softmax_rows(search, y_index, n_classes), y_index, sample_weight, folds
+            )
+        self._store_class_fit(result, classes, y_index, sample_weight, priors, plan)
+
+    def _class_plan(self, classes: np.ndarray, counts: np.ndarray, total_weight: float) -> FitPlan:
+        """K > 2 classes: the fit's plan, after the checks of a K-class fit on ``counts``, the
+        rows of positive weight of each class (also :class:`viboost.dask.DaskVIBoostClassifier`'s,
+        from its blocks' summaries)."""
+        name = type(self).__name__
+        n_classes = classes.size
         if np.count_nonzero(counts) < 2:
             raise ValueError(
                 f"{name} needs at least 2 classes with positive sample weight; only class "
                 f"{_shown(classes[np.argmax(counts)])!r} has any."
             )
-        plan = self._resolve_plan(float(sample_weight.sum()))
+        plan = self._resolve_plan(total_weight)
         if plan.noise_fit == "in-sample":
             raise ValueError(
                 "Only binary classification is supported with noise_fit='in-sample' "
@@ -621,17 +638,22 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 "positive weight: the K-class noise model is cross-fitted and needs at least 2 "
                 "rows per class (drop or relabel that row, or give it weight 0)."
             )
-        priors = self._model_priors(clean_prior)
-        folds = cross_fit_folds(self.cv, y_index, weighted, self.random_state)
-        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
-        with fit_threads(threads):
-            search = self._learner_search(X, sample_weight, plan)
-            fitter = self._cross_fitter(plan, priors, init_eta, n_classes=n_classes)
-            result = fitter.fit(
-                _softmax_rows(search, y_index, n_classes), y_index, sample_weight, folds
-            )
+        return plan
+
+    def _store_class_fit(
+        self,
+        result: CrossFitResult,
+        classes: np.ndarray,
+        y_index: np.ndarray,
+        sample_weight: np.ndarray,
+        priors: ModelPriors,
+        plan: FitPlan,
+    ) -> None:
+        """K > 2 classes: the fitted attributes of a cross-fit (``y_index``: each row's index
+        in ``classes``); also :class:`viboost.dask.DaskVIBoostClassifier`'s."""
+        n_classes = classes.size
         self.classes_ = classes
-        self._n_train = y.shape[0]
+        self._n_train = y_index.shape[0]
         self._priors = priors
         records = result.final.records
         n_rounds = len(records[0])
@@ -656,7 +678,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.eta_ = np.full(2, np.nan)
             self.omega_ = np.full(n_classes, np.nan)
             self.snr_ = float("nan")
-            self.mislabel_proba_ = np.zeros(y.shape[0])
+            self.mislabel_proba_ = np.zeros(y_index.shape[0])
             self.true_class_proba_ = np.eye(n_classes)[y_index]
             self._store_flip_rates(np.full(n_classes + 1, np.nan), None)
         else:

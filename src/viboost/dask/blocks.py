@@ -10,7 +10,10 @@ reduces over the blocks in block order. Every formula is the in-memory engine's 
 partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
 :class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs`` and
 ``leaf_index``, :func:`~viboost.variational.compression.knot_moments` and
-:func:`~viboost.noise_fit.calibration.flip_rate_sums`. Nothing is mutated in place but the
+:func:`~viboost.noise_fit.calibration.flip_rate_sums`; for K classes the boosters of each group
+(a fold, or the refit) are coupled through the softmax as
+:class:`~viboost.boosting.softmax.SoftmaxRows` couples them in memory
+(:func:`reweight_classes`). Nothing is mutated in place but the
 round's tree partitions (:class:`TreeRows`, split where they are), which record the steps they
 hold and replay them when they do not hold what a task expects; so a task that dask runs twice
 (after a worker is lost) gives the same result.
@@ -36,6 +39,7 @@ from viboost.boosting.grower import (
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
+from viboost.boosting.softmax import class_labels, other_class_margins
 from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
@@ -50,9 +54,12 @@ __all__ = [
     "absent_in_block",
     "block_sizes",
     "build_block",
+    "class_margins",
+    "class_out_of_fold",
     "distinct_in_block",
     "expand_trees",
     "finish_boosters",
+    "finish_classes",
     "histograms",
     "in_sample_noise",
     "knot_ranges",
@@ -64,6 +71,7 @@ __all__ = [
     "on_one_thread",
     "out_of_fold",
     "reweight",
+    "reweight_classes",
     "round_rows",
     "same",
     "sample_block",
@@ -132,6 +140,8 @@ class BlockSummary:
     infinite_features: int
     missing_labels: int
     bad_weights: int
+    #: The number of rows of positive weight of each of ``active_labels``.
+    active_counts: np.ndarray | None = None
 
 
 def summarize_block(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> BlockSummary:
@@ -141,15 +151,17 @@ def summarize_block(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> 
     y = np.asarray(y).ravel()
     sample_weight = np.asarray(sample_weight, dtype=np.float64).ravel()
     missing = _missing_labels(y)
+    active_labels, active_counts = np.unique(y[~missing & (sample_weight > 0)], return_counts=True)
     return BlockSummary(
         n_rows=int(X.shape[0]),
         n_active=int(np.count_nonzero(sample_weight > 0)),
         total_weight=float(sample_weight[np.isfinite(sample_weight)].sum()),
         labels=np.unique(y[~missing]),
-        active_labels=np.unique(y[~missing & (sample_weight > 0)]),
+        active_labels=active_labels,
         infinite_features=int(np.count_nonzero(np.isinf(X).any(axis=0))),
         missing_labels=int(np.count_nonzero(missing)),
         bad_weights=int(np.count_nonzero(~(np.isfinite(sample_weight) & (sample_weight >= 0)))),
+        active_counts=active_counts,
     )
 
 
@@ -183,13 +195,17 @@ def distinct_in_block(X: np.ndarray, sample_weight: np.ndarray, feature: int) ->
 @dataclass(frozen=True, eq=False)
 class TrainingBlock:
     """One block of training rows as the rounds read it: the bins of its features (row-major
-    ``uint8``), labels in {-1, +1}, sample weights and the bins by feature (C-contiguous
-    ``(n_features, n_rows)``: the trees' splits read them; None: ``binned.T``)."""
+    ``uint8``), labels in {-1, +1} (for ``n_classes > 2``, class indices ``0..K-1``), sample
+    weights and the bins by feature (C-contiguous ``(n_features, n_rows)``: the trees' splits
+    read them; None: ``binned.T``). Each booster reads its own labels in {-1, +1}
+    (``BoosterRows.margins.y``): ``y`` itself for two classes, class k against the rest for
+    class k's boosters of a K-class fit."""
 
     binned: np.ndarray
     y: np.ndarray
     sample_weight: np.ndarray
     by_feature: np.ndarray | None = None
+    n_classes: int = 2
 
     @property
     def n_rows(self) -> int:
@@ -197,16 +213,27 @@ class TrainingBlock:
 
 
 def build_block(
-    X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, binner: FeatureBinner, positive: object
+    X: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray,
+    binner: FeatureBinner,
+    positive: object = None,
+    classes: np.ndarray | None = None,
 ) -> TrainingBlock:
-    """Bin a block of raw rows; ``positive`` is the label that becomes +1."""
+    """Bin a block of raw rows; ``positive`` is the label that becomes +1, or, for K > 2
+    classes, ``classes`` (sorted) the labels whose indices the block holds."""
     y = np.asarray(y).ravel()
     binned = binner.transform(np.asarray(X, dtype=np.float64))
+    if classes is None:
+        labels, n_classes = np.where(y == positive, 1.0, -1.0), 2
+    else:  # as VIBoostClassifier encodes them: the index in the sorted classes
+        labels, n_classes = np.searchsorted(classes, y).astype(np.intp), len(classes)
     return TrainingBlock(
         binned=binned,
         by_feature=np.ascontiguousarray(binned.T),
-        y=np.where(y == positive, 1.0, -1.0),
+        y=labels,
         sample_weight=np.ascontiguousarray(sample_weight, dtype=np.float64).ravel(),
+        n_classes=n_classes,
     )
 
 
@@ -226,11 +253,15 @@ class LearnerUpdate:
 @dataclass(frozen=True, eq=False)
 class BoosterRows:
     """One booster's state on one block: the margins ``H`` of every row (with the cache of
-    :class:`~viboost.boosting.reweighting.RowMargins`), whose sample weights are the booster's
-    multiplicities (zero for rows it does not fit), and the last search weights."""
+    :class:`~viboost.boosting.reweighting.RowMargins`), whose labels are the booster's and whose
+    sample weights are its multiplicities (zero for rows it does not fit), and the last search
+    weights. For K > 2 classes, ``f``: the margins ``F`` (shape ``(n_rows, K)``) of the
+    booster's group, shared by its K boosters, whose ``H`` is then ``G_k`` of
+    :func:`~viboost.boosting.softmax.other_class_margins` (never written in place)."""
 
     margins: RowMargins
     weights: ScaledWeights | None = None
+    f: np.ndarray | None = None
 
     @property
     def active(self) -> np.ndarray:
@@ -241,7 +272,28 @@ def start_boosters(
     block: TrainingBlock, multiplicities: np.ndarray | None, n_boosters: int = 1
 ) -> tuple[BoosterRows, ...]:
     """Boosters at ``H = 0``; ``multiplicities[k]`` are booster ``k``'s row weights (None: the
-    sample weights, for every booster)."""
+    sample weights, for every booster).
+
+    For K > 2 classes (``block.n_classes``) each row of ``multiplicities`` is a group's
+    (``n_boosters`` is then the number of boosters, K per group): its K boosters, booster
+    ``g * K + k`` fitting class k against the rest, start at ``F = 0``, so ``H = G_k =
+    -log(K - 1)``, as :class:`~viboost.boosting.softmax.SoftmaxRows` starts."""
+    n_classes = block.n_classes
+    if n_classes > 2:
+        n_groups = n_boosters // n_classes if multiplicities is None else len(multiplicities)
+        if multiplicities is None:
+            multiplicities = np.broadcast_to(block.sample_weight, (n_groups, block.n_rows))
+        labels = class_labels(block.y, n_classes)
+        out = []
+        for m in multiplicities:
+            f = np.zeros((block.n_rows, n_classes))
+            g = other_class_margins(f)
+            weight = np.array(m, dtype=np.float64)
+            out.extend(
+                BoosterRows(RowMargins(labels[k], weight, g[:, k].copy()), f=f)
+                for k in range(n_classes)
+            )
+        return tuple(out)
     if multiplicities is None:
         multiplicities = np.broadcast_to(block.sample_weight, (n_boosters, block.n_rows))
     return tuple(
@@ -295,12 +347,106 @@ def reweight(
     return tuple(out)
 
 
+def _class_groups(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    updates: tuple[LearnerUpdate | None, ...],
+) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """K classes: per group, its margins ``F`` after the pending ``updates`` (a new array, or
+    the group's own when it has none) and the new ``G`` (None when there was no update).
+
+    The arithmetic of :meth:`~viboost.boosting.softmax.SoftmaxRows.add`: each class's binary
+    margins move to ``G_k + alpha h`` (as :meth:`~viboost.boosting.reweighting.RowMargins.add`
+    adds it), ``F_k`` by the same step, ``F_k += (G_k + alpha h) - G_k``; then every ``G_k``
+    from the new ``F``."""
+    n_classes = block.n_classes
+    out = []
+    for start in range(0, len(boosters), n_classes):
+        group = boosters[start : start + n_classes]
+        moves = updates[start : start + n_classes]
+        f = group[0].f
+        if all(update is None for update in moves):
+            out.append((f, None))
+            continue
+        f = f.copy()
+        for k, (booster, update) in enumerate(zip(group, moves, strict=True)):
+            if update is not None:
+                before = booster.margins.margin
+                f[:, k] += _with_update(booster.margins, block, update) - before
+        out.append((f, other_class_margins(f)))
+    return out
+
+
+def reweight_classes(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    updates: tuple[LearnerUpdate | None, ...],
+    cleans: tuple[CleanLogOdds, ...],
+    tau: float,
+    logistic: bool,
+) -> tuple[BoosterRows, ...]:
+    """:func:`reweight` for K > 2 classes: each group's ``F`` after the updates, every class's
+    margins reset to ``G_k`` of the new ``F``, and the search weights under q(w) ``cleans[k]``
+    (:class:`~viboost.boosting.softmax.SoftmaxRows`, whose arithmetic this repeats row by
+    row)."""
+    n_classes = block.n_classes
+    out = []
+    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates)):
+        for k in range(n_classes):
+            booster = boosters[g * n_classes + k]
+            if g_new is None:
+                margins = booster.margins.copy()
+            else:
+                margins = RowMargins(booster.margins.y, booster.margins.sample_weight, g_new[:, k])
+            clean = cleans[g * n_classes + k]
+            out.append(BoosterRows(margins, margins.scaled_weights(clean, tau, logistic), f))
+    return tuple(out)
+
+
+def finish_classes(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    updates: tuple[LearnerUpdate | None, ...],
+) -> tuple[BoosterRows, ...]:
+    """:func:`finish_boosters` for K > 2 classes: each group's ``F`` and ``G`` with the last
+    learners added, without weights."""
+    n_classes = block.n_classes
+    out = []
+    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates)):
+        for k in range(n_classes):
+            margins = boosters[g * n_classes + k].margins
+            if g_new is not None:
+                margins = RowMargins(margins.y, margins.sample_weight, g_new[:, k])
+            out.append(BoosterRows(margins, None, f))
+    return tuple(out)
+
+
+def class_margins(boosters: tuple[BoosterRows, ...], group: int, n_classes: int) -> np.ndarray:
+    """K classes: group ``group``'s margins ``F`` of the block's rows, shape (n_rows, K)."""
+    return boosters[group * n_classes].f
+
+
+def class_out_of_fold(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    validation: np.ndarray,
+    updates: tuple[LearnerUpdate | None, ...],
+) -> np.ndarray:
+    """:func:`out_of_fold` for K > 2 classes: row ``i`` gets ``F`` (after the pending
+    ``updates``) of the last group ``g`` with ``validation[g, i]``, shape (n_rows, K); 0 for
+    rows in no validation fold."""
+    out = np.zeros((block.n_rows, block.n_classes))
+    for (f, _), rows in zip(_class_groups(block, boosters, updates), validation, strict=True):
+        out[rows] = f[rows]
+    return out
+
+
 def _knots(booster: BoosterRows, block: TrainingBlock) -> tuple[float, float]:
     """The range of the knots ``-y H`` over the booster's active rows."""
     margins = booster.margins
     if margins.knot_range is not None:
         return margins.knot_range
-    return knot_range(block.y, margins.margin, margins.sample_weight)
+    return knot_range(margins.y, margins.margin, margins.sample_weight)
 
 
 def knot_ranges(
@@ -321,7 +467,7 @@ def histograms(
     for booster in boosters:
         weights = booster.weights
         active = booster.active
-        hist = binned_histogram(block.binned, weights.values, block.y, active)
+        hist = binned_histogram(block.binned, weights.values, booster.margins.y, active)
         out.append((hist, weights.log_scale, weights.total, _knots(booster, block)))
     return out
 
@@ -364,7 +510,7 @@ def _partitions(
     at = 0
     for booster, mine in zip(boosters, rows, strict=True):
         settings.row_statistics(
-            mine, booster.weights.values, block.y, booster.margins.margin,
+            mine, booster.weights.values, booster.margins.y, booster.margins.margin,
             block.sample_weight, stats[at : at + mine.size],
         )  # fmt: skip
         at += mine.size
@@ -437,7 +583,7 @@ def round_rows(
     out = []
     for booster, learner, grid in zip(boosters, learners, grids, strict=True):
         margins = booster.margins
-        y, margin, weight = block.y, margins.margin, margins.sample_weight
+        y, margin, weight = margins.y, margins.margin, margins.sample_weight
         leaf = None
         if hasattr(learner, "leaf_index"):  # a tree: the leaf of every row
             leaf = learner.leaf_index(block.binned.T)

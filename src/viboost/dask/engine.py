@@ -34,6 +34,12 @@ by rows once), and the tasks that only update the blocks' states (reweighting, t
 roots) are submitted without waiting, so they ride on the next pass. So a round of 31-leaf
 trees costs about 1 + 10 + 1 trips, and a round of stumps two.
 
+For K > 2 classes the source holds one ensemble per class per group (a fold, or the refit),
+ensemble ``g * K + k`` fitting class k against the rest, as
+:class:`~viboost.boosting.softmax.SoftmaxRows` does in memory: the blocks keep each group's
+margins ``F`` and, after every round, reset every class's margins to ``G_k`` of the new ``F``
+(:func:`~viboost.dask.blocks.reweight_classes`); the passes above serve all of the ensembles.
+
 So a round moves histograms, moments and scalars, and the rows, their bins and margins stay on
 the workers. The blocks and the order of every reduction depend only on the shape of the data
 (:func:`~viboost.dask.blocks.block_sizes`), so the fit is the same for any partitioning of the
@@ -203,6 +209,11 @@ class BlockRows:
     tree : TreeSettings or None, default=None
         The trees' settings (:class:`~viboost.boosting.grower.TreeSettings`); None: the base
         learners are decision stumps.
+    n_classes : int, default=2
+        More than 2: the blocks hold class indices (:func:`~viboost.dask.blocks.build_block`
+        with ``classes``), ``multiplicities`` and ``validation`` have one row per group, and
+        ``n_active`` one entry per ensemble (K per group); :meth:`margins` and
+        :meth:`out_of_fold` return ``F``, shape (n_samples, K).
     """
 
     def __init__(
@@ -214,8 +225,10 @@ class BlockRows:
         multiplicities: list | None = None,
         validation: list | None = None,
         tree: TreeSettings | None = None,
+        n_classes: int = 2,
     ) -> None:
         self.tasks = tasks
+        self.n_classes = int(n_classes)
         self.training = training
         self.binner = binner
         self.validation = validation
@@ -249,7 +262,7 @@ class BlockRows:
     def _reweight(self) -> None:
         """Submit: apply the pending learners to the blocks' margins, and reweight."""
         self.states = self.tasks.submit(
-            blocks.reweight,
+            blocks.reweight if self.n_classes == 2 else blocks.reweight_classes,
             self.training,
             self.states,
             updates=tuple(self.pending),
@@ -398,21 +411,29 @@ class BlockRows:
 
     def finish(self) -> list:
         """Apply the pending learners to the blocks' margins; return the blocks' states."""
+        finish = blocks.finish_boosters if self.n_classes == 2 else blocks.finish_classes
         self.states = self.tasks.submit(
-            blocks.finish_boosters, self.training, self.states, updates=tuple(self.pending)
+            finish, self.training, self.states, updates=tuple(self.pending)
         )
         self.pending = [None] * len(self.pending)
         return self.states
 
     def margins(self, k: int = 0) -> np.ndarray:
-        """Ensemble ``k``'s margins of every row, gathered in row order."""
+        """Ensemble ``k``'s margins of every row, gathered in row order; for K > 2 classes,
+        group ``k``'s margins ``F``, shape (n_samples, K)."""
+        if self.n_classes > 2:
+            parts = self.tasks.run(
+                blocks.class_margins, self.finish(), group=k, n_classes=self.n_classes
+            )
+            return np.concatenate(parts)
         return np.concatenate(self.tasks.run(blocks.margins, self.finish(), k=k))
 
     def out_of_fold(self) -> np.ndarray:
         """The out-of-fold margins of every row (:func:`~viboost.dask.blocks.out_of_fold`), in
-        row order; 0 for rows no ensemble holds out."""
+        row order; 0 for rows no ensemble holds out. For K > 2 classes, ``F`` of the last group
+        that holds each row out (:func:`~viboost.dask.blocks.class_out_of_fold`)."""
         parts = self.tasks.run(
-            blocks.out_of_fold,
+            blocks.out_of_fold if self.n_classes == 2 else blocks.class_out_of_fold,
             self.training,
             self.states,
             self.validation,

@@ -17,7 +17,9 @@ The estimator takes dask arrays or dask dataframes and fits, on the workers of a
    histograms); with the robust preset, the same driver
    (:class:`~viboost.noise_fit.cross_fit.CrossFitter`): one ensemble per fold in lockstep, the
    out-of-fold margins gathered every 10 rounds to calibrate the noise model and choose the
-   number of rounds, then the final booster.
+   number of rounds, then the final booster. K > 2 classes are fitted as in memory: one
+   ensemble per class per fold (the blocks hold class indices and couple each fold's classes
+   through the softmax), the K-class noise model calibrated on the out-of-fold margins ``F``.
 
 Predictions are lazy: ``decision_function``, ``predict`` and ``predict_proba`` map the fitted
 ensemble (stumps or trees) over the blocks of a dask collection.
@@ -30,13 +32,13 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import clone
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from viboost._utils.validation import check_binary_classes, check_pair, reject_non_numeric_columns
+from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost.boosting.binning import FeatureBinner, subsample_ranks
 from viboost.boosting.booster import Booster, run_rounds
 from viboost.boosting.grower import TreeSettings
@@ -53,6 +55,8 @@ from viboost.variational.state import CleanLogOdds
 __all__ = ["DaskVIBoostClassifier"]
 
 _NOT_DISTRIBUTED = ("cv_decision_function_", "clean_proba_", "mislabel_proba_")
+#: ... and, for K > 2 classes, the posterior of each row's true class.
+_PER_ROW = (*_NOT_DISTRIBUTED, "true_class_proba_")
 
 
 class DaskVIBoostClassifier(VIBoostClassifier):
@@ -85,14 +89,17 @@ class DaskVIBoostClassifier(VIBoostClassifier):
 
     Notes
     -----
-    - Two classes only, for now: a ``y`` of more than two classes raises a ValueError that
-      says so (:class:`viboost.VIBoostClassifier` fits K classes natively, in memory).
+    - K > 2 classes are fitted as in memory (one ensemble per class, cross-fitted, the robust
+      preset; ``noise_fit="in-sample"`` is refused with the in-memory estimator's error), with
+      the same fitted attributes (``noise_matrix_``, ``label_joint_``, ``true_class_proba_``,
+      ``noise_channel_``, ...). ``true_class_proba_`` is then a dask array too.
     - ``max_bins=None`` (the exhaustive search) and ``warm_start=True`` are not supported;
       ``n_jobs`` is ignored (each block runs on one worker thread).
     - The robust preset gathers the out-of-fold margins of every row (with labels and
-      weights: 24 bytes a row) to the client every 10 rounds to calibrate the noise model;
-      the features never leave the workers. ``clean_proba_``, ``mislabel_proba_`` and
-      ``cv_decision_function_`` are dask arrays chunked as the training rows.
+      weights: 24 bytes a row, 8 K + 16 for K classes) to the client every 10 rounds to
+      calibrate the noise model; the features never leave the workers. ``clean_proba_``,
+      ``mislabel_proba_`` and ``cv_decision_function_`` are dask arrays chunked as the
+      training rows.
     - If a worker is lost mid-fit, dask recomputes its blocks from the input and the fit
       goes on with the same result; if workers keep dying, or nothing arrives within
       ``timeout``, ``fit`` raises a RuntimeError.
@@ -149,6 +156,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         max_depth: int | None = None,
         min_samples_leaf: int | None = None,
         leaf_weights: str | None = None,
+        noise_channel: str = "auto",
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -181,6 +189,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             max_depth=max_depth,
             min_samples_leaf=min_samples_leaf,
             leaf_weights=leaf_weights,
+            noise_channel=noise_channel,
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
@@ -200,7 +209,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         """Pickle without the client, with the per-row attributes computed."""
         state = super().__getstate__()
         state["client"] = None
-        for name in _NOT_DISTRIBUTED:
+        for name in _PER_ROW:
             if name in state and _is_dask_collection(state[name]):
                 state[name] = np.asarray(state[name].compute())
         return state
@@ -252,9 +261,15 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         )
         summaries = tasks.gather(tasks.compute(blocks.summarize_block, *raw))
         classes = self._check_summaries(summaries)
+        total_weight = float(sum(summary.total_weight for summary in summaries))
+        if classes.size > 2:  # the checks of the in-memory K-class fit, before any work
+            plan = self._class_plan(classes, _class_counts(classes, summaries), total_weight)
 
         binner = self._fit_binner(tasks, raw, summaries)
-        training = tasks.compute(blocks.build_block, *raw, binner=binner, positive=classes[-1])
+        if classes.size > 2:
+            training = tasks.compute(blocks.build_block, *raw, binner=binner, classes=classes)
+        else:
+            training = tasks.compute(blocks.build_block, *raw, binner=binner, positive=classes[-1])
         # Balanced over the workers' threads, which then run one task each per pass.
         training = tasks.place(training, sizes)
 
@@ -265,7 +280,10 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             del self.feature_names_in_
         self.classes_ = classes
         priors = self._model_priors(clean_prior)
-        plan = self._resolve_plan(float(sum(summary.total_weight for summary in summaries)))
+        if classes.size > 2:
+            self._fit_classes_blocks(tasks, training, binner, sizes, priors, plan, init_eta)
+            return self
+        plan = self._resolve_plan(total_weight)
         tree = self._tree_settings(plan)
         n_active = sum(summary.n_active for summary in summaries)
         # The training blocks are released when this call returns (nothing else holds them).
@@ -313,7 +331,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
         classes = np.unique(np.concatenate([s.labels for s in summaries]))
         check_classification_targets(classes)
-        check_binary_classes(classes, type(self).__name__)
+        check_classes(classes, type(self).__name__)
+        if classes.size > 2:  # checked on the counts of each class (_class_plan)
+            return classes
         active = np.unique(np.concatenate([s.active_labels for s in summaries]))
         if active.size < 2:
             raise ValueError(
@@ -403,15 +423,45 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             rates = np.full(3, np.nan)
         self._store_flip_rates(rates, None)
 
+    def _fit_classes_blocks(
+        self,
+        tasks: BlockTasks,
+        training: list,
+        binner: FeatureBinner,
+        sizes: tuple[int, ...],
+        priors: ModelPriors,
+        plan: FitPlan,
+        init_eta: tuple[float, float],
+    ) -> None:
+        """K > 2 classes: the in-memory K-class fit (``VIBoostClassifier._fit_classes``) over
+        the blocks: the cross-fit with one ensemble per class per fold, coupled on the blocks
+        (:func:`~viboost.dask.blocks.reweight_classes`), and the same fitted attributes, the
+        per-row ones as dask arrays chunked as the training rows."""
+        n_classes = self.classes_.size
+        pairs = tasks.run(blocks.labels_and_weights, training)
+        y_index = np.concatenate([pair[0] for pair in pairs])
+        weights = np.concatenate([pair[1] for pair in pairs])
+        folds = cross_fit_folds(self.cv, y_index, weights > 0, self.random_state)
+        make_rows = _block_rows(
+            tasks, training, binner, sizes, self._tree_settings(plan), n_classes=n_classes
+        )
+        fitter = self._cross_fitter(plan, priors, init_eta, label=" (dask)", n_classes=n_classes)
+        result = fitter.fit(make_rows, y_index, weights, folds)
+        self._store_class_fit(result, self.classes_, y_index, weights, priors, plan)
+        for name in _PER_ROW:
+            setattr(self, name, self._rows_array(getattr(self, name), sizes))
+
     def _rows_array(self, values: Any, sizes: tuple[int, ...], fill: float = 0.0) -> Any:
         """A per-row attribute as a dask array chunked as the training rows: from the blocks'
-        futures, a numpy array on the client, or (None) the constant ``fill``."""
+        futures, a numpy array on the client (one row per training row, any columns), or
+        (None) the constant ``fill``."""
         import dask.array as da
 
         if values is None:
             whole = da.full(int(sum(sizes)), fill, chunks=(sizes,))
         elif isinstance(values, np.ndarray):
-            whole = da.from_array(values, chunks=(sizes,))
+            chunks = (sizes,) + tuple((n,) for n in values.shape[1:])
+            return da.from_array(values, chunks=chunks).rechunk((self._train_chunks,) + chunks[1:])
         else:
             whole = da.concatenate(
                 [
@@ -429,6 +479,18 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             return super().decision_function(X)
         X, feature_names = _as_matrix(X, lengths=False)
         self._check_predict_features(X, feature_names)
+        if self.alphas_.ndim == 2:  # K classes: F(x), one column per class
+            predictors = [
+                EnsemblePredictor(learners, alphas) for learners, alphas in self._class_ensembles()
+            ]
+            X = X.rechunk({1: -1})
+            return X.map_blocks(
+                _block_class_margins,
+                predictors,
+                chunks=(X.chunks[0], (len(predictors),)),
+                dtype=np.float64,
+                meta=np.empty((0, 0)),
+            )
         predictor = EnsemblePredictor(self.estimators_, self.alphas_)
         return X.map_blocks(
             _block_margin, predictor, drop_axis=1, dtype=np.float64, meta=np.empty(0)
@@ -440,16 +502,25 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         if not _is_dask_collection(margin):
             return self._classes_from_margin(margin)
         classes = self.classes_
+        if margin.ndim == 2:
+            return margin.map_blocks(
+                lambda m: classes[np.argmax(m, axis=1)],
+                drop_axis=1,
+                dtype=classes.dtype,
+                meta=classes[:0],
+            )
         return margin.map_blocks(
             lambda m: classes[(m > 0).astype(int)], dtype=classes.dtype, meta=classes[:0]
         )
 
     def predict_proba(self, X) -> Any:
-        """``[sigmoid(-H), sigmoid(H)]`` (see :meth:`viboost.VIBoostClassifier.predict_proba`);
-        a lazy dask array for dask input."""
+        """``[sigmoid(-H), sigmoid(H)]``, or ``softmax(F)`` for K classes (see
+        :meth:`viboost.VIBoostClassifier.predict_proba`); a lazy dask array for dask input."""
         margin = self.decision_function(X)
         if not _is_dask_collection(margin):
             return self._proba_from_margin(margin)
+        if margin.ndim == 2:
+            return margin.map_blocks(lambda m: softmax(m, axis=1), dtype=np.float64)
         return margin.map_blocks(
             lambda m: np.column_stack([expit(-m), expit(m)]),
             new_axis=1,
@@ -461,7 +532,11 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         """Logarithm of :meth:`predict_proba`; a lazy dask array for dask input."""
         margin = self.decision_function(X)
         if not _is_dask_collection(margin):
+            if margin.ndim == 2:
+                return log_softmax(margin, axis=1)
             return np.column_stack([log_expit(-margin), log_expit(margin)])
+        if margin.ndim == 2:
+            return margin.map_blocks(lambda m: log_softmax(m, axis=1), dtype=np.float64)
         return margin.map_blocks(
             lambda m: np.column_stack([log_expit(-m), log_expit(m)]),
             new_axis=1,
@@ -509,15 +584,33 @@ def _block_margin(X: np.ndarray, predictor: EnsemblePredictor) -> np.ndarray:
     return predictor.decision_function(np.asarray(X, dtype=np.float64))
 
 
+def _block_class_margins(X: np.ndarray, predictors: list[EnsemblePredictor]) -> np.ndarray:
+    """K classes: the margins ``F`` of a block of rows, one column per class."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.column_stack([predictor.decision_function(X) for predictor in predictors])
+
+
+def _class_counts(classes: np.ndarray, summaries: list[blocks.BlockSummary]) -> np.ndarray:
+    """The rows of positive weight of each class, summed over the blocks' summaries."""
+    counts = np.zeros(classes.size, dtype=np.int64)
+    for summary in summaries:
+        if summary.active_labels.size:
+            index = np.searchsorted(classes, summary.active_labels)
+            np.add.at(counts, index, summary.active_counts)
+    return counts
+
+
 def _block_rows(
     tasks: BlockTasks,
     training: list,
     binner: FeatureBinner,
     sizes: tuple[int, ...],
     tree: TreeSettings | None,
+    n_classes: int = 2,
 ) -> MakeRows:
     """The row sources of a cross-fitted fit on the blocks: the ensembles' multiplicities and
-    held-out rows are cut into the blocks and scattered to the workers."""
+    held-out rows are cut into the blocks and scattered to the workers (for K > 2 classes, one
+    row of each per group, whose K ensembles share them)."""
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     pieces = [slice(bounds[b], bounds[b + 1]) for b in range(len(sizes))]
 
@@ -526,14 +619,18 @@ def _block_rows(
         held_out = None
         if validation is not None:
             held_out = [client.scatter(validation[:, p]) for p in pieces]
+        n_active = [int(np.count_nonzero(m > 0)) for m in multiplicities]
+        if n_classes > 2:
+            n_active = [n for n in n_active for _ in range(n_classes)]
         return BlockRows(
             tasks,
             training,
             binner,
-            [int(np.count_nonzero(m > 0)) for m in multiplicities],
+            n_active,
             [client.scatter(multiplicities[:, p]) for p in pieces],
             held_out,
             tree,
+            n_classes,
         )
 
     return make_rows
