@@ -124,7 +124,13 @@ def test_detection_metrics_by_hand() -> None:
     vb_det, matrix = bench.detect_viboost_multiclass(fitted)
     assert bench.detection_metrics(flipped, vb_det) == {**got, "noise_api": "mislabel_proba_"}
     assert np.array_equal(matrix, np.eye(3))
-    # Cleanlab's rate is the off-diagonal mass of its joint: none for confident, agreeing probs.
+
+
+def test_cleanlab_rate_is_the_off_diagonal_mass_of_its_joint() -> None:
+    # cleanlab is a benchmark dependency (the bench extra), not a test one.
+    pytest.importorskip("cleanlab")
+    bench = _load_script()
+    # None for confident probabilities that agree with the labels.
     y = np.repeat(np.arange(3), 20)
     proba = np.full((60, 3), 0.05) + 0.85 * np.eye(3)[y]
     suspicion, rate, interval, _ = bench.cleanlab_detection(y, proba)
