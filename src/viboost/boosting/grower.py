@@ -43,6 +43,7 @@ import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
+from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.histogram import node_histograms
 from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.splitting import (
@@ -468,17 +469,22 @@ class RowPartition:
         stats: np.ndarray,
         n_slots: int = 256,
         columns: np.ndarray | None = None,
+        scratch: ScratchArrays | None = None,
     ) -> list[RowPartition]:
         """The partitions of several trees over the same bins, each at its root, their rows in
         one shared array: tree ``k`` fits ``rows[k]``, whose statistics (ordered with them,
         :meth:`TreeSettings.row_statistics`) are the next ``rows[k].size`` rows of ``stats``
-        (shape ``(total rows, 3)``; taken over, not copied)."""
+        (shape ``(total rows, 3)``; taken over, not copied). With ``scratch``, the buffers and
+        the histograms' partial sums come from it, and :meth:`release` gives the buffers and
+        ``stats`` back to it."""
         sizes = [np.size(r) for r in rows]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         if stats.shape != (int(offsets[-1]), 3):
             raise ValueError(f"stats must have shape ({int(offsets[-1])}, 3), got {stats.shape}")
         store = _Store(
-            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]), stats=stats
+            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]),
+            stats=stats,
+            scratch=scratch,
         )
         out = []
         for k in range(len(sizes)):
@@ -509,6 +515,8 @@ class RowPartition:
         """Free the statistics and the buffers of this partition and those stacked with it,
         keeping the rows and ranges (no more splits or histograms after this)."""
         store = self._store
+        if store.scratch is not None:
+            store.scratch.give(store.stats, store.row_buffer, store.stat_buffer)
         store.stats = store.row_buffer = store.stat_buffer = None
 
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
@@ -522,14 +530,21 @@ class RowPartition:
 
 @dataclass
 class _Store:
-    """The rows and statistics that stacked partitions share, with the partition's buffers."""
+    """The rows and statistics that stacked partitions share, with the partition's buffers
+    (from ``scratch``, to which :meth:`RowPartition.release` returns them with the
+    statistics)."""
 
     rows: np.ndarray
     stats: np.ndarray
+    scratch: ScratchArrays | None = None
 
     def __post_init__(self) -> None:
-        self.row_buffer = np.empty_like(self.rows)
-        self.stat_buffer = np.empty_like(self.stats)
+        if self.scratch is None:
+            self.row_buffer = np.empty_like(self.rows)
+            self.stat_buffer = np.empty_like(self.stats)
+        else:
+            self.row_buffer = self.scratch.take(self.rows.shape, np.int64)
+            self.stat_buffer = self.scratch.take(self.stats.shape)
 
 
 def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
@@ -552,8 +567,9 @@ def histograms_together(partitions: Sequence[RowPartition], nodes: Sequence[int]
     ).reshape(-1, 2)
     part = partitions[0]
     return node_histograms(
-        part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots
-    )
+        part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
+        scratch=store.scratch,
+    )  # fmt: skip
 
 
 def expand_together(
@@ -589,18 +605,22 @@ def expand_together(
 
 
 def expanded_together(
-    growths: Sequence[TreeGrowth], histograms: Sequence[Sequence[np.ndarray]]
+    growths: Sequence[TreeGrowth],
+    histograms: Sequence[Sequence[np.ndarray]],
+    scratch: ScratchArrays | None = None,
 ) -> None:
     """:meth:`TreeGrowth.expanded` of several growths of the same settings and bins (the folds'
     trees), with the best splits of all their new nodes found in one parallel call
-    (:func:`~viboost.boosting.splitting.best_node_splits`)."""
+    (:func:`~viboost.boosting.splitting.best_node_splits`). With ``scratch``, the children's
+    histograms are held from it (until the trees are grown and it is reclaimed)."""
     n_children = 2 * sum(len(h) for h in histograms)
     if n_children == 0:
         for growth in growths:
             growth._attach([], [])
         return
     first = next(h for h in histograms if len(h))[0]
-    out = np.empty((n_children, *first.shape))
+    shape = (n_children, *first.shape)
+    out = np.empty(shape) if scratch is None else scratch.take(shape, hold=True)
     children, priors, owners = [], [], []
     for growth, hists in zip(growths, histograms, strict=True):
         made = growth._children(hists, out, len(children))

@@ -14,6 +14,7 @@ import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
+from viboost._utils.scratch import ScratchArrays
 
 __all__ = [
     "binned_histogram",
@@ -129,19 +130,22 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
 
 
 @threaded_kernel(cache=True)
-def _node_histograms(binned, rows, starts, stops, stats, n_slots):  # pragma: no cover - compiled
+def _node_histograms(binned, rows, starts, stops, stats, partial, out):  # pragma: no cover
     """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
     order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
     3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. Every node's fixed chunks
-    are filled in one parallel loop and summed per node in chunk order."""
+    (:func:`_node_chunks`) are filled in one parallel loop, each into its own slice of
+    ``partial`` (shape ``(chunks, d, n_slots, 3)``, any values), and summed per node in chunk
+    order into ``out`` (shape ``(n_nodes, d, n_slots, 3)``), which is returned; with one chunk
+    per node, ``partial`` holds the histograms and is returned (``out`` is not used)."""
     d = binned.shape[1]
+    n_slots = partial.shape[2]
     missing_slot = n_slots - 1
     n_nodes = starts.shape[0]
     first, size = _node_chunks(starts, stops)
     # Indexed (feature, slot, statistic): the compiled loop runs about twice as fast as with
     # flat offsets j * stride + 3 * slot (measured, numba 0.6x).
     # Each unit zeroes its own partial on its thread (one memset of them all would be serial).
-    partial = np.empty((first[n_nodes], d, n_slots, 3))
     for unit in numba.prange(first[n_nodes]):
         r = np.searchsorted(first, unit, side="right") - 1
         lo = starts[r] + (unit - first[r]) * size[r]
@@ -159,7 +163,6 @@ def _node_histograms(binned, rows, starts, stops, stats, n_slots):  # pragma: no
                 h[j, slot, 2] += n_k
     if first[n_nodes] == n_nodes:  # one chunk per node: the partials are the histograms
         return partial
-    out = np.empty((n_nodes, d, n_slots, 3))
     for r in numba.prange(n_nodes):
         total = out[r]
         total[:] = partial[first[r]]
@@ -175,6 +178,7 @@ def node_histograms(
     stops: np.ndarray,
     stats: np.ndarray,
     n_slots: int = 256,
+    scratch: ScratchArrays | None = None,
 ) -> np.ndarray:
     """The histograms of tree nodes: per node ``r`` and (feature, slot), the sums of the three
     per-row statistics (two of the split score and the rows' count) over positions
@@ -188,11 +192,28 @@ def node_histograms(
     array): all of them are one parallel pass. Each node is summed over fixed row chunks in a
     fixed order, so its histogram is the same for any number of threads and any other nodes
     of the call; a call of a single chunk runs on the calling thread (waking threads would
-    cost more than it).
+    cost more than it). With ``scratch`` (:class:`~viboost._utils.scratch.ScratchArrays`),
+    the partial sums and the histograms are taken from it, the histograms held until its
+    :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`.
     """
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
     kernel = _node_histograms
     if int(np.sum(stops - starts)) <= _NODE_CHUNK_ROWS:
         kernel = _node_histograms.serial
-    return kernel(binned, rows, starts, stops, stats, int(n_slots))
+    n_units = int(_node_chunks(starts, stops)[0][-1])
+    n_nodes = starts.shape[0]
+    shape = (binned.shape[1], int(n_slots), 3)
+    one_chunk_each = n_units == n_nodes  # then the partials are the histograms
+    if scratch is None:
+        out = np.empty((0 if one_chunk_each else n_nodes, *shape))
+        return kernel(binned, rows, starts, stops, stats, np.empty((n_units, *shape)), out)
+    if one_chunk_each:
+        partial = scratch.take((n_units, *shape), hold=True)
+        return kernel(binned, rows, starts, stops, stats, partial, partial[:0])
+    partial = scratch.take((n_units, *shape))
+    try:
+        out = scratch.take((n_nodes, *shape), hold=True)
+        return kernel(binned, rows, starts, stops, stats, partial, out)
+    finally:
+        scratch.give(partial)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.binning import FeatureBinner
 from viboost.boosting.grower import (
     RowPartition,
@@ -105,6 +106,9 @@ class TreeSearch:
         self.binned_columns_ = transpose_bins(self.binned_)
         # Histogram slots: the bins of the widest feature, and one for missing values.
         self._n_slots = int(np.max(self.binner_.n_bins_)) + 1
+        # The growths' temporaries, reused from tree to tree by this search and every search
+        # restricted from it (the folds and the refit of a cross-fit): see viboost._utils.scratch.
+        self._scratch = ScratchArrays()
         self._set_active(active, sample_weight)
 
     def _set_active(self, active: np.ndarray, sample_weight: np.ndarray | None) -> None:
@@ -195,45 +199,51 @@ class TreeSearch:
         labels = [np.ascontiguousarray(y_k, dtype=np.float64) for y_k in labels]
         sizes = np.array([s._rows.size for s in searches])
         offsets = np.concatenate([[0], np.cumsum(sizes)])
-        stats = np.empty((int(offsets[-1]), 3))
+        scratch = first_search._scratch
+        stats = scratch.take((int(offsets[-1]), 3))
         for k, (search, w, y_k, margin) in enumerate(
             zip(searches, weights, labels, margins, strict=True)
         ):
             search.settings.row_statistics(
                 search._rows, w, y_k, margin, search._counts, stats[offsets[k] : offsets[k + 1]]
             )
-        partitions = RowPartition.stacked(
-            first_search.binned_,
-            [s._rows for s in searches],
-            stats,
-            n_slots=first_search._n_slots,
-            columns=first_search.binned_columns_,
-        )
-        roots = histograms_together(partitions, [0] * len(searches))
-        growths = [
-            TreeGrowth(
-                root,
-                s.binner_.n_bins_,
-                s.binner_.thresholds_,
-                s.settings,
-                s.settings.prior(float(total)),
+        try:
+            partitions = RowPartition.stacked(
+                first_search.binned_,
+                [s._rows for s in searches],
+                stats,
+                n_slots=first_search._n_slots,
+                columns=first_search.binned_columns_,
+                scratch=scratch,
             )
-            for s, root, total in zip(searches, roots, totals, strict=True)
-        ]
-        while True:
-            requests = [growth.requests() for growth in growths]
-            if not any(requests):
-                break
-            expanded_together(growths, expand_together(partitions, requests))
-        # The grown partitions keep their rows and ranges (for leaf_index), not the statistics
-        # and buffers (two float64 copies of three columns of every fold's rows).
-        partitions[0].release()
-        out = []
-        for search, growth, rows in zip(searches, growths, partitions, strict=True):
-            nodes, error = growth.tree()
-            tree = HistogramTree(nodes, search.settings.leaf_weights)
-            search._last = (tree, rows, growth.positions)
-            out.append((tree, error))
+            roots = histograms_together(partitions, [0] * len(searches))
+            growths = [
+                TreeGrowth(
+                    root,
+                    s.binner_.n_bins_,
+                    s.binner_.thresholds_,
+                    s.settings,
+                    s.settings.prior(float(total)),
+                )
+                for s, root, total in zip(searches, roots, totals, strict=True)
+            ]
+            while True:
+                requests = [growth.requests() for growth in growths]
+                if not any(requests):
+                    break
+                expanded_together(growths, expand_together(partitions, requests), scratch)
+            # The grown partitions keep their rows and ranges (for leaf_index); the statistics
+            # and buffers (two float64 copies of three columns of every fold's rows) go back to
+            # the scratch pool for the next tree.
+            partitions[0].release()
+            out = []
+            for search, growth, rows in zip(searches, growths, partitions, strict=True):
+                nodes, error = growth.tree()
+                tree = HistogramTree(nodes, search.settings.leaf_weights)
+                search._last = (tree, rows, growth.positions)
+                out.append((tree, error))
+        finally:
+            scratch.reclaim()  # the nodes' histograms: the growths end here
         return out
 
     def outputs(self, tree: HistogramTree) -> np.ndarray:

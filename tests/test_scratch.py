@@ -1,0 +1,70 @@
+"""Tests for viboost._utils.scratch (the reusable temporaries of a tree's growth)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from viboost._utils.scratch import ScratchArrays
+from viboost.boosting.histogram import node_histograms
+
+
+def test_take_reuses_the_smallest_free_buffer_that_fits() -> None:
+    scratch = ScratchArrays()
+    big, small = scratch.take((100, 3)), scratch.take((10,))
+    assert big.shape == (100, 3) and small.shape == (10,)
+    assert not np.shares_memory(big, small)
+    scratch.give(big, small)
+    again = scratch.take((8,))
+    assert np.shares_memory(again, small) and not np.shares_memory(again, big)
+    ints = scratch.take((50,), np.int64)  # on the big buffer, as 8-byte integers
+    assert ints.dtype == np.int64 and np.shares_memory(ints, big)
+    ints[:] = np.arange(50)
+    assert ints[-1] == 49
+    fresh = scratch.take((400,))  # nothing free is large enough
+    assert not np.shares_memory(fresh, big) and not np.shares_memory(fresh, again)
+
+
+def test_held_arrays_come_back_at_reclaim_only() -> None:
+    scratch = ScratchArrays()
+    held = scratch.take((20,), hold=True)
+    other = scratch.take((20,))
+    assert not np.shares_memory(held, other)  # still held
+    scratch.reclaim()
+    assert np.shares_memory(scratch.take((20,)), held)
+
+
+def test_bad_use_is_refused() -> None:
+    scratch = ScratchArrays()
+    with pytest.raises(ValueError, match="8-byte"):
+        scratch.take((3,), np.float32)
+    array = scratch.take((3,))
+    scratch.give(array)
+    with pytest.raises(ValueError, match="given back already"):
+        scratch.give(array)
+    with pytest.raises(ValueError, match="from take"):
+        scratch.give(np.zeros(3, dtype=np.int32))
+    scratch.give(None)  # skipped
+
+
+@pytest.mark.parametrize("rows_per_node", [100, 40_000])  # one chunk per node, or several
+def test_node_histograms_are_the_same_from_scratch(rows_per_node: int) -> None:
+    rng = np.random.default_rng(0)
+    n, d, n_nodes = 2 * rows_per_node, 3, 2
+    binned = rng.integers(0, 4, size=(n, d)).astype(np.uint8)
+    rows = rng.permutation(n).astype(np.int64)
+    stats = rng.random((n, 3))
+    starts = np.array([0, rows_per_node])
+    stops = starts + rows_per_node
+    expected = np.zeros((n_nodes, d, 5, 3))  # a reference written here: slot = bin
+    for r in range(n_nodes):
+        for k in range(starts[r], stops[r]):
+            for j in range(d):
+                expected[r, j, binned[rows[k], j]] += stats[k]
+    scratch = ScratchArrays()
+    dirty = scratch.take((4 * n * 3,))
+    dirty[:] = np.nan  # the pool hands out memory with any values in it
+    scratch.give(dirty)
+    for pool in (None, scratch):
+        got = node_histograms(binned, rows, starts, stops, stats, 5, scratch=pool)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
