@@ -35,6 +35,14 @@ _TRANSPOSE_BLOCK_ROWS = 1 << 12
 # Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
 _NODE_CHUNK_ROWS = 1 << 14
 _NODE_MAX_CHUNKS = 16
+# A node of fewer than this share of the rows is histogrammed feature block by feature block
+# from the columns of the bins: its rows are sorted but sparse, so reading whole rows of
+# ``binned`` waits on a cache miss per row, while a column's bins of nearby rows share cache
+# lines. Measured (numba 0.6x, 2 threads, 10^6 x 50 bins): 90 ns a row below 10% of the rows
+# and 25 ns above 80% row by row; by columns 53 ns at 5% (row by row 101) and 36 ns at 20%
+# (55), but 33 ns against 28 at 40%. The choice changes no sum (see _node_histograms).
+_DENSE_NODE = 0.3
+_FEATURE_BLOCK = 4
 
 
 def _histogram_chunks(n_samples: int, n_features: int) -> int:
@@ -130,28 +138,49 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
 
 
 @threaded_kernel(cache=True)
-def _node_histograms(binned, rows, starts, stops, stats, partial, out):  # pragma: no cover
+def _node_histograms(binned, columns, rows, starts, stops, stats, partial, out):  # pragma: no cover
     """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
     order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
     3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. Every node's fixed chunks
     (:func:`_node_chunks`) are filled in one parallel loop, each into its own slice of
     ``partial`` (shape ``(chunks, d, n_slots, 3)``, any values), and summed per node in chunk
     order into ``out`` (shape ``(n_nodes, d, n_slots, 3)``), which is returned; with one chunk
-    per node, ``partial`` holds the histograms and is returned (``out`` is not used)."""
-    d = binned.shape[1]
+    per node, ``partial`` holds the histograms and is returned (``out`` is not used).
+
+    A chunk of a dense node (at least :data:`_DENSE_NODE` of all rows) is read row by row from
+    ``binned``; one of a sparse node reads ``columns`` (``binned.T``, C-contiguous; empty:
+    never) a few features at a time, as LightGBM's column-wise histograms do. Either way each
+    (feature, slot) adds the chunk's rows in their order, so the sums are the same."""
+    n_samples, d = binned.shape
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
     n_nodes = starts.shape[0]
     first, size = _node_chunks(starts, stops)
+    by_columns = columns.shape[1] == n_samples and n_samples > 0
     # Indexed (feature, slot, statistic): the compiled loop runs about twice as fast as with
     # flat offsets j * stride + 3 * slot (measured, numba 0.6x).
     # Each unit zeroes its own partial on its thread (one memset of them all would be serial).
     for unit in numba.prange(first[n_nodes]):
         r = np.searchsorted(first, unit, side="right") - 1
         lo = starts[r] + (unit - first[r]) * size[r]
+        hi = min(stops[r], lo + size[r])
         h = partial[unit]
         h[:] = 0.0
-        for k in range(lo, min(stops[r], lo + size[r])):
+        if by_columns and stops[r] - starts[r] < _DENSE_NODE * n_samples:
+            for j0 in range(0, d, _FEATURE_BLOCK):
+                j1 = min(d, j0 + _FEATURE_BLOCK)
+                for k in range(lo, hi):
+                    i = rows[k]
+                    a, b, n_k = stats[k, 0], stats[k, 1], stats[k, 2]
+                    for j in range(j0, j1):
+                        slot = np.int64(columns[j, i])
+                        if slot == 255:
+                            slot = missing_slot
+                        h[j, slot, 0] += a
+                        h[j, slot, 1] += b
+                        h[j, slot, 2] += n_k
+            continue
+        for k in range(lo, hi):
             a, b, n_k = stats[k, 0], stats[k, 1], stats[k, 2]
             row = binned[rows[k]]
             for j in range(d):
@@ -179,6 +208,7 @@ def node_histograms(
     stats: np.ndarray,
     n_slots: int = 256,
     scratch: ScratchArrays | None = None,
+    columns: np.ndarray | None = None,
 ) -> np.ndarray:
     """The histograms of tree nodes: per node ``r`` and (feature, slot), the sums of the three
     per-row statistics (two of the split score and the rows' count) over positions
@@ -194,7 +224,8 @@ def node_histograms(
     of the call; a call of a single chunk runs on the calling thread (waking threads would
     cost more than it). With ``scratch`` (:class:`~viboost._utils.scratch.ScratchArrays`),
     the partial sums and the histograms are taken from it, the histograms held until its
-    :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`.
+    :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`. ``columns``, ``binned.T`` (used if
+    C-contiguous), lets sparse nodes be read by columns (faster, the same sums).
     """
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
@@ -205,15 +236,20 @@ def node_histograms(
     n_nodes = starts.shape[0]
     shape = (binned.shape[1], int(n_slots), 3)
     one_chunk_each = n_units == n_nodes  # then the partials are the histograms
+    if columns is not None and columns.shape != binned.shape[::-1]:
+        raise ValueError(f"columns must be binned.T, shape {binned.shape[::-1]}")
+    if columns is None or not columns.flags.c_contiguous:  # every node read row by row
+        columns = np.empty((0, 0), dtype=binned.dtype)
     if scratch is None:
         out = np.empty((0 if one_chunk_each else n_nodes, *shape))
-        return kernel(binned, rows, starts, stops, stats, np.empty((n_units, *shape)), out)
+        partial = np.empty((n_units, *shape))
+        return kernel(binned, columns, rows, starts, stops, stats, partial, out)
     if one_chunk_each:
         partial = scratch.take((n_units, *shape), hold=True)
-        return kernel(binned, rows, starts, stops, stats, partial, partial[:0])
+        return kernel(binned, columns, rows, starts, stops, stats, partial, partial[:0])
     partial = scratch.take((n_units, *shape))
     try:
         out = scratch.take((n_nodes, *shape), hold=True)
-        return kernel(binned, rows, starts, stops, stats, partial, out)
+        return kernel(binned, columns, rows, starts, stops, stats, partial, out)
     finally:
         scratch.give(partial)
