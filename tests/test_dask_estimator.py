@@ -450,6 +450,18 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
         np.testing.assert_allclose(outcome["model"].alphas_, want.alphas_, rtol=RTOL)
 
 
+def test_defaults_are_the_in_memory_estimators():
+    """The same model as in memory needs the same defaults (n_iter_no_change was 100 here
+    against 30 in memory)."""
+    import inspect
+
+    memory = inspect.signature(VIBoostClassifier.__init__).parameters
+    dask = inspect.signature(DaskVIBoostClassifier.__init__).parameters
+    assert set(memory) <= set(dask)
+    for name, parameter in memory.items():
+        assert dask[name].default == parameter.default, name
+
+
 def test_clone_keeps_the_client_and_the_parameters(two_workers):
     from sklearn.base import clone
 

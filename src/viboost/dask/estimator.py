@@ -145,7 +145,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         alpha: str | None = None,
         noise_fit: str | None = None,
         cv: int = 5,
-        n_iter_no_change: int | None = 100,
+        n_iter_no_change: int | None = 30,
         tol: float = 1e-8,
         max_vi_iter: int = 100,
         fixed_vi_iter: int | None = None,
