@@ -68,3 +68,32 @@ def test_node_histograms_are_the_same_from_scratch(rows_per_node: int) -> None:
     for pool in (None, scratch):
         got = node_histograms(binned, rows, starts, stops, stats, 5, scratch=pool)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
+
+
+def test_a_grown_partition_gives_its_arrays_back() -> None:
+    """Stacked partitions on a pool: release() returns the statistics and buffers, and the
+    shared rows come back once every partition has released them."""
+    from viboost.boosting.grower import Expansion, RowPartition, expand_together
+
+    rng = np.random.default_rng(0)
+    n = 2_000
+    binned = rng.integers(0, 8, size=(n, 2)).astype(np.uint8)
+    scratch = ScratchArrays()
+    rows = [np.arange(0, 1_000), np.arange(1_000, n)]
+    stats = scratch.take((n, 3))  # stacked() takes the statistics over
+    stats[:] = rng.random((n, 3))
+    parts = RowPartition.stacked(binned, rows, stats, 9, scratch=scratch)
+    split = [Expansion(0, 1, 2, 0, 4, False, True)]
+    expand_together(parts, [split, split])  # the roots hold every row: the buffers swap in
+    left = parts[0].rows[: parts[0].ranges[1][1]]
+    assert np.all(binned[left, 0] < 4) and np.all(binned[parts[0].rows[left.size :], 0] >= 4)
+    scratch.reclaim()
+    n_free = len(scratch._free)
+    parts[0].release()
+    assert len(scratch._free) == n_free + 3
+    parts[0].release_rows()
+    assert len(scratch._free) == n_free + 3  # the second partition still reads the rows
+    parts[1].release_rows()
+    assert len(scratch._free) == n_free + 4
+    with pytest.raises(RuntimeError, match="released"):
+        _ = parts[1].rows

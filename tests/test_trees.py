@@ -516,3 +516,37 @@ def test_node_histograms_by_columns_equal_by_rows_and_a_reference(share: float) 
             np.testing.assert_allclose(by_columns[r, j], expected, rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="binned.T"):
         node_histograms(binned, rows, starts, stops, stats, 41, columns=binned)
+
+
+def test_partition_without_copy_back_leaves_the_same_order_in_the_buffers() -> None:
+    """partition_nodes(copy_back=False) (the roots' split, after which the grower swaps the
+    buffers in) leaves in the buffers exactly what copy_back=True writes back."""
+    from viboost.boosting.splitting import partition_nodes
+
+    rng = np.random.default_rng(5)
+    n, d = 50_000, 4
+    columns = rng.integers(0, 30, size=(d, n)).astype(np.uint8)
+    columns[0, rng.random(n) < 0.1] = 255
+    rows = rng.permutation(n).astype(np.int64)
+    stats = rng.standard_normal((n, 3))
+    starts, stops = np.array([0, 20_000]), np.array([20_000, n])
+    args = (np.array([0, 2]), np.array([10, 15]), np.array([True, False]))
+    kept_rows, kept_stats = rows.copy(), stats.copy()
+    buffers = (np.empty_like(rows), np.empty_like(stats))
+    n_left = partition_nodes(columns, kept_rows, kept_stats, starts, stops, *args, *buffers)
+    swapped = (np.empty_like(rows), np.empty_like(stats))
+    untouched_rows, untouched_stats = rows.copy(), stats.copy()
+    n_left_2 = partition_nodes(
+        columns, untouched_rows, untouched_stats, starts, stops, *args, *swapped,
+        copy_back=False,
+    )  # fmt: skip
+    assert np.array_equal(n_left, n_left_2)
+    assert np.array_equal(swapped[0], kept_rows) and np.array_equal(swapped[1], kept_stats)
+    assert np.array_equal(untouched_rows, rows)  # the input is left as it was
+    # A stable partition: each node's left rows first, in their order.
+    for r, (start, stop) in enumerate(zip(starts, stops, strict=True)):
+        node = rows[start:stop]
+        bins = columns[args[0][r], node]
+        left = np.where(bins == 255, args[2][r], bins < args[1][r])
+        want = np.concatenate([node[left], node[~left]])
+        assert np.array_equal(kept_rows[start:stop], want) and n_left[r] == left.sum()

@@ -475,18 +475,22 @@ class RowPartition:
         """The partitions of several trees over the same bins, each at its root, their rows in
         one shared array: tree ``k`` fits ``rows[k]``, whose statistics (ordered with them,
         :meth:`TreeSettings.row_statistics`) are the next ``rows[k].size`` rows of ``stats``
-        (shape ``(total rows, 3)``; taken over, not copied). With ``scratch``, the buffers and
-        the histograms' partial sums come from it, and :meth:`release` gives the buffers and
-        ``stats`` back to it."""
+        (shape ``(total rows, 3)``; taken over, not copied). With ``scratch`` (from which
+        ``stats`` must then come), the shared rows, the buffers and the histograms come from
+        it; :meth:`release` gives the buffers and ``stats`` back to it, and the last
+        :meth:`release_rows` of the stacked partitions the rows."""
         sizes = [np.size(r) for r in rows]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         if stats.shape != (int(offsets[-1]), 3):
             raise ValueError(f"stats must have shape ({int(offsets[-1])}, 3), got {stats.shape}")
-        store = _Store(
-            rows=np.concatenate([np.asarray(r, dtype=np.int64) for r in rows]),
-            stats=stats,
-            scratch=scratch,
-        )
+        parts = [np.asarray(r, dtype=np.int64) for r in rows]
+        if scratch is None:
+            all_rows = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        else:
+            all_rows = scratch.take((int(offsets[-1]),), np.int64)
+            if parts:
+                np.concatenate(parts, out=all_rows)
+        store = _Store(rows=all_rows, stats=stats, scratch=scratch, readers=len(sizes))
         out = []
         for k in range(len(sizes)):
             part = cls.__new__(cls)
@@ -495,10 +499,18 @@ class RowPartition:
             part.n_slots = int(n_slots)
             part._store = store
             part._offset = int(offsets[k])
-            part.rows = store.rows[offsets[k] : offsets[k + 1]]
+            part._size = int(sizes[k])
             part.ranges = {0: (0, sizes[k])}
             out.append(part)
         return out
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The rows, each node's a contiguous range (:meth:`leaf_ranges`), a view of the array
+        that the partitions stacked with this one share."""
+        if self._store.rows is None:
+            raise RuntimeError("the partition's rows were released")
+        return self._store.rows[self._offset : self._offset + self._size]
 
     @property
     def stats(self) -> np.ndarray:
@@ -520,6 +532,15 @@ class RowPartition:
             store.scratch.give(store.stats, store.row_buffer, store.stat_buffer)
         store.stats = store.row_buffer = store.stat_buffer = None
 
+    def release_rows(self) -> None:
+        """Done with this partition's rows (after :meth:`release`): once every partition
+        stacked with it is, their shared array goes back to the scratch pool, if any."""
+        store = self._store
+        store.readers -= 1
+        if store.readers == 0 and store.scratch is not None and store.stats is None:
+            store.scratch.give(store.rows)
+            store.rows = None
+
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
         """The range of ``rows`` that holds each current leaf's rows, by node id."""
         return dict(self.ranges)
@@ -538,6 +559,8 @@ class _Store:
     rows: np.ndarray
     stats: np.ndarray
     scratch: ScratchArrays | None = None
+    #: Partitions still reading ``rows`` (:meth:`RowPartition.release_rows`).
+    readers: int = 1
 
     def __post_init__(self) -> None:
         if self.scratch is None:
@@ -586,11 +609,18 @@ def expand_together(
     if not flat:
         return [[] for _ in partitions]
     bounds = np.array([[p._offset + i for i in p.ranges.pop(e.node)] for p, e in flat])
+    # When the nodes hold every row of the store (the roots' split), the buffers become the
+    # rows and statistics, and the old arrays the buffers: no copy back.
+    whole = int(np.sum(bounds[:, 1] - bounds[:, 0])) == store.rows.size
     n_left = partition_nodes(
         partitions[0].columns, store.rows, store.stats, bounds[:, 0], bounds[:, 1],
         np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
         np.array([e.missing_left for _, e in flat]), store.row_buffer, store.stat_buffer,
+        copy_back=not whole,
     )  # fmt: skip
+    if whole:
+        store.rows, store.row_buffer = store.row_buffer, store.rows
+        store.stats, store.stat_buffer = store.stat_buffer, store.stats
     smaller = []
     for (p, e), (start, stop), count in zip(flat, bounds, n_left, strict=True):
         start, stop, mid = start - p._offset, stop - p._offset, start - p._offset + count

@@ -202,11 +202,12 @@ def _partition(
     missing_left,
     row_buffer,
     stat_buffer,
+    copy_back,
 ):  # pragma: no cover - compiled
     """Stable partition of each node's positions ``starts[r]:stops[r]`` in fixed chunks: count
     each chunk's left rows, then each chunk writes its rows to their final places in the
-    buffers (at the same positions), which are copied back; the same order for any number of
-    threads. Returns each node's left count."""
+    buffers (at the same positions), which are copied back if ``copy_back``; the same order for
+    any number of threads. Returns each node's left count."""
     n_nodes = starts.shape[0]
     first, size = _partition_chunks(starts, stops)
     n_units = first[n_nodes]
@@ -250,6 +251,8 @@ def _partition(
             stat_buffer[at, 0] = stats[k, 0]
             stat_buffer[at, 1] = stats[k, 1]
             stat_buffer[at, 2] = stats[k, 2]
+    if not copy_back:
+        return n_left
     for unit in numba.prange(n_units):
         r = np.searchsorted(first, unit, side="right") - 1
         lo = starts[r] + (unit - first[r]) * size[r]
@@ -272,6 +275,7 @@ def partition_nodes(
     missing_left: np.ndarray,
     row_buffer: np.ndarray,
     stat_buffer: np.ndarray,
+    copy_back: bool = True,
 ) -> np.ndarray:
     """Stable partition of the disjoint ranges ``starts[r]:stops[r]`` of ``rows`` (and of
     ``stats``, ordered with them): each node's left child's rows first; returns their counts.
@@ -280,7 +284,9 @@ def partition_nodes(
     ``< positions[r]`` of ``features[r]`` go left, missing ones (bin 255) if
     ``missing_left[r]``. The nodes may belong to different trees (their rows in one array):
     all are one parallel pass. The buffers are as long as ``rows`` (each node uses its own
-    range of them). A call of a single chunk runs on the calling thread."""
+    range of them). A call of a single chunk runs on the calling thread. With
+    ``copy_back=False`` the partitioned ranges are left in the buffers only (for a caller that
+    swaps the buffers with the arrays because the ranges cover all of them)."""
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
     kernel = _partition
@@ -291,7 +297,7 @@ def partition_nodes(
         np.ascontiguousarray(features, dtype=np.int64),
         np.ascontiguousarray(positions, dtype=np.int64),
         np.ascontiguousarray(missing_left, dtype=np.bool_),
-        row_buffer, stat_buffer,
+        row_buffer, stat_buffer, bool(copy_back),
     )  # fmt: skip
 
 

@@ -269,6 +269,7 @@ class TreeSearch:
             else:  # split without partitioning its rows (the tree's last split)
                 routed.append(rows.rows[start:stop])
         routed_rows = np.concatenate(routed)
+        rows.release_rows()  # read: back to the scratch pool once every fold's is
         if routed_rows.size:
             out[routed_rows] = tree.leaf_index(self.binned_columns_, routed_rows)
         return out
