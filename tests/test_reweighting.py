@@ -121,3 +121,26 @@ def test_row_margins_copy_is_independent():
     copy.add(0.5, h, odds, 1.0, False)
     np.testing.assert_array_equal(rows.margin, margin + 0.3 * h)
     np.testing.assert_allclose(copy.margin, margin + 0.3 * h + 0.5 * h)
+
+
+@pytest.mark.parametrize("clean", [CleanLogOdds(2.0, 3.5, 1.0), CleanLogOdds.constant(1.0)])
+@pytest.mark.parametrize("labels", ["signed", "other"])
+def test_a_trees_rows_moved_by_leaf_are_moved_by_their_outputs(clean, labels) -> None:
+    """add(values, leaf=leaf) (two exponentials per leaf) gives bit for bit what add(values[leaf])
+    (one per row) gives, round after round; labels outside {-1, +1} take the per-row path."""
+    rng = np.random.default_rng(4)
+    n = 5_000
+    y = np.where(rng.random(n) < 0.4, 1.0, -1.0)
+    if labels == "other":
+        y[:10] = 0.5
+    weight = rng.integers(0, 3, n).astype(float)
+    by_leaf = RowMargins(y, weight, rng.standard_normal(n))
+    by_row = RowMargins(y, weight, by_leaf.margin.copy())
+    for _ in range(5):
+        leaf = rng.integers(0, 8, n)
+        values = rng.standard_normal(8)
+        alpha = float(rng.uniform(0.1, 0.5))
+        got = by_leaf.add(alpha, values, clean, 1.0, False, unit=False, leaf=leaf)
+        want = by_row.add(alpha, values[leaf], clean, 1.0, False, unit=False)
+        assert np.array_equal(by_leaf.margin, by_row.margin)
+        assert np.array_equal(got.values, want.values) and got.total == want.total

@@ -379,8 +379,9 @@ class InMemoryRows:
             self._margins, learners, alphas, self._outputs, self._leaves, cleans, strict=True
         ):
             if h is None:  # per-leaf weights: each row moves by its leaf's value
-                h = learner.leaf_values[leaf]
-                weights.append(margins.add(alpha, h, clean, self.tau, self.logistic, unit=False))
+                values = learner.leaf_values
+                step = margins.add(alpha, values, clean, self.tau, self.logistic, False, leaf)
+                weights.append(step)
             else:
                 weights.append(margins.add(alpha, h, clean, self.tau, self.logistic))
         self._weights = weights

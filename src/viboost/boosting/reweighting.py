@@ -201,13 +201,16 @@ def _add_kernel(
     slope,
     logistic,
     unit,
+    leaf,
     out,
 ):  # pragma: no cover - compiled
     """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (q(w) of slope 1 or
     0, tau = 1). Slope 0 is a phi constant over the rows (1 for the core model), a common factor
     that the weights leave out, as :func:`_weights_kernel` does.
 
-    With ``unit`` (outputs in {-1, +1}) the factor is one of two precomputed exponentials.
+    With ``unit`` (outputs in {-1, +1}) the factor is one of two precomputed exponentials. With
+    ``leaf`` non-empty, ``h`` holds the leaves' values and row i's output is ``h[leaf[i]]``:
+    the factors are two precomputed exponentials per leaf (the same numbers as per row).
 
     With ``E = exp(u)``, ``u = -y H``, phi is rational in E (:func:`inverse_clean_proba`), so
     ``phi e^u = E phi`` and ``phi sigma(u) = E phi / (1 + E)`` need no exponential per row.
@@ -218,6 +221,15 @@ def _add_kernel(
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
     down, up = math.exp(-alpha), math.exp(alpha)
+    by_leaf = leaf.shape[0] > 0
+    n_leaves = h.shape[0] if by_leaf else 0
+    leaf_step = np.empty(n_leaves)
+    leaf_down = np.empty(n_leaves)  # exp(-alpha y h) for y = +1
+    leaf_up = np.empty(n_leaves)  # and for y = -1
+    for j in range(n_leaves):
+        leaf_step[j] = alpha * h[j]
+        leaf_down[j] = math.exp(-alpha * 1.0 * h[j])
+        leaf_up[j] = math.exp(-alpha * -1.0 * h[j])
     inverse_odds_neg, inverse_odds_pos = math.exp(-offset_neg), math.exp(-offset_pos)
     sums = np.zeros(n_chunks)
     chunk_max_abs_margin = np.zeros(n_chunks)
@@ -227,11 +239,16 @@ def _add_kernel(
         acc, max_abs_margin, low, high = 0.0, 0.0, np.inf, -np.inf
         for i in range(c * size, min(n, (c + 1) * size)):
             yi = y[i]
-            margin[i] += alpha * h[i]
-            if unit:
-                e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
+            if by_leaf:
+                j = leaf[i]
+                margin[i] += leaf_step[j]
+                e = exp_knot[i] * (leaf_down[j] if yi > 0.0 else leaf_up[j])
             else:
-                e = exp_knot[i] * math.exp(-alpha * yi * h[i])
+                margin[i] += alpha * h[i]
+                if unit:
+                    e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
+                else:
+                    e = exp_knot[i] * math.exp(-alpha * yi * h[i])
             exp_knot[i] = e
             max_abs_margin = max(max_abs_margin, abs(margin[i]))
             s = sample_weight[i]
@@ -267,6 +284,9 @@ def _add_kernel(
     return total, chunk_max_abs_margin.max(), lows.min(), highs.max()
 
 
+_NO_LEAVES = np.empty(0, dtype=np.int64)
+
+
 class RowMargins:
     """The boosting loop's per-row state: ``H(x_n)`` and, as a cache, ``exp(-y_n H(x_n))``.
 
@@ -287,6 +307,8 @@ class RowMargins:
         self.margin = np.array(margin, dtype=np.float64)
         #: The sum of the sample weights (the multiplicities).
         self.total_weight = float(self.sample_weight.sum())
+        #: Whether every label is -1 or +1 (then a tree's rows move by per-leaf factors).
+        self._signed = bool(np.all(np.abs(self.y) == 1.0))
         self._exp_knot: np.ndarray | None = None
         #: (min, max) of the knots -y H over the weighted rows when the last round found it.
         self.knot_range: tuple[float, float] | None = None
@@ -297,6 +319,7 @@ class RowMargins:
         other = RowMargins.__new__(RowMargins)
         other.y, other.sample_weight = self.y, self.sample_weight  # never written
         other.total_weight = self.total_weight
+        other._signed = self._signed
         other.margin = self.margin.copy()
         other._exp_knot = None if self._exp_knot is None else self._exp_knot.copy()
         other.knot_range = self.knot_range
@@ -338,10 +361,15 @@ class RowMargins:
         tau: float,
         logistic: bool,
         unit: bool = True,
+        leaf: np.ndarray | None = None,
     ) -> ScaledWeights:
         """``H += alpha h``; return the next round's weights, before normalisation. ``unit``:
         whether ``h`` is in {-1, +1} (a stump or a tree with tied weights), which saves an
-        exponential per row."""
+        exponential per row. ``leaf`` (each row's leaf of a tree): ``h`` holds the leaves'
+        values instead, row ``i``'s being ``h[leaf[i]]`` (two exponentials per leaf, not one
+        per row; labels in {-1, +1})."""
+        if leaf is not None and not self._signed:
+            h, leaf = np.asarray(h)[leaf], None  # the per-leaf factors need y in {-1, +1}
         # Slope 1 (the noise model's q(w)) with offsets within reach of exp(-offset), or 0
         # (phi constant over the rows: a common factor, left out).
         fast = (
@@ -368,7 +396,8 @@ class RowMargins:
                 clean.offset_pos,
                 float(clean.slope),
                 logistic,
-                bool(unit),
+                bool(unit) and leaf is None,
+                _NO_LEAVES if leaf is None else np.ascontiguousarray(leaf, dtype=np.int64),
                 out,
             )
             self.knot_range = (low, high)
@@ -379,6 +408,8 @@ class RowMargins:
                 self._exp_knot = None
             return self.scaled_weights(clean, tau, logistic)
         self.knot_range = None
+        if leaf is not None:
+            h = np.asarray(h)[leaf]
         self.margin += alpha * h
         self._exp_knot = None  # stale from here on
         if self._cache_ok and np.max(np.abs(self.margin), initial=0.0) >= self._REACH:
