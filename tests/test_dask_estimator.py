@@ -486,3 +486,66 @@ def test_sample_weights_with_zeros_give_the_in_memory_model(two_workers):
     np.testing.assert_allclose(
         got.cv_decision_function_.compute(), want.cv_decision_function_, rtol=RTOL
     )
+
+
+#: The fitted attributes of the posteriors of the true classes.
+LABEL_POSTERIORS = ("true_class_proba_", "label_joint_", "noise_matrix_", "noise_channel_")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # few rounds
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"n_estimators": 10, "preset": "paper"},
+        {"n_estimators": 10, "preset": "paper", "noise_model": False},
+        {"n_estimators": 10, "cv": 2, "n_iter_no_change": None, "max_leaf_nodes": 2},
+        {
+            "n_estimators": 10,
+            "cv": 2,
+            "n_iter_no_change": None,
+            "max_leaf_nodes": 2,
+            "noise_model": False,
+        },
+    ],
+    ids=["in-sample", "in-sample-core", "cross-fit", "cross-fit-core"],
+)
+def test_two_classes_carry_the_posteriors_of_the_true_classes(two_workers, params):
+    """A two-class fit sets ``true_class_proba_`` (a dask array), ``label_joint_``,
+    ``noise_matrix_`` and ``noise_channel_`` exactly where the in-memory fit does (every
+    two-class fit: NaN joints without the noise model), with its values up to the order of the
+    sums; the weights (some zero) make the joint a weighted one."""
+    X, y = _data(2000, seed=3)
+    rng = np.random.default_rng(4)
+    weight = rng.uniform(0.5, 2.0, len(y))
+    weight[rng.random(len(y)) < 0.1] = 0.0
+    want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
+    got = DaskVIBoostClassifier(random_state=0, client=two_workers, block_size=500, **params)
+    got.fit(
+        da.from_array(X, chunks=(450, 5)),
+        da.from_array(y, chunks=450),
+        da.from_array(weight, chunks=450),
+    )
+    _assert_same_model(got, want)
+    assert got.plan_ == want.plan_
+    assert got.plan_.noise_fit == ("in-sample" if params.get("preset") == "paper" else "cross-fit")
+    assert [hasattr(got, n) for n in LABEL_POSTERIORS] == [
+        hasattr(want, n) for n in LABEL_POSTERIORS
+    ]
+    assert got.noise_channel_ == want.noise_channel_ == "independent"
+    rows = got.true_class_proba_
+    assert isinstance(rows, da.Array) and rows.chunks == ((450,) * 4 + (200,), (2,))
+    np.testing.assert_allclose(rows.compute(), want.true_class_proba_, rtol=RTOL, atol=1e-12)
+    for name in ("label_joint_", "noise_matrix_"):
+        got_matrix = getattr(got, name)
+        assert isinstance(got_matrix, np.ndarray) and got_matrix.shape == (2, 2), name
+        np.testing.assert_allclose(got_matrix, getattr(want, name), rtol=RTOL, err_msg=name)
+    if params.get("noise_model", True):
+        np.testing.assert_allclose(got.label_joint_.sum(), 1.0, rtol=RTOL)
+    else:  # the core model: every label true, no joint
+        np.testing.assert_array_equal(want.true_class_proba_, np.eye(2)[y])
+        assert np.isnan(got.label_joint_).all() and np.isnan(got.noise_matrix_).all()
+    local = got.to_local()
+    assert isinstance(local.true_class_proba_, np.ndarray)
+    np.testing.assert_allclose(
+        local.true_class_proba_, want.true_class_proba_, rtol=RTOL, atol=1e-12
+    )

@@ -554,24 +554,43 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 self.classes_ = classes
                 self._store_cross_fit(result, y_signed, sample_weight, priors)
         self._set_label_posteriors(y_index, sample_weight)
-        self.noise_channel_ = "independent"  # two classes: the paper's channel is the general one
         self.plan_ = plan
         return self
 
     def _set_label_posteriors(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
-        """Two classes: ``true_class_proba_``, ``label_joint_`` and ``noise_matrix_`` from
-        ``mislabel_proba_`` (a wrong label's true class is the other one)."""
-        wrong = self.mislabel_proba_
-        positive = np.where(y_index == 1, 1.0 - wrong, wrong)
-        self.true_class_proba_ = np.column_stack([1.0 - positive, positive])
-        self._set_joint(y_index, sample_weight)
+        """Two classes: ``true_class_proba_`` from ``mislabel_proba_``, then ``label_joint_``,
+        ``noise_matrix_`` and ``noise_channel_`` (:meth:`_store_binary_joint`); also
+        :class:`viboost.dask.DaskVIBoostClassifier`'s cross-fitted two-class fit."""
+        self.true_class_proba_ = self._binary_true_class_proba(self.mislabel_proba_, y_index)
+        self._store_binary_joint(self._label_joint(y_index, sample_weight))
 
-    def _set_joint(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
-        """``label_joint_`` (given labels by rows, true classes by columns, as shares of the
-        weight) and ``noise_matrix_`` (its columns normalised) from ``true_class_proba_``."""
-        if self.noise_model:
-            joint = joint_of(self.true_class_proba_, y_index, sample_weight)
-        else:
+    @staticmethod
+    def _binary_true_class_proba(wrong: np.ndarray, y_index: np.ndarray) -> np.ndarray:
+        """Two classes: each row's posterior of its true class (columns in the order of
+        ``classes_``) from ``wrong``, the probability that its label is wrong (a wrong label's
+        true class is the other one); also :class:`viboost.dask.DaskVIBoostClassifier`'s, block
+        by block."""
+        positive = np.where(y_index == 1, 1.0 - wrong, wrong)
+        return np.column_stack([1.0 - positive, positive])
+
+    def _label_joint(self, y_index: np.ndarray, sample_weight: np.ndarray) -> np.ndarray | None:
+        """The joint of given labels (rows) and true classes (columns), as shares of the weight,
+        from ``true_class_proba_``; None without the noise model."""
+        if not self.noise_model:
+            return None
+        return joint_of(self.true_class_proba_, y_index, sample_weight)
+
+    def _store_binary_joint(self, joint: np.ndarray | None) -> None:
+        """Two classes: ``label_joint_`` and ``noise_matrix_`` (:meth:`_store_joint`) and
+        ``noise_channel_``; also :class:`viboost.dask.DaskVIBoostClassifier`'s in-sample
+        two-class fit, whose joint is summed over the blocks."""
+        self._store_joint(joint)
+        self.noise_channel_ = "independent"  # two classes: the paper's channel is the general one
+
+    def _store_joint(self, joint: np.ndarray | None) -> None:
+        """``label_joint_`` (``joint``; NaN where None: without the noise model) and
+        ``noise_matrix_`` (its columns normalised)."""
+        if joint is None:
             joint = np.full((self.classes_.size, self.classes_.size), np.nan)
         self.label_joint_ = joint
         with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
@@ -688,7 +707,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.mislabel_proba_ = result.mislabel_proba
             self.true_class_proba_ = result.true_class_proba
             self._store_flip_rates(result.flip_rates, result.flip_rate_intervals)
-        self._set_joint(y_index, sample_weight)
+        self._store_joint(self._label_joint(y_index, sample_weight))
         self.plan_ = plan
 
     def _model_priors(self, clean_prior: tuple[float, float]) -> ModelPriors:

@@ -47,6 +47,7 @@ from viboost.dask import blocks
 from viboost.dask.engine import BlockRows, BlockTasks
 from viboost.estimator import VIBoostClassifier
 from viboost.noise_fit.calibration import flip_rates_from_sums
+from viboost.noise_fit.class_calibration import joint_of
 from viboost.noise_fit.cross_fit import MakeRows, cross_fit_folds
 from viboost.presets import FitPlan
 from viboost.variational import ModelPriors, VariationalState
@@ -54,9 +55,8 @@ from viboost.variational.state import CleanLogOdds
 
 __all__ = ["DaskVIBoostClassifier"]
 
-_NOT_DISTRIBUTED = ("cv_decision_function_", "clean_proba_", "mislabel_proba_")
-#: ... and, for K > 2 classes, the posterior of each row's true class.
-_PER_ROW = (*_NOT_DISTRIBUTED, "true_class_proba_")
+#: The per-row fitted attributes, dask arrays chunked as the training rows.
+_PER_ROW = ("cv_decision_function_", "clean_proba_", "mislabel_proba_", "true_class_proba_")
 
 
 class DaskVIBoostClassifier(VIBoostClassifier):
@@ -92,7 +92,10 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     - K > 2 classes are fitted as in memory (one ensemble per class, cross-fitted, the robust
       preset; ``noise_fit="in-sample"`` is refused with the in-memory estimator's error), with
       the same fitted attributes (``noise_matrix_``, ``label_joint_``, ``true_class_proba_``,
-      ``noise_channel_``, ...). ``true_class_proba_`` is then a dask array too.
+      ``noise_channel_``, ...). Two-class fits (either preset) carry them too, as in memory
+      (``noise_channel_="independent"``; NaN joints without the noise model); the in-sample
+      fit computes ``true_class_proba_`` on the blocks and adds up ``label_joint_`` from
+      them. ``true_class_proba_`` is a dask array.
     - ``max_bins=None`` (the exhaustive search) and ``warm_start=True`` are not supported;
       ``n_jobs`` is ignored (each block runs on one worker thread).
     - The robust preset gathers the out-of-fold margins of every row (with labels and
@@ -305,7 +308,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
                 make_rows, y_signed, weights, folds
             )
             self._store_cross_fit(result, y_signed, weights, priors)
-            for name in _NOT_DISTRIBUTED:
+            self._set_label_posteriors((y_signed > 0).astype(np.intp), weights)
+            for name in _PER_ROW:
                 setattr(self, name, self._rows_array(getattr(self, name), sizes))
         self.plan_ = plan
         return self
@@ -388,7 +392,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         init_eta: tuple[float, float],
         tree: TreeSettings | None,
     ) -> None:
-        """Rounds of Algorithm 1 on all rows; the noise statistics of the in-sample q(w)."""
+        """Rounds of Algorithm 1 on all rows; the noise statistics of the in-sample q(w) and the
+        posteriors of the true classes, computed on the blocks."""
         # The state before the first round (initial_state), its omega summed over the blocks.
         phi0 = self._initial_clean_proba(plan)
         parts = tasks.run(blocks.noise_weight_by_class, training, noise_proba=1.0 - phi0)
@@ -406,10 +411,15 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         parts = tasks.submit(
             blocks.in_sample_noise, training, rows.finish(), clean=self._state.clean
         )
+        posteriors = tasks.submit(
+            _label_posteriors, training, parts, noise_model=bool(self.noise_model)
+        )
         sums = np.sum([s for *_, s in tasks.gather(parts)], axis=0)
         client = tasks.client
         phi = [client.submit(_item, part, 0, pure=False) for part in parts]
         mislabel = [client.submit(_item, part, 1, pure=False) for part in parts]
+        true_class = [client.submit(_item, part, 0, pure=False) for part in posteriors]
+        joints = [client.submit(_item, part, 1, pure=False) for part in posteriors]
         self.clean_proba_ = self._rows_array(phi, sizes)
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_log_likelihood_ = np.empty(0)
@@ -422,6 +432,12 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             self.mislabel_proba_ = self._rows_array(None, sizes, fill=0.0)
             rates = np.full(3, np.nan)
         self._store_flip_rates(rates, None)
+        self.true_class_proba_ = self._rows_array(true_class, sizes, columns=2)
+        joint = None
+        if self.noise_model:  # the joint of all rows: the blocks' joints, weighted by their weight
+            block_joints, block_weights = zip(*tasks.gather(joints), strict=True)
+            joint = np.average(np.array(block_joints), axis=0, weights=block_weights)
+        self._store_binary_joint(joint)
 
     def _fit_classes_blocks(
         self,
@@ -451,10 +467,12 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         for name in _PER_ROW:
             setattr(self, name, self._rows_array(getattr(self, name), sizes))
 
-    def _rows_array(self, values: Any, sizes: tuple[int, ...], fill: float = 0.0) -> Any:
+    def _rows_array(
+        self, values: Any, sizes: tuple[int, ...], fill: float = 0.0, columns: int | None = None
+    ) -> Any:
         """A per-row attribute as a dask array chunked as the training rows: from the blocks'
-        futures, a numpy array on the client (one row per training row, any columns), or
-        (None) the constant ``fill``."""
+        futures (one value a row, or ``columns`` values), a numpy array on the client (one row
+        per training row, any columns), or (None) the constant ``fill``."""
         import dask.array as da
 
         if values is None:
@@ -463,13 +481,14 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             chunks = (sizes,) + tuple((n,) for n in values.shape[1:])
             return da.from_array(values, chunks=chunks).rechunk((self._train_chunks,) + chunks[1:])
         else:
+            tail = () if columns is None else (columns,)
             whole = da.concatenate(
                 [
-                    da.from_delayed(part, shape=(size,), dtype=np.float64)
+                    da.from_delayed(part, shape=(size, *tail), dtype=np.float64)
                     for part, size in zip(values, sizes, strict=True)
                 ]
             )
-        return whole.rechunk((self._train_chunks,))
+        return whole.rechunk({0: self._train_chunks})
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X) -> Any:
@@ -578,6 +597,20 @@ class DaskVIBoostClassifier(VIBoostClassifier):
 
 def _item(pair: tuple, index: int) -> Any:
     return pair[index]
+
+
+def _label_posteriors(
+    block: blocks.TrainingBlock, noise: tuple, noise_model: bool
+) -> tuple[np.ndarray, tuple[np.ndarray, float]]:
+    """Two classes, in-sample: the block's ``true_class_proba_`` rows (from its rows'
+    probabilities of a wrong label, ``noise`` from :func:`~viboost.dask.blocks.in_sample_noise`;
+    zeros without the noise model, as ``mislabel_proba_``), and the joint of its given and true
+    labels with its weight, by the in-memory estimator's formulas."""
+    y_index = (block.y > 0).astype(np.intp)
+    wrong = noise[1] if noise_model else np.zeros(block.n_rows)
+    proba = VIBoostClassifier._binary_true_class_proba(wrong, y_index)
+    weight = block.sample_weight
+    return proba, (joint_of(proba, y_index, weight), float(weight.sum()))
 
 
 def _block_margin(X: np.ndarray, predictor: EnsemblePredictor) -> np.ndarray:
