@@ -414,8 +414,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         posteriors = tasks.submit(
             _label_posteriors, training, parts, noise_model=bool(self.noise_model)
         )
-        sums = np.sum([s for *_, s in tasks.gather(parts)], axis=0)
         client = tasks.client
+        # Only the blocks' sums come to the client; the per-row parts stay on the workers.
+        sums = np.sum(tasks.gather([client.submit(_item, p, 2, pure=False) for p in parts]), 0)
         phi = [client.submit(_item, part, 0, pure=False) for part in parts]
         mislabel = [client.submit(_item, part, 1, pure=False) for part in parts]
         true_class = [client.submit(_item, part, 0, pure=False) for part in posteriors]
