@@ -136,11 +136,14 @@ def test_a_trees_rows_moved_by_leaf_are_moved_by_their_outputs(clean, labels) ->
     weight = rng.integers(0, 3, n).astype(float)
     by_leaf = RowMargins(y, weight, rng.standard_normal(n))
     by_row = RowMargins(y, weight, by_leaf.margin.copy())
+    moved = RowMargins(y, weight, by_leaf.margin.copy())  # margins only (the K-class coupling)
     for _ in range(5):
         leaf = rng.integers(0, 8, n)
         values = rng.standard_normal(8)
         alpha = float(rng.uniform(0.1, 0.5))
         got = by_leaf.add(alpha, values, clean, 1.0, False, unit=False, leaf=leaf)
         want = by_row.add(alpha, values[leaf], clean, 1.0, False, unit=False)
+        moved.move(alpha, values, leaf)
         assert np.array_equal(by_leaf.margin, by_row.margin)
+        assert np.array_equal(moved.margin, by_row.margin)
         assert np.array_equal(got.values, want.values) and got.total == want.total

@@ -22,11 +22,15 @@ def _other_class_margin_mp(row, k):
     [
         np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5], [3.0, 3.0, -1.0]]),
         np.array([[800.0, 0.0, -800.0], [-1e4, 1e4, 0.0], [40.0, 40.0 + 1e-12, -5.0]]),
+        # the top class's sum on either side of the 600 gap where its reference changes
+        np.array([[0.0, -599.0, -650.0], [0.0, -601.0, -601.5], [5.0, -595.0, -2000.0]]),
+        np.random.default_rng(7).normal(scale=20.0, size=(40, 5)),
     ],
 )
 def test_other_class_margins_match_mpmath(f):
     g = other_class_margins(f)
-    expected = np.array([[_other_class_margin_mp(row, k) for k in range(3)] for row in f])
+    n_classes = f.shape[1]
+    expected = np.array([[_other_class_margin_mp(row, k) for k in range(n_classes)] for row in f])
     np.testing.assert_allclose(g, expected, rtol=1e-13, atol=1e-13)
 
 

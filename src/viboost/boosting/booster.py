@@ -373,18 +373,24 @@ class InMemoryRows:
         learners: Sequence[BaseLearner],
         alphas: Sequence[float],
         cleans: Sequence[CleanLogOdds],
+        reweight: bool = True,
     ) -> None:
+        """The round's ``alpha h`` added to each ensemble, and the next round's weights; with
+        ``reweight=False`` the margins only (the caller resets them and calls :meth:`start`,
+        as :class:`~viboost.boosting.softmax.SoftmaxRows` does)."""
         weights = []
         for margins, learner, alpha, h, leaf, clean in zip(
             self._margins, learners, alphas, self._outputs, self._leaves, cleans, strict=True
         ):
-            if h is None:  # per-leaf weights: each row moves by its leaf's value
-                values = learner.leaf_values
+            values = learner.leaf_values if h is None else h  # per-leaf: by each row's leaf
+            if not reweight:
+                margins.move(alpha, values, leaf if h is None else None)
+            elif h is None:
                 step = margins.add(alpha, values, clean, self.tau, self.logistic, False, leaf)
                 weights.append(step)
             else:
                 weights.append(margins.add(alpha, h, clean, self.tau, self.logistic))
-        self._weights = weights
+        self._weights = weights if reweight else None
         self._outputs, self._leaves = [], []  # the round's, used: free them
 
     def margins(self, k: int = 0) -> np.ndarray:

@@ -326,6 +326,16 @@ class RowMargins:
         other._cache_ok = self._cache_ok
         return other
 
+    def move(self, alpha: float, h: np.ndarray, leaf: np.ndarray | None = None) -> None:
+        """``H += alpha h`` only (no weights: for a caller that resets the margins next, as
+        the K-class coupling does); ``leaf`` as in :meth:`add`. The cached exponentials are
+        dropped."""
+        step = alpha * np.asarray(h, dtype=np.float64)
+        self.margin += step if leaf is None else step[leaf]
+        self._exp_knot = None
+        self.knot_range = None
+        self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
+
     def reset(self, margin: np.ndarray) -> None:
         """Replace the margins ``H`` (in place; the cached exponentials are dropped)."""
         self.margin[:] = margin

@@ -49,10 +49,12 @@ def other_class_margins(f: np.ndarray) -> np.ndarray:
     """``G_k = F_k - log sum_{j != k} exp F_j`` for every row and class (shape (n, K)), so that
     ``sigmoid(G_k) = softmax_k(F)``; no overflow or cancellation however large the margins.
 
-    Each sum is taken relative to the largest of its terms: for the classes other than the
-    row's largest, that is the row's largest margin (and the sum is at least 1, so removing
-    class k's term loses no digits); for the row's largest class, the second largest. One
-    compiled pass over the rows (the same values for any number of threads).
+    Each sum is taken relative to the row's largest margin M, with one exponential per class:
+    for the classes other than the row's largest the sum is at least 1, so removing class k's
+    term loses no digits; for the row's largest class it is led by the second largest term,
+    a normal number unless the two margins are more than 600 apart, in which case that sum is
+    taken relative to the second largest margin instead. One compiled pass over the rows (the
+    same values for any number of threads).
     """
     f = np.ascontiguousarray(f, dtype=np.float64)
     out = np.empty_like(f)
@@ -75,17 +77,33 @@ def _other_class_margins(f, out):  # pragma: no cover - compiled
         for k in range(n_classes):
             if k != top and f[i, k] > second:
                 second = f[i, k]
-        total = 0.0  # sum_j e^(F_j - M) >= 1
-        rest = 0.0  # sum_{j != top} e^(F_j - second) >= 1
+        # e_k = exp(F_k - M), kept in out[i] meanwhile: one exponential per class.
+        total = 0.0  # sum_j e_j >= 1 (e_top = 1)
+        rest = 0.0  # sum_{j != top} e_j, led by e_second
         for k in range(n_classes):
-            total += math.exp(f[i, k] - first)
+            e = math.exp(f[i, k] - first)
+            out[i, k] = e
+            total += e
             if k != top:
-                rest += math.exp(f[i, k] - second)
+                rest += e
+        if second - first > _REST_REACH:  # e_second is a normal number: rest is exact enough
+            top_term = math.log(rest) + first
+        else:  # far apart: the sum relative to the second largest margin
+            rest = 0.0
+            for k in range(n_classes):
+                if k != top:
+                    rest += math.exp(f[i, k] - second)
+            top_term = math.log(rest) + second
         for k in range(n_classes):
             if k == top:
-                out[i, k] = f[i, k] - (math.log(rest) + second)
+                out[i, k] = f[i, k] - top_term
             else:
-                out[i, k] = f[i, k] - (math.log(total - math.exp(f[i, k] - first)) + first)
+                out[i, k] = f[i, k] - (math.log(total - out[i, k]) + first)
+
+
+# Below this gap (second largest minus largest margin) e^(second - largest) nears the
+# smallest normal double (e^-708): the top class's sum is then taken relative to the second.
+_REST_REACH = -600.0
 
 
 class SoftmaxRows:
@@ -163,7 +181,7 @@ class SoftmaxRows:
         """Each class's ``alpha h`` added to its ``F_k``; then every ``G_k`` from the new ``F``
         and the next round's search weights."""
         rows = self._rows
-        rows.add(learners, alphas, cleans)
+        rows.add(learners, alphas, cleans, reweight=False)  # the weights follow from G below
         for g in range(self.n_groups):
             f, before = self._f[g], self._g[g]
             for k in range(self.n_classes):
