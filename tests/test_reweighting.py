@@ -147,3 +147,17 @@ def test_a_trees_rows_moved_by_leaf_are_moved_by_their_outputs(clean, labels) ->
         assert np.array_equal(by_leaf.margin, by_row.margin)
         assert np.array_equal(moved.margin, by_row.margin)
         assert np.array_equal(got.values, want.values) and got.total == want.total
+
+
+def test_the_weights_pass_finds_the_knots_range() -> None:
+    """RowMargins.scaled_weights records the (min, max) of -y H over the weighted rows, the
+    range compression.knot_range finds in its own pass."""
+    from viboost.variational.compression import knot_range
+
+    rng = np.random.default_rng(8)
+    n = 70_000
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    weight = rng.integers(0, 3, n).astype(float)
+    margins = RowMargins(y, weight, 3.0 * rng.standard_normal(n))
+    margins.scaled_weights(CleanLogOdds(2.0, 3.5, 1.0), 1.0, False)
+    assert margins.knot_range == knot_range(y, margins.margin, weight)

@@ -56,21 +56,29 @@ def _weights_kernel(
     ``s phi exp(tau u)``, or ``s phi sigma(u)`` when ``logistic``, with ``u = -y H``. With slope 1,
     ``1 / phi = 1 + A (1 + e^u)`` (``A = exp(-a_y)``, :func:`inverse_clean_proba`): one or two
     exponentials per row and no overflow, as ``log(phi e^{tau u}) <= M = max(tau u + min(0, a -
-    max(u, 0)))`` within 2 log 2. Returns the sum, accumulated over fixed chunks in a fixed order.
+    max(u, 0)))`` within 2 log 2. Returns the sum, accumulated over fixed chunks in a fixed order,
+    M, and the range of the knots u over the weighted rows (for
+    :func:`~viboost.variational.compression.compress_round`).
     """
     n = y.shape[0]
     n_chunks = min(_MAX_CHUNKS, max(1, (n + _CHUNK_ROWS - 1) // _CHUNK_ROWS))
     size = (n + n_chunks - 1) // n_chunks
     bound = np.full(n_chunks, -np.inf)
+    lows = np.full(n_chunks, np.inf)
+    highs = np.full(n_chunks, -np.inf)
     for c in numba.prange(n_chunks):
-        b = -np.inf
+        b, low, high = -np.inf, np.inf, -np.inf
         for i in range(c * size, min(n, (c + 1) * size)):
             if sample_weight[i] > 0.0:
                 u = -y[i] * margin[i]
+                low = min(low, u)
+                high = max(high, u)
                 a = offset_pos if y[i] > 0.0 else offset_neg
                 lead = min(0.0, u) if logistic else tau * u
                 b = max(b, lead + (min(0.0, a - max(u, 0.0)) if slope > 0.0 else 0.0))
         bound[c] = b
+        lows[c] = low
+        highs[c] = high
     log_bound = bound.max()
     inverse_odds_neg = math.exp(-offset_neg) if slope > 0.0 else 0.0
     inverse_odds_pos = math.exp(-offset_pos) if slope > 0.0 else 0.0
@@ -114,17 +122,19 @@ def _weights_kernel(
     total = 0.0
     for c in range(n_chunks):
         total += sums[c]
-    return total, log_bound
+    return total, log_bound, lows.min(), highs.max()
 
 
 class ScaledWeights(NamedTuple):
     """Stump-search weights up to a common factor: the weights are ``values * exp(log_scale)``
     and ``values`` sum to ``total``. Parts of the rows (blocks of a distributed fit) each give
-    their own; :meth:`normalized` is the weights of the rows of one part alone."""
+    their own; :meth:`normalized` is the weights of the rows of one part alone. ``knot_range``:
+    (min, max) of the knots ``-y H`` over the weighted rows when found on the way, else None."""
 
     values: np.ndarray
     log_scale: float
     total: float
+    knot_range: tuple[float, float] | None = None
 
     def normalized(self) -> np.ndarray:
         """The weights divided by their sum (in place)."""
@@ -170,12 +180,12 @@ def scaled_search_weights(
     else:
         offset_neg, offset_pos = clean.offset_neg, clean.offset_pos
     if max(abs(offset_neg), abs(offset_pos)) < _OFFSET_REACH:
-        total, log_bound = _weights_kernel(
+        total, log_bound, low, high = _weights_kernel(
             y, margin, sample_weight, offset_neg, offset_pos, clean.slope, float(tau),
             logistic, out,
         )  # fmt: skip
         if total > 0.0 and np.isfinite(total):
-            return ScaledWeights(out, float(log_bound), float(total))
+            return ScaledWeights(out, float(log_bound), float(total), (float(low), float(high)))
     # Extreme odds: the same weights from their logs.
     log_clean, _ = clean.log_proba(y, margin)
     lead = log_expit(-y * margin) if logistic else -tau * y * margin
@@ -348,8 +358,13 @@ class RowMargins:
         return self.scaled_weights(clean, tau, logistic).normalized()
 
     def scaled_weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> ScaledWeights:
-        """:meth:`weights` before normalisation (:func:`scaled_search_weights`)."""
-        return scaled_search_weights(self.y, self.margin, self.sample_weight, clean, tau, logistic)
+        """:meth:`weights` before normalisation (:func:`scaled_search_weights`); records the
+        knots' range when it comes with them."""
+        scaled = scaled_search_weights(
+            self.y, self.margin, self.sample_weight, clean, tau, logistic
+        )
+        self.knot_range = scaled.knot_range  # of the current margins, or None: unknown
+        return scaled
 
     def add_and_reweight(
         self,

@@ -154,6 +154,9 @@ class SoftmaxRows:
             labels[0],
             class_weights,
             class_margins,
+            # Held-out rows per class ensemble: a fold's learners are then never kept (no
+            # covers are recorded for them), as for two classes.
+            validation=None if validation is None else np.repeat(validation, self.n_classes, 0),
             labels=class_labels_,
         )
 
