@@ -145,3 +145,40 @@ def test_core_model_score_is_the_softmax_log_likelihood():
 def test_bad_margin_shape_is_named():
     with pytest.raises(ValueError, match="margin must have shape"):
         calibrate_class_noise(np.array([0, 1]), np.zeros((2, 1)))
+
+
+def test_the_fit_is_the_mode_of_the_posterior_written_out():
+    """The fitted (logit theta, v, log b) is a stationary point of the log posterior written
+    here from the model (scipy, finite differences): a check of the compiled sums and the
+    closed-form gradient that the search follows."""
+    from scipy.special import log_expit, logsumexp
+
+    pi_true = np.array([0.4, 0.35, 0.25])
+    margin, _, y = _simulate(3000, 3, 0.75, pi_true, 1.5, seed=4)
+    weight = np.random.default_rng(5).uniform(0.5, 2.0, y.size)
+    priors = ModelPriors(noise_grade=1.5, clean=(2.0, 1.0))
+    fit = calibrate_class_noise(y, margin, weight, priors)
+
+    def log_likelihood(params):
+        u, v, log_b = params[0], params[1:-1], params[-1]
+        log_pi = log_softmax(np.concatenate([[0.0], v]))
+        theta, pi = expit(u), np.exp(log_pi)
+        c = np.log((1 / 3 - (1 - theta) * pi) / theta)  # the intercept: p0_k
+        log_p = log_softmax(np.exp(log_b) * margin + c, axis=1)[np.arange(y.size), y]
+        rows = logsumexp([np.log(theta) + log_p, np.log1p(-theta) + log_pi[y]], axis=0)
+        return float(weight @ rows)
+
+    def log_posterior(params):
+        u, log_b = params[0], params[-1]
+        log_pi = log_softmax(np.concatenate([[0.0], params[1:-1]]))
+        prior = 2.0 * log_expit(u) + 1.0 * log_expit(-u) + 1.5 * log_pi.sum() - log_b**2 / 18
+        return log_likelihood(params) + prior
+
+    params = np.asarray(fit.params, dtype=float)
+    step = 1e-5
+    gradient = [
+        (log_posterior(params + step * e) - log_posterior(params - step * e)) / (2 * step)
+        for e in np.eye(params.size)
+    ]
+    np.testing.assert_allclose(gradient, 0.0, atol=2e-3)  # the sums are of order 10^3
+    assert fit.log_likelihood == pytest.approx(log_likelihood(params), rel=1e-12)

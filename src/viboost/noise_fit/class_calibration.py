@@ -29,8 +29,10 @@ columns true) and the noise matrix ``P(given | true)``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, gammaln, log_expit, log_softmax, logit, logsumexp
@@ -90,20 +92,90 @@ def _intercept(logit_theta: float, log_pi: np.ndarray) -> tuple[np.ndarray, np.n
     return np.log(p0), dc_du, dc_dv
 
 
-def _row_terms(
-    params: np.ndarray, y: np.ndarray, margin: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: ``log p(y | H)``, phi (the probability that the label is true), the log of the
-    true-class probabilities ``softmax(F)`` (n, K), and ``F`` itself, at ``params``."""
+@numba.njit(cache=True)
+def _row_term(margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p):  # pragma: no cover
+    """Row n of the marginal likelihood: fills ``log_p`` (K,) with ``log softmax(F_n)``,
+    ``F_n = b H_n + c``, and returns ``log p(y_n | H_n) = log(theta p_{n y} + (1 - theta)
+    pi_y)`` and phi_n (the probability that the label is true)."""
+    n_classes = margin_row.shape[0]
+    top = -math.inf
+    for k in range(n_classes):
+        log_p[k] = b * margin_row[k] + c[k]
+        top = max(top, log_p[k])
+    total = 0.0
+    for k in range(n_classes):
+        total += math.exp(log_p[k] - top)
+    log_total = math.log(total)
+    for k in range(n_classes):
+        log_p[k] = (log_p[k] - top) - log_total
+    log_signal = log_theta + log_p[yi]
+    log_noise = log_not_theta + log_pi_y
+    high, low = max(log_signal, log_noise), min(log_signal, log_noise)
+    row = high + math.log1p(math.exp(low - high))
+    return row, math.exp(log_signal - row)
+
+
+@numba.njit(cache=True)
+def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cover - compiled
+    """:func:`_row_term` of every row: ``log p(y | H)``, phi and ``log softmax(F)`` (n, K)."""
+    n = y.shape[0]
+    row = np.empty(n)
+    clean = np.empty(n)
+    log_p = np.empty(margin.shape)
+    for i in range(n):
+        row[i], clean[i] = _row_term(
+            margin[i], y[i], b, c, log_theta, log_not_theta, log_pi[y[i]], log_p[i]
+        )
+    return row, clean, log_p
+
+
+@numba.njit(cache=True)
+def _objective_sums(
+    y, margin, weight, b, c, log_theta, log_not_theta, log_pi
+):  # pragma: no cover - compiled
+    """The weighted sums over rows that :func:`_objective` needs, in one pass: of ``log p(y |
+    H)``, phi, the weights, ``g . H`` and ``1 - phi``, and per class of ``g`` and of ``1 - phi``
+    on the rows labelled with it; ``g_k = phi (1{y = k} - p_k)``."""
+    n, n_classes = margin.shape
+    log_p = np.empty(n_classes)
+    by_class_g = np.zeros(n_classes)
+    by_class_noise = np.zeros(n_classes)
+    value = clean_sum = weight_sum = gh_sum = noise_sum = 0.0
+    for i in range(n):
+        yi, w = y[i], weight[i]
+        row, clean = _row_term(margin[i], yi, b, c, log_theta, log_not_theta, log_pi[yi], log_p)
+        value += w * row
+        clean_sum += w * clean
+        weight_sum += w
+        gh = 0.0
+        for k in range(n_classes):
+            g = clean * ((1.0 if k == yi else 0.0) - math.exp(log_p[k]))
+            by_class_g[k] += w * g
+            gh += g * margin[i, k]
+        gh_sum += w * gh
+        by_class_noise[yi] += w * (1.0 - clean)
+        noise_sum += w * (1.0 - clean)
+    return value, clean_sum, weight_sum, gh_sum, noise_sum, by_class_g, by_class_noise
+
+
+def _row_arguments(params: np.ndarray) -> tuple:
+    """``(b, c, log theta, log(1 - theta), log pi)`` of the row terms at ``params``."""
     logit_theta, log_pi, log_b = _unpack(params)
     c = _intercept(logit_theta, log_pi)[0]
-    f = np.exp(log_b) * margin + c
-    log_p = log_softmax(f, axis=1)
-    rows = np.arange(y.size)
-    log_signal = log_expit(logit_theta) + log_p[rows, y]
-    log_noise = log_expit(-logit_theta) + log_pi[y]
-    row = np.logaddexp(log_signal, log_noise)
-    return row, np.exp(log_signal - row), log_p, f
+    return (
+        math.exp(log_b), c, float(log_expit(logit_theta)), float(log_expit(-logit_theta)),
+        log_pi,
+    )  # fmt: skip
+
+
+def _row_terms(
+    params: np.ndarray, y: np.ndarray, margin: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: ``log p(y | H)``, phi (the probability that the label is true) and the log of
+    the true-class probabilities ``softmax(F)`` (n, K), at ``params``."""
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    margin = np.ascontiguousarray(margin, dtype=np.float64)
+    return _rows(y, margin, *_row_arguments(params))
 
 
 def _objective(
@@ -125,17 +197,17 @@ def _objective(
     logit_theta, log_pi, log_b = _unpack(params)
     theta = expit(logit_theta)
     pi = np.exp(log_pi)
-    c, dc_du, dc_dv = _intercept(logit_theta, log_pi)
-    row, clean, log_p, _ = _row_terms(params, y, margin)
-    onehot = np.zeros_like(log_p)
-    onehot[np.arange(y.size), y] = 1.0
-    g = clean[:, None] * (onehot - np.exp(log_p))  # d row / d F
-    wg = weight @ g  # (K,)
+    _, dc_du, dc_dv = _intercept(logit_theta, log_pi)
+    value_sum, clean_sum, weight_sum, gh_sum, noise_sum, wg, noise_by_class = _objective_sums(
+        np.ascontiguousarray(y, dtype=np.int64),
+        np.ascontiguousarray(margin, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64),
+        *_row_arguments(params),
+    )
     b = np.exp(log_b)
-    value_sum = float(weight @ row)
-    d_u = float(weight @ (clean - theta)) + float(wg @ dc_du)
-    d_b = b * float(weight @ np.einsum("nk,nk->n", g, margin))
-    d_v = (weight * (1.0 - clean)) @ (onehot[:, 1:] - pi[None, 1:]) + wg @ dc_dv
+    d_u = clean_sum - theta * weight_sum + float(wg @ dc_du)
+    d_b = b * gh_sum
+    d_v = noise_by_class[1:] - pi[1:] * noise_sum + wg @ dc_dv
     # theta ~ Beta(zeta) in logit coordinates; pi ~ Dirichlet(mu_0' 1) in the coordinates v
     # (Jacobian prod_k pi_k): mu_0' sum_k log pi_k; log b ~ N(0, sd^2).
     zeta1, zeta2 = priors.clean
