@@ -93,10 +93,12 @@ def _intercept(logit_theta: float, log_pi: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 @numba.njit(cache=True)
-def _row_term(margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p):  # pragma: no cover
-    """Row n of the marginal likelihood: fills ``log_p`` (K,) with ``log softmax(F_n)``,
-    ``F_n = b H_n + c``, and returns ``log p(y_n | H_n) = log(theta p_{n y} + (1 - theta)
-    pi_y)`` and phi_n (the probability that the label is true)."""
+def _row_term(
+    margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p, p
+):  # pragma: no cover - compiled
+    """Row n of the marginal likelihood: fills ``log_p`` and ``p`` (K,) with ``log softmax(F_n)``
+    and ``softmax(F_n)``, ``F_n = b H_n + c``, and returns ``log p(y_n | H_n) = log(theta
+    p_{n y} + (1 - theta) pi_y)`` and phi_n (the probability that the label is true)."""
     n_classes = margin_row.shape[0]
     top = -math.inf
     for k in range(n_classes):
@@ -104,10 +106,12 @@ def _row_term(margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p): 
         top = max(top, log_p[k])
     total = 0.0
     for k in range(n_classes):
-        total += math.exp(log_p[k] - top)
+        p[k] = math.exp(log_p[k] - top)
+        total += p[k]
     log_total = math.log(total)
     for k in range(n_classes):
         log_p[k] = (log_p[k] - top) - log_total
+        p[k] /= total
     log_signal = log_theta + log_p[yi]
     log_noise = log_not_theta + log_pi_y
     high, low = max(log_signal, log_noise), min(log_signal, log_noise)
@@ -122,9 +126,10 @@ def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cove
     row = np.empty(n)
     clean = np.empty(n)
     log_p = np.empty(margin.shape)
+    p = np.empty(margin.shape[1])
     for i in range(n):
         row[i], clean[i] = _row_term(
-            margin[i], y[i], b, c, log_theta, log_not_theta, log_pi[y[i]], log_p[i]
+            margin[i], y[i], b, c, log_theta, log_not_theta, log_pi[y[i]], log_p[i], p
         )
     return row, clean, log_p
 
@@ -138,18 +143,19 @@ def _objective_sums(
     on the rows labelled with it; ``g_k = phi (1{y = k} - p_k)``."""
     n, n_classes = margin.shape
     log_p = np.empty(n_classes)
+    p = np.empty(n_classes)
     by_class_g = np.zeros(n_classes)
     by_class_noise = np.zeros(n_classes)
     value = clean_sum = weight_sum = gh_sum = noise_sum = 0.0
     for i in range(n):
         yi, w = y[i], weight[i]
-        row, clean = _row_term(margin[i], yi, b, c, log_theta, log_not_theta, log_pi[yi], log_p)
+        row, clean = _row_term(margin[i], yi, b, c, log_theta, log_not_theta, log_pi[yi], log_p, p)
         value += w * row
         clean_sum += w * clean
         weight_sum += w
         gh = 0.0
         for k in range(n_classes):
-            g = clean * ((1.0 if k == yi else 0.0) - math.exp(log_p[k]))
+            g = clean * ((1.0 if k == yi else 0.0) - p[k])
             by_class_g[k] += w * g
             gh += g * margin[i, k]
         gh_sum += w * gh
