@@ -3,6 +3,7 @@ the accurate VersatileLogistic.log_normalizer and VersatileLogistic.mode."""
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 import pytest
 from oracles import random_round_rows
@@ -96,3 +97,38 @@ def test_unit_slope_mode_of_a_beta_type_density_from_a_start_above_it():
     mode, curvature = unit_slope_mode(slope_sign, knot, weight, 7.0)
     assert mode == pytest.approx(np.log(1.5), rel=1e-10)
     assert curvature == pytest.approx(5.0 * 0.6 * 0.4, rel=1e-12)
+
+
+def test_extreme_multiplicities_fall_back_and_match_laplace():
+    """Multiplicities near 1e71 (met with sample weights of 1e300): the order-24 expansion's
+    trapezoid walk would need ~1e20 steps of 1e-21 (it took seconds and returned inf); it now
+    gives up after a bounded number of steps, and the normaliser that the ELBO uses equals the
+    Laplace value computed here with mpmath (exact far below float precision at this width)."""
+    slope_sign = np.array([-1.0, 1.0, -1.0, 1.0, 1.0, 1.0])
+    knot = np.array([0.0, 0.0, 502.69210205, -502.69210205, -502.69210205, -502.69210205])
+    weight = np.array([1.0, 1.0, 3.32260756e38, 3.33268138e39, 1.56903239e71, 3.33268138e39])
+    fast = unit_slope_log_normalizer(slope_sign, knot, weight, start=-427.457)
+    # The same terms as a weight posterior (prior weight 1, h = 1): S.5.1's normaliser, which
+    # falls back to the adaptive quadrature when the compiled one declines.
+    y = slope_sign[2:]
+    value = log_normalizer_c(y, -knot[2:] / y, np.ones(4), weight[2:], 1.0, start=-427.457)
+    mpmath.mp.dps = 60
+
+    def g(c, order=0):
+        total = mpmath.mpf(0)
+        for s, k, w in zip(slope_sign, knot, weight, strict=True):
+            z = mpmath.mpf(k) - s * c
+            if order == 0:
+                total += w * mpmath.log1p(mpmath.exp(z))
+            elif order == 1:
+                total += -s * w / (1 + mpmath.exp(-z))
+            else:
+                total += w / (1 + mpmath.exp(-z)) / (1 + mpmath.exp(z))
+        return total
+
+    mode = mpmath.mpf(-427.457)
+    for _ in range(60):  # Newton on g' (g is convex), at 60 digits
+        mode -= g(mode, 1) / g(mode, 2)
+    laplace = -g(mode) + 0.5 * mpmath.log(2 * mpmath.pi / g(mode, 2))
+    assert np.isnan(fast) or fast == pytest.approx(float(laplace), rel=1e-12)
+    assert value == pytest.approx(float(laplace), rel=1e-12)

@@ -117,6 +117,11 @@ def unit_slope_mode(slope_sign, knot, weight, start, expansion_point=False):  # 
     return c, np.nan
 
 
+#: Most trapezoid steps on each side of the mode in the Taylor normaliser (it returns NaN beyond,
+#: and the direct rule, bounded by its own node count, takes over).
+_TAYLOR_MAX_STEPS = 10_000
+
+
 @numba.njit(cache=True)
 def _taylor_log_normalizer(slope_sign, knot, weight, start, polys, reach, rise):  # pragma: no cover
     """log of the integral of exp(-g), g(c) = sum_k w_k softplus(knot_k - slope_k c); NaN if the
@@ -168,7 +173,10 @@ def _taylor_log_normalizer(slope_sign, knot, weight, start, polys, reach, rise):
     total = 0.0
     for side in (-1.0, 1.0):
         x = 0.0
-        while True:
+        # A polynomial that rises like its quadratic term reaches ``rise`` within about
+        # 10 sqrt(2 rise) ~ 90 steps; one that has not after _TAYLOR_MAX_STEPS (higher terms
+        # cancelling the quadratic one: extreme multiplicities) is not trusted.
+        for _ in range(_TAYLOR_MAX_STEPS):
             x += step
             if x > reach:
                 return np.nan
@@ -176,7 +184,11 @@ def _taylor_log_normalizer(slope_sign, knot, weight, start, polys, reach, rise):
             total += math.exp(-r)
             if r >= rise:
                 break
+        else:
+            return np.nan
     total += math.exp(-rise_at(0.0))
+    if not (math.isfinite(total) and total > 0.0):
+        return np.nan
     return -coef[0] + math.log(total * step)
 
 
