@@ -92,6 +92,19 @@ def _assert_same_learners(got: list, want: list) -> None:
             )
 
 
+def _fit_weighted_both(client, params, X, y, weight, chunk: int, block_size: int) -> tuple:
+    """The in-memory fit and the Dask fit (input in chunks of ``chunk`` rows) of the same
+    weighted rows, both with ``random_state=0``."""
+    want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
+    got = DaskVIBoostClassifier(random_state=0, client=client, block_size=block_size, **params)
+    got.fit(
+        da.from_array(X, chunks=(chunk, X.shape[1])),
+        da.from_array(y, chunks=chunk),
+        da.from_array(weight, chunks=chunk),
+    )
+    return want, got
+
+
 def _assert_same_model(got, want, client=None, X=None) -> None:
     _assert_same_learners(got.estimators_, want.estimators_)
     np.testing.assert_allclose(got.alphas_, want.alphas_, rtol=RTOL)
@@ -184,13 +197,7 @@ def test_trees_fitted_in_sample_match_in_memory(two_workers, params):
     across summation orders."""
     X, y = _data(6000)
     weight = np.random.default_rng(5).uniform(0.5, 2.0, len(y))
-    want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
-    got = DaskVIBoostClassifier(random_state=0, client=two_workers, block_size=1500, **params)
-    got.fit(
-        da.from_array(X, chunks=(1200, 5)),
-        da.from_array(y, chunks=1200),
-        da.from_array(weight, chunks=1200),
-    )
+    want, got = _fit_weighted_both(two_workers, params, X, y, weight, 1200, 1500)
     _assert_same_model(got, want, X=X)
     assert max(tree.n_leaves for tree in got.estimators_) > 2
 
@@ -518,13 +525,7 @@ def test_two_classes_carry_the_posteriors_of_the_true_classes(two_workers, param
     rng = np.random.default_rng(4)
     weight = rng.uniform(0.5, 2.0, len(y))
     weight[rng.random(len(y)) < 0.1] = 0.0
-    want = VIBoostClassifier(random_state=0, **params).fit(X, y, sample_weight=weight)
-    got = DaskVIBoostClassifier(random_state=0, client=two_workers, block_size=500, **params)
-    got.fit(
-        da.from_array(X, chunks=(450, 5)),
-        da.from_array(y, chunks=450),
-        da.from_array(weight, chunks=450),
-    )
+    want, got = _fit_weighted_both(two_workers, params, X, y, weight, 450, 500)
     _assert_same_model(got, want)
     assert got.plan_ == want.plan_
     assert got.plan_.noise_fit == ("in-sample" if params.get("preset") == "paper" else "cross-fit")

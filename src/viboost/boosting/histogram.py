@@ -138,14 +138,17 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
 
 
 @threaded_kernel(cache=True)
-def _node_histograms(binned, columns, rows, starts, stops, stats, partial, out):  # pragma: no cover
+def _node_histograms(
+    binned, columns, rows, starts, stops, first, size, stats, partial, out
+):  # pragma: no cover - compiled
     """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
     order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
     3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. Every node's fixed chunks
-    (:func:`_node_chunks`) are filled in one parallel loop, each into its own slice of
-    ``partial`` (shape ``(chunks, d, n_slots, 3)``, any values), and summed per node in chunk
-    order into ``out`` (shape ``(n_nodes, d, n_slots, 3)``), which is returned; with one chunk
-    per node, ``partial`` holds the histograms and is returned (``out`` is not used).
+    (``first``, ``size``: :func:`_node_chunks`) are filled in one parallel loop, each into its
+    own slice of ``partial`` (shape ``(chunks, d, n_slots, 3)``, any values), and summed per
+    node in chunk order into ``out`` (shape ``(n_nodes, d, n_slots, 3)``), which is returned;
+    with one chunk per node, ``partial`` holds the histograms and is returned (``out`` is not
+    used).
 
     A chunk of a dense node (at least :data:`_DENSE_NODE` of all rows) is read row by row from
     ``binned``; one of a sparse node reads ``columns`` (``binned.T``, C-contiguous; empty:
@@ -155,7 +158,6 @@ def _node_histograms(binned, columns, rows, starts, stops, stats, partial, out):
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
     n_nodes = starts.shape[0]
-    first, size = _node_chunks(starts, stops)
     by_columns = columns.shape[1] == n_samples and n_samples > 0
     # Indexed (feature, slot, statistic): the compiled loop runs about twice as fast as with
     # flat offsets j * stride + 3 * slot (measured, numba 0.6x).
@@ -232,7 +234,8 @@ def node_histograms(
     kernel = _node_histograms
     if int(np.sum(stops - starts)) <= _NODE_CHUNK_ROWS:
         kernel = _node_histograms.serial
-    n_units = int(_node_chunks(starts, stops)[0][-1])
+    first, size = _node_chunks(starts, stops)
+    n_units = int(first[-1])
     n_nodes = starts.shape[0]
     shape = (binned.shape[1], int(n_slots), 3)
     one_chunk_each = n_units == n_nodes  # then the partials are the histograms
@@ -240,16 +243,18 @@ def node_histograms(
         raise ValueError(f"columns must be binned.T, shape {binned.shape[::-1]}")
     if columns is None or not columns.flags.c_contiguous:  # every node read row by row
         columns = np.empty((0, 0), dtype=binned.dtype)
+    lent = None  # partial sums taken from scratch for this call only
     if scratch is None:
-        out = np.empty((0 if one_chunk_each else n_nodes, *shape))
         partial = np.empty((n_units, *shape))
-        return kernel(binned, columns, rows, starts, stops, stats, partial, out)
-    if one_chunk_each:
+        out = np.empty((0 if one_chunk_each else n_nodes, *shape))
+    elif one_chunk_each:
         partial = scratch.take((n_units, *shape), hold=True)
-        return kernel(binned, columns, rows, starts, stops, stats, partial, partial[:0])
-    partial = scratch.take((n_units, *shape))
-    try:
+        out = partial[:0]
+    else:
+        partial = lent = scratch.take((n_units, *shape))
         out = scratch.take((n_nodes, *shape), hold=True)
-        return kernel(binned, columns, rows, starts, stops, stats, partial, out)
+    try:
+        return kernel(binned, columns, rows, starts, stops, first, size, stats, partial, out)
     finally:
-        scratch.give(partial)
+        if lent is not None:
+            scratch.give(lent)

@@ -164,10 +164,9 @@ def _objective_sums(
     return value, clean_sum, weight_sum, gh_sum, noise_sum, by_class_g, by_class_noise
 
 
-def _row_arguments(params: np.ndarray) -> tuple:
-    """``(b, c, log theta, log(1 - theta), log pi)`` of the row terms at ``params``."""
-    logit_theta, log_pi, log_b = _unpack(params)
-    c = _intercept(logit_theta, log_pi)[0]
+def _row_arguments(logit_theta: float, log_pi: np.ndarray, log_b: float, c: np.ndarray) -> tuple:
+    """``(b, c, log theta, log(1 - theta), log pi)``: the row terms' arguments, from the
+    unpacked parameters and the intercept ``c``."""
     return (
         math.exp(log_b), c, float(log_expit(logit_theta)), float(log_expit(-logit_theta)),
         log_pi,
@@ -181,7 +180,9 @@ def _row_terms(
     the true-class probabilities ``softmax(F)`` (n, K), at ``params``."""
     y = np.ascontiguousarray(y, dtype=np.int64)
     margin = np.ascontiguousarray(margin, dtype=np.float64)
-    return _rows(y, margin, *_row_arguments(params))
+    logit_theta, log_pi, log_b = _unpack(params)
+    c = _intercept(logit_theta, log_pi)[0]
+    return _rows(y, margin, *_row_arguments(logit_theta, log_pi, log_b, c))
 
 
 def _objective(
@@ -203,12 +204,12 @@ def _objective(
     logit_theta, log_pi, log_b = _unpack(params)
     theta = expit(logit_theta)
     pi = np.exp(log_pi)
-    _, dc_du, dc_dv = _intercept(logit_theta, log_pi)
+    c, dc_du, dc_dv = _intercept(logit_theta, log_pi)
     value_sum, clean_sum, weight_sum, gh_sum, noise_sum, wg, noise_by_class = _objective_sums(
         np.ascontiguousarray(y, dtype=np.int64),
         np.ascontiguousarray(margin, dtype=np.float64),
         np.ascontiguousarray(weight, dtype=np.float64),
-        *_row_arguments(params),
+        *_row_arguments(logit_theta, log_pi, log_b, c),
     )
     b = np.exp(log_b)
     d_u = clean_sum - theta * weight_sum + float(wg @ dc_du)
