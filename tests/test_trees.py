@@ -507,6 +507,11 @@ def test_node_histograms_by_columns_equal_by_rows_and_a_reference(share: float) 
     by_rows = node_histograms(binned, rows, starts, stops, stats, 41)
     by_columns = node_histograms(binned, rows, starts, stops, stats, 41, columns=columns)
     assert np.array_equal(by_rows, by_columns)
+    # Without the counts: the same two statistics, bit for bit, and zeros for the counts.
+    for kwargs in ({}, {"columns": columns}):
+        uncounted = node_histograms(binned, rows, starts, stops, stats, 41, counted=False, **kwargs)
+        assert np.array_equal(uncounted[..., :2], by_rows[..., :2])
+        assert not uncounted[..., 2].any()
     slots = np.where(binned == 255, 40, binned)
     for r in range(2):
         part = rows[starts[r] : stops[r]]
@@ -550,3 +555,38 @@ def test_partition_without_copy_back_leaves_the_same_order_in_the_buffers() -> N
         left = np.where(bins == 255, args[2][r], bins < args[1][r])
         want = np.concatenate([node[left], node[~left]])
         assert np.array_equal(kept_rows[start:stop], want) and n_left[r] == left.sum()
+
+
+def test_tree_search_reuses_its_roots_count_histogram() -> None:
+    """A search sums its root's count histogram once (the rows are the same every round) and
+    copies it into later roots: every later tree, and every root histogram, is the one a fresh
+    search (which sums the counts) grows, with sample weights as counts."""
+    from viboost.boosting.tree_search import TreeSearch
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    X = rng.standard_normal((n, 5))
+    X[rng.random((n, 5)) < 0.05] = np.nan
+    y = np.where(X[:, 0] + np.nan_to_num(X[:, 1]) * X[:, 2] > 0, 1.0, -1.0)
+    active = rng.random(n) < 0.8
+    s = rng.integers(1, 4, n).astype(float)
+    kw = dict(max_leaf_nodes=8, min_samples_leaf=20, random_state=0, sample_weight=s)
+    reused = TreeSearch(X, active, **kw)
+    for round_ in range(3):
+        w = rng.random(n) * active
+        w /= w.sum()
+        margin = rng.standard_normal(n)
+        tree, _ = reused.best(w, y, margin, 2.0)
+        assert reused._root_counts is not None
+        fresh = TreeSearch(X, active, **kw)
+        want, _ = fresh.best(w, y, margin, 2.0)
+        assert np.array_equal(tree.nodes, want.nodes), round_
+        np.testing.assert_array_equal(reused._root_counts, fresh._root_counts)
+    # The cached counts are those of the root: per feature, the active rows' weights by bin.
+    slots = np.where(reused.binned_ == 255, reused._n_slots - 1, reused.binned_)
+    for j in range(5):
+        want = np.bincount(slots[active, j], weights=s[active], minlength=reused._n_slots)
+        np.testing.assert_allclose(reused._root_counts[j], want, rtol=0, atol=1e-9)
+    # A restricted search sums its own root's counts.
+    other = reused.restricted(active & (rng.random(n) < 0.5))
+    assert other._root_counts is None

@@ -578,9 +578,15 @@ def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
     return store
 
 
-def histograms_together(partitions: Sequence[RowPartition], nodes: Sequence[int]) -> np.ndarray:
+def histograms_together(
+    partitions: Sequence[RowPartition],
+    nodes: Sequence[int],
+    counts: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
     """The histograms of node ``nodes[i]`` of ``partitions[i]`` (stacked partitions), in one
-    pass, shape ``(len(nodes), n_features, n_slots, 3)``."""
+    pass, shape ``(len(nodes), n_features, n_slots, 3)``. ``counts``: the nodes' count
+    histograms (shape ``(n_features, n_slots)`` each), when known (a root's, the same every
+    round): they are then copied in, not summed again (a quarter of the pass)."""
     store = _shared_store(partitions)
     bounds = np.array(
         [
@@ -590,10 +596,14 @@ def histograms_together(partitions: Sequence[RowPartition], nodes: Sequence[int]
         dtype=np.int64,
     ).reshape(-1, 2)
     part = partitions[0]
-    return node_histograms(
+    hists = node_histograms(
         part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
-        scratch=store.scratch, columns=part.columns,
+        scratch=store.scratch, columns=part.columns, counted=counts is None,
     )  # fmt: skip
+    if counts is not None:
+        for hist, count in zip(hists, counts, strict=True):
+            hist[:, :, 2] = count
+    return hists
 
 
 def expand_together(

@@ -124,6 +124,9 @@ class TreeSearch:
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
         self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
+        # The root's count histogram (the same rows every round): summed by the first tree,
+        # then copied into every root's histogram (grower.histograms_together).
+        self._root_counts: np.ndarray | None = None
 
     @property
     def fits_intercept(self) -> bool:
@@ -216,7 +219,14 @@ class TreeSearch:
                 columns=first_search.binned_columns_,
                 scratch=scratch,
             )
-            roots = histograms_together(partitions, [0] * len(searches))
+            counts = [s._root_counts for s in searches]
+            known = all(c is not None for c in counts)
+            roots = histograms_together(
+                partitions, [0] * len(searches), counts if known else None
+            )
+            if not known:
+                for search, root in zip(searches, roots, strict=True):
+                    search._root_counts = root[:, :, 2].copy()
             growths = [
                 TreeGrowth(
                     root,
