@@ -221,9 +221,7 @@ class TreeSearch:
             )
             counts = [s._root_counts for s in searches]
             known = all(c is not None for c in counts)
-            roots = histograms_together(
-                partitions, [0] * len(searches), counts if known else None
-            )
+            roots = histograms_together(partitions, [0] * len(searches), counts if known else None)
             if not known:
                 for search, root in zip(searches, roots, strict=True):
                     search._root_counts = root[:, :, 2].copy()
