@@ -6,7 +6,12 @@ import pytest
 from scipy.special import softmax
 
 from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
-from viboost.noise_fit.class_calibration import calibrate_class_noise, joint_rates
+from viboost.noise_fit.class_calibration import (
+    calibrate_class_noise,
+    expected_joints,
+    joint_of,
+    joint_rates,
+)
 
 
 def _simulate(n, channel, scale, seed):
@@ -76,3 +81,20 @@ def test_interval_and_extremes():
     assert np.all(np.isfinite(fit.true_class_proba(np.array([2, 0]), huge)))
     with pytest.raises(ValueError, match="margin must have shape"):
         calibrate_class_channel(np.array([0, 1]), np.zeros((2, 1)))
+
+
+def test_joint_of_draws_match_the_posterior_written_out():
+    """The full channel's joints (the interval's compiled pass) are those of its posterior."""
+    margin, _, y = _simulate(2000, PAIRWISE, 1.5, seed=2)
+    weight = np.ones(y.size)
+    fit = calibrate_class_channel(y, margin)
+    rng = np.random.default_rng(0)
+    draws = [
+        ClassChannelCalibration.from_params(fit.params + 0.1 * rng.standard_normal(fit.params.size),
+                                            fit.covariance)
+        for _ in range(5)
+    ]  # fmt: skip
+    joints = expected_joints(y, margin, weight, [d.signal_and_channel() for d in draws])
+    for draw, joint in zip(draws, joints, strict=True):
+        want = joint_of(draw.true_class_proba(y, margin), y, weight)
+        np.testing.assert_allclose(joint, want, rtol=1e-11, atol=1e-15)

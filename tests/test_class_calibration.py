@@ -10,7 +10,10 @@ from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
     calibrate_class_noise,
     class_log_likelihood,
+    expected_joints,
+    joint_of,
     joint_rates,
+    rate_interval,
 )
 from viboost.variational.priors import ModelPriors
 
@@ -182,3 +185,37 @@ def test_the_fit_is_the_mode_of_the_posterior_written_out():
     ]
     np.testing.assert_allclose(gradient, 0.0, atol=2e-3)  # the sums are of order 10^3
     assert fit.log_likelihood == pytest.approx(log_likelihood(params), rel=1e-12)
+
+
+def test_expected_joints_of_draws_match_each_draws_posterior_written_out():
+    """The joints of many parameter draws in one compiled pass (the credible interval's) are
+    each draw's joint from its true-class posterior (numpy, log space), for any thread count;
+    and the interval is the quantiles of their rates (computed here from that reference)."""
+    from viboost._utils.parallel import numba_threads
+
+    pi = np.array([0.5, 0.3, 0.2])
+    margin, _, y = _simulate(3000, 3, 0.8, pi, 1.0, seed=7)
+    weight = np.random.default_rng(1).uniform(0.0, 2.0, y.size)
+    fit = calibrate_class_noise(y, margin, weight)
+    draws = fit.posterior_draws(40, random_state=3)
+    terms = [d.signal_and_channel() for d in draws]
+    with numba_threads(1):
+        one = expected_joints(y, margin, weight, terms)
+    with numba_threads(2):
+        two = expected_joints(y, margin, weight, terms)
+    np.testing.assert_array_equal(one, two)
+    reference = np.array([joint_of(d.true_class_proba(y, margin), y, weight) for d in draws])
+    np.testing.assert_allclose(one, reference, rtol=1e-11, atol=1e-15)
+    subset = np.arange(0, y.size, 3)
+    interval = rate_interval(fit, draws, y, margin, weight, subset, 0.8)
+    sub = (y[subset], margin[subset], weight[subset])
+    rates = np.array([joint_rates(joint_of(d.true_class_proba(*sub[:2]), sub[0], sub[2]))
+                      for d in draws])  # fmt: skip
+    rates += joint_rates(joint_of(fit.true_class_proba(y, margin), y, weight)) - joint_rates(
+        joint_of(fit.true_class_proba(*sub[:2]), sub[0], sub[2])
+    )
+    np.testing.assert_allclose(interval, np.quantile(rates, [0.1, 0.9], axis=0).T, atol=1e-12)
+    # Margins of any size: finite joints that still sum to one.
+    huge = expected_joints(y, 1e300 * np.sign(margin), weight, terms[:2])
+    assert np.all(np.isfinite(huge))
+    np.testing.assert_allclose(huge.sum(axis=(1, 2)), 1.0)

@@ -32,7 +32,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax, logsumexp
 
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.class_calibration import INTERVAL_ROWS, joint_of, joint_rates
+from viboost.noise_fit.class_calibration import INTERVAL_ROWS, expected_joints, rate_interval
 from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
 from viboost.variational.priors import ModelPriors
 
@@ -209,7 +209,14 @@ class ClassChannelCalibration:
 
     def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """The expected joint of given (rows) and true (columns) labels, (K, K)."""
-        return joint_of(self.true_class_proba(y, margin), y, sample_weight)
+        return expected_joints(y, margin, sample_weight, [self.signal_and_channel()])[0]
+
+    def signal_and_channel(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """``(b, c, log T)``: the true-class log-odds ``F = b H + c`` and the log channel."""
+        params = self.params
+        t, log_t = _channel(params, self.n_classes)
+        p0, _, held = _indifferent(t)
+        return float(np.exp(params[-1])), np.log(np.where(held, _P0_MIN, p0)), log_t
 
     def flip_rate_interval(
         self,
@@ -228,22 +235,11 @@ class ClassChannelCalibration:
         draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
         bounds = _bounds(self.n_classes)
         draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
-        subset = np.arange(y.size)
+        subset = None
         if y.size > INTERVAL_ROWS:
             subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
-        sub = (y[subset], margin[subset], sample_weight[subset])
-        rates = np.array(
-            [
-                joint_rates(ClassChannelCalibration.from_params(d, self.covariance).joint(*sub))
-                for d in draws
-            ]
-        )
-        if subset.size < y.size:
-            rates += joint_rates(self.joint(y, margin, sample_weight)) - joint_rates(
-                self.joint(*sub)
-            )
-        tail = (1.0 - level) / 2.0
-        return np.nanquantile(rates, [tail, 1.0 - tail], axis=0).T
+        draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in draws]
+        return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 
 
 def calibrate_class_channel(

@@ -30,13 +30,16 @@ columns true) and the noise matrix ``P(given | true)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numba
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, gammaln, log_expit, log_softmax, logit, logsumexp
 
+from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
 from viboost.variational.priors import ModelPriors
@@ -44,10 +47,13 @@ from viboost.variational.priors import ModelPriors
 __all__ = [
     "INTERVAL_ROWS",
     "ClassNoiseCalibration",
+    "KClassChannel",
     "calibrate_class_noise",
     "class_log_likelihood",
+    "expected_joints",
     "joint_of",
     "joint_rates",
+    "rate_interval",
 ]
 
 # As the binary calibration: a N(0, 3^2) prior on log b, the search box of (logit theta, the
@@ -338,7 +344,17 @@ class ClassNoiseCalibration:
     def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """The expected joint of given (rows) and true (columns) labels over these rows, as
         shares of their weight, (K, K)."""
-        return joint_of(self.true_class_proba(y, margin), y, sample_weight)
+        return expected_joints(y, margin, sample_weight, [self.signal_and_channel()])[0]
+
+    def signal_and_channel(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """``(b, c, log T)``: the true-class log-odds ``F = b H + c`` and the log channel
+        ``log T[j, i] = log P(given j | true i) = log(theta 1{i = j} + (1 - theta) pi_j)``."""
+        logit_theta, log_pi, log_b = _unpack(self.params)
+        c = _intercept(logit_theta, log_pi)[0]
+        log_noise = float(log_expit(-logit_theta)) + log_pi
+        log_channel = np.repeat(log_noise[:, None], log_pi.size, axis=1)
+        np.fill_diagonal(log_channel, np.logaddexp(float(log_expit(logit_theta)), log_noise))
+        return math.exp(log_b), c, log_channel
 
     def flip_rate_interval(
         self,
@@ -358,18 +374,11 @@ class ClassNoiseCalibration:
         control variate, as the binary calibration does).
         """
         draws = self.posterior_draws(n_draws, random_state)
-        subset = np.arange(y.size)
+        subset = None
         if y.size > INTERVAL_ROWS:
             rng = spawn_generator(random_state)
             subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
-        sub = (y[subset], margin[subset], sample_weight[subset])
-        rates = np.array([joint_rates(draw.joint(*sub)) for draw in draws])
-        if subset.size < y.size:
-            rates += joint_rates(self.joint(y, margin, sample_weight)) - joint_rates(
-                self.joint(*sub)
-            )
-        tail = (1.0 - level) / 2.0
-        return np.nanquantile(rates, [tail, 1.0 - tail], axis=0).T
+        return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None
@@ -391,6 +400,97 @@ def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -
     np.add.at(joint, y, sample_weight[:, None] * true_proba)
     total = float(sample_weight.sum())
     return joint / total if total > 0 else joint
+
+
+@threaded_kernel(cache=True)
+def _expected_joints(
+    y, margin, weight, scales, intercepts, log_channels
+):  # pragma: no cover - compiled
+    """Per parameter set d, the sum over rows of ``s_n 1{y_n = j} P_d(true = i | y_n, H_n)``
+    at ``[d, j, i]``, with ``P_d(true = i | y, H) = softmax_i(b_d H + c_d + log T_d[y, :])``
+    (the softmax of F times the channel's column of ``y``, normalised). Each d on one thread,
+    its rows in order: the same sums for any number of threads."""
+    n, n_classes = margin.shape
+    n_sets = scales.shape[0]
+    out = np.zeros((n_sets, n_classes, n_classes))
+    for d in numba.prange(n_sets):
+        s = np.empty(n_classes)
+        b = scales[d]
+        for i in range(n):
+            yi = y[i]
+            top = -math.inf
+            for k in range(n_classes):
+                s[k] = b * margin[i, k] + intercepts[d, k] + log_channels[d, yi, k]
+                top = max(top, s[k])
+            total = 0.0
+            for k in range(n_classes):
+                s[k] = math.exp(s[k] - top)
+                total += s[k]
+            share = weight[i] / total
+            for k in range(n_classes):
+                out[d, yi, k] += share * s[k]
+    return out
+
+
+def expected_joints(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    terms: Sequence[tuple[float, np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """The expected joint of given (rows) and true (columns) labels over these rows, as
+    shares of their weight, under each set of ``terms`` (``(b, c, log T)``, as
+    ``signal_and_channel`` gives them: the true class's posterior is proportional to
+    ``softmax_i(b H + c) T[y, i]``), shape (len(terms), K, K); one compiled pass per set, the
+    sets on threads from 16 of them."""
+    n_classes = margin.shape[1]
+    scales = np.array([t[0] for t in terms], dtype=np.float64)
+    intercepts = np.array([t[1] for t in terms], dtype=np.float64).reshape(-1, n_classes)
+    log_channels = np.array([t[2] for t in terms], dtype=np.float64)
+    log_channels = log_channels.reshape(-1, n_classes, n_classes)
+    kernel = _expected_joints if len(terms) >= 16 else _expected_joints.serial
+    joints = kernel(
+        np.ascontiguousarray(y, dtype=np.int64),
+        np.ascontiguousarray(margin, dtype=np.float64),
+        np.ascontiguousarray(sample_weight, dtype=np.float64),
+        scales, intercepts, log_channels,
+    )  # fmt: skip
+    total = float(np.sum(sample_weight))
+    return joints / total if total > 0 else joints
+
+
+class KClassChannel(Protocol):
+    """What :func:`rate_interval` needs of a K-class calibration (the paper's channel or the
+    full one): its signal model and channel, and the joint it implies."""
+
+    def signal_and_channel(self) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray: ...
+
+
+def rate_interval(
+    calibration: KClassChannel,
+    draws: Sequence[KClassChannel],
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    subset: np.ndarray | None,
+    level: float,
+) -> np.ndarray:
+    """Equal-tailed ``level`` credible intervals of :func:`joint_rates`, shape (K + 1, 2),
+    from parameter ``draws`` of a K-class calibration (each with ``signal_and_channel``):
+    the rates of each draw on the rows ``subset`` (None: all), plus, on a subset, the rates
+    at ``calibration`` on all rows minus those on the subset (a control variate)."""
+    rows = slice(None) if subset is None else subset
+    sub = (y[rows], margin[rows], sample_weight[rows])
+    joints = expected_joints(*sub, [draw.signal_and_channel() for draw in draws])
+    rates = np.array([joint_rates(joint) for joint in joints])
+    if subset is not None:
+        rates += joint_rates(calibration.joint(y, margin, sample_weight)) - joint_rates(
+            calibration.joint(*sub)
+        )
+    tail = (1.0 - level) / 2.0
+    return np.nanquantile(rates, [tail, 1.0 - tail], axis=0).T
 
 
 def joint_rates(joint: np.ndarray) -> np.ndarray:
