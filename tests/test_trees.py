@@ -519,6 +519,12 @@ def test_node_histograms_by_columns_equal_by_rows_and_a_reference(share: float) 
             expected = np.zeros((41, 3))
             np.add.at(expected, slots[part, j], stats[starts[r] : stops[r]])
             np.testing.assert_allclose(by_columns[r, j], expected, rtol=1e-10, atol=1e-10)
+    # With 256 slots the missing bin is slot 255 (no remapping): the same sums, moved there.
+    for kwargs in ({}, {"columns": columns}):
+        wide = node_histograms(binned, rows, starts, stops, stats, 256, **kwargs)
+        assert np.array_equal(wide[:, :, :40], by_rows[:, :, :40])
+        assert np.array_equal(wide[:, :, 255], by_rows[:, :, 40])
+        assert not wide[:, :, 40:255].any()
     with pytest.raises(ValueError, match="binned.T"):
         node_histograms(binned, rows, starts, stops, stats, 41, columns=binned)
 

@@ -159,6 +159,9 @@ def _node_histograms(
     n_samples, d = binned.shape
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
+    # With 256 slots the missing bin (255) is its own slot: no test a (row, feature) (the
+    # loop-invariant flag lets the compiler drop it; 10% of the pass, measured).
+    remap = missing_slot != 255
     n_nodes = starts.shape[0]
     by_columns = columns.shape[1] == n_samples and n_samples > 0
     # Indexed (feature, slot, statistic): the compiled loop runs about twice as fast as with
@@ -179,7 +182,7 @@ def _node_histograms(
                     n_k = stats[k, 2] if counted else 0.0
                     for j in range(j0, j1):
                         slot = np.int64(columns[j, i])
-                        if slot == 255:
+                        if remap and slot == 255:
                             slot = missing_slot
                         h[j, slot, 0] += a
                         h[j, slot, 1] += b
@@ -191,7 +194,7 @@ def _node_histograms(
                 row = binned[rows[k]]
                 for j in range(d):
                     slot = np.int64(row[j])
-                    if slot == 255:
+                    if remap and slot == 255:
                         slot = missing_slot
                     h[j, slot, 0] += a
                     h[j, slot, 1] += b
@@ -201,7 +204,7 @@ def _node_histograms(
             row = binned[rows[k]]
             for j in range(d):
                 slot = np.int64(row[j])
-                if slot == 255:
+                if remap and slot == 255:
                     slot = missing_slot
                 h[j, slot, 0] += a
                 h[j, slot, 1] += b
