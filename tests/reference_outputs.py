@@ -158,7 +158,11 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 #: saved in ``tests/data/reference_outputs_robust.npz`` from main at 1e96ddc, before the
 #: booster became one object (issue 20). The robust preset then fitted stumps at learning rate
 #: 0.1 with patience 100; since its defaults changed (trees in issue 21, learning rate and
-#: patience in issue 22) the configurations ask for those explicitly.
+#: patience in issue 22) the configurations ask for those explicitly. The refit's outputs
+#: (``n_rounds``, ``alphas``, the decision functions, and the margins and noise statistics of
+#: rows of zero weight, which take the refit's margins) were regenerated when the refit came to
+#: run the chosen count scaled by its share of the weight (``refit_round_count``, issue 22); the
+#: cross-fit's outputs are still 1e96ddc's.
 _STUMPS = {
     "max_leaf_nodes": 2,
     "leaf_weights": "tied",

@@ -84,7 +84,8 @@ def test_fit_predict_round_trip(easy_csv, tmp_path, capsys):
     model_path = tmp_path / "model.joblib"
     assert _fit(easy_csv, model_path) == 0
     out = _flat(capsys.readouterr().out)
-    assert "preset 'robust'" in out and "8 rounds (chosen by cross-fitting" in out
+    assert "preset 'robust'" in out and "8 rounds (refitted on all rows from the " in out
+    assert "chosen by cross-fitting, at most 8)" in out
     assert "Training accuracy" in out and str(model_path) in out
     assert re.search(r"Estimated share of wrong labels \d+\.\d% \(90% interval ", out), out
     assert "of true 0 rows labelled 1" in out and "noise grade xi" in out
@@ -200,7 +201,12 @@ def test_inspect(model_file, capsys):
     out = capsys.readouterr().out
     assert "preset: robust (noise_fit: cross-fit" in out
     assert "learning rate: 0.2, alpha: exact, noise model: on" in out
-    assert "rounds: 8 (chosen by cross-fitting, at most 8)" in out
+    model = joblib.load(model_file)
+    assert (
+        f"rounds: 8 (refitted on all rows from the {model.cv_best_rounds_} chosen by "
+        "cross-fitting, at most 8)" in out
+    )
+    assert f"at the chosen {model.cv_best_rounds_} rounds" in out
     assert "classes: 0, 1" in out
     assert re.search(r"share of wrong labels: \d+\.\d% \(90% interval ", out), out
     assert "calibration (empirical Bayes" in out and "theta (share of labels" in out

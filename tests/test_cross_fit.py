@@ -158,7 +158,8 @@ def test_cross_fitter_refits_on_clean_proba_and_scores_each_row_out_of_fold():
     folds = cross_fit_folds(3, y, s > 0, random_state=0)
     result = _cross_fitter(200, patience=30).fit(_make_rows(X, y), y, s, folds)
     assert result.n_rounds < 200 and result.n_rounds % CHECK_EVERY == 0
-    assert result.final.n_rounds == result.n_rounds
+    # The refit fits all rows, 3 / 2 of a fold booster's: 1.5 times the chosen count.
+    assert result.final.n_rounds == result.refit_rounds == round(1.5 * result.n_rounds)
     assert result.rounds[-1] - result.n_rounds >= 30  # stopped by patience
     np.testing.assert_array_equal(
         result.clean_proba, result.calibration.clean_proba(y, result.out_of_fold)
@@ -222,4 +223,21 @@ def test_cross_fit_progress_bar_ends_at_the_rounds_run_and_names_the_choice(monk
     cross, refit = bars
     assert cross.total == cross.n == result.rounds[-1] < 400
     assert cross.postfix == f"chose {result.n_rounds} rounds"
-    assert refit.desc == "VIBoost refit" and refit.total == refit.n == result.n_rounds
+    assert refit.desc == "VIBoost refit" and refit.total == refit.n == result.refit_rounds
+
+
+def test_refit_round_count_scales_by_the_weight_the_refit_fits():
+    """The refit's rounds: the chosen count times the total weight over a training fold's mean
+    weight, rounded, never fewer than chosen and at most n_estimators."""
+    from viboost.noise_fit.cross_fit import refit_round_count
+
+    s = np.ones(10)
+    s[0] = 5.0  # total 14
+    folds = [(np.arange(1, 10), np.arange(1)), (np.arange(5), np.arange(5, 10))]
+    # Training weights 9 and 9: 14 / 9 of the count.
+    assert refit_round_count(9, s, folds, 1000) == 14
+    assert refit_round_count(10, s, folds, 1000) == round(10 * 14 / 9)
+    assert refit_round_count(9, s, folds, 12) == 12  # capped
+    assert refit_round_count(0, s, folds, 1000) == 0
+    # Folds that hold every row (a splitter that trains on all): the count as chosen.
+    assert refit_round_count(7, s, [(np.arange(10), np.arange(10))], 1000) == 7

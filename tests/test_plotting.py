@@ -165,9 +165,10 @@ def test_plot_noise_paths_cross_fitted(robust):
     (ax,) = axes
     curve, chosen = ax.get_lines()[0], ax.get_lines()[-1]
     np.testing.assert_array_equal(curve.get_xdata(), robust.cv_rounds_)
-    assert chosen.get_xdata()[0] == len(robust.estimators_)
+    assert chosen.get_xdata()[0] == robust.cv_best_rounds_
+    assert f"refit on all rows: {len(robust.estimators_)}" in chosen.get_label()
     title = ax.get_title()
-    assert f"{len(robust.estimators_)} rounds chosen" in title and "SNR" in title
+    assert f"{robust.cv_best_rounds_} rounds chosen" in title and "SNR" in title
 
 
 def test_plot_noise_paths_without_noise_model_raises(data):
@@ -317,8 +318,8 @@ def test_plots_of_a_cross_fitted_tree_model(name, request, data):
     _assert_axes_array(axes, 1)
     (ax,) = axes
     np.testing.assert_array_equal(ax.get_lines()[0].get_xdata(), model.cv_rounds_)
-    assert ax.get_lines()[-1].get_xdata()[0] == n_rounds
-    assert f"{n_rounds} rounds chosen" in ax.get_title()
+    assert ax.get_lines()[-1].get_xdata()[0] == model.cv_best_rounds_
+    assert f"{model.cv_best_rounds_} rounds chosen" in ax.get_title()
     assert ax.get_xlabel() == "rounds (the intercept included)"
 
     ax = plot_clean_proba(model, flipped=flipped, bins=10)

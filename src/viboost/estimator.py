@@ -266,6 +266,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         The round counts scored while cross-fitting and the out-of-fold marginal log-likelihood
         of the labels at each (the logistic log-likelihood for the core model); empty when not
         cross-fitted.
+    cv_best_rounds_ : int
+        The round count chosen by cross-fitting (the fold boosters' best); the final ensemble
+        has that many times the refit's share of the weight over a fold booster's (1.25 with
+        ``cv=5``; :func:`~viboost.noise_fit.cross_fit.refit_round_count`), at most
+        ``n_estimators``. 0 when not cross-fitted.
     cv_decision_function_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
         The out-of-fold ``H`` (``F`` for K > 2 classes) of each training row at the chosen round
         count (for rows of zero weight, the final ensemble's); NaN when not cross-fitted.
@@ -468,6 +473,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.plan_ = resolve_preset(
                 self.preset, self.n_estimators, self.learning_rate, self.alpha, "in-sample"
             )
+        if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_best_rounds_"):
+            # Saved before the refit's rounds were scaled: it refitted the chosen count.
+            self.cv_best_rounds_ = len(self.estimators_) if np.size(self.cv_rounds_) else 0
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
         reject_non_numeric_columns(X)
@@ -683,6 +691,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.snr_path_ = np.full(n_rounds, np.nan)
         self.noise_grade_path_ = np.full(n_rounds, np.nan)
         self.cv_rounds_ = result.rounds
+        self.cv_best_rounds_ = int(result.n_rounds)
         self.cv_log_likelihood_ = result.scores
         self.noise_calibration_ = result.calibration
         self.noise_channel_ = (
@@ -786,6 +795,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self._n_train = y.shape[0]
         self._store_booster(result.final, priors)
         self.cv_rounds_ = result.rounds
+        self.cv_best_rounds_ = int(result.n_rounds)
         self.cv_log_likelihood_ = result.scores
         self.noise_calibration_ = result.calibration
         self.cv_decision_function_ = result.out_of_fold
@@ -835,6 +845,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """The flip rates implied by Algorithm 1's in-sample q(w) and the training margins: a
         ranking, not calibrated (no intervals)."""
         self.cv_rounds_ = np.empty(0, dtype=int)
+        self.cv_best_rounds_ = 0
         self.cv_log_likelihood_ = np.empty(0)
         self.cv_decision_function_ = np.full(y.shape[0], np.nan)
         self.noise_calibration_ = None

@@ -373,14 +373,16 @@ def _plot_paths(
 def _plot_cv(model: VIBoostClassifier, ax: Axes) -> Axes:
     rounds = np.asarray(model.cv_rounds_, dtype=int)
     score = np.asarray(model.cv_log_likelihood_, dtype=float)
-    chosen = len(model.estimators_)
+    chosen = int(model.cv_best_rounds_)
+    refit = len(model.estimators_)
     ax.plot(rounds, score, marker=".", color="tab:blue", label="out-of-fold log-likelihood")
     at = np.flatnonzero(rounds == chosen)
     ax.axvline(chosen, color="tab:red", linestyle="--", linewidth=1)
+    label = f"chosen: {chosen} rounds (refit on all rows: {refit})"
     if at.size:
-        ax.plot(chosen, score[at[0]], "o", color="tab:red", label=f"chosen: {chosen} rounds")
+        ax.plot(chosen, score[at[0]], "o", color="tab:red", label=label)
     else:
-        ax.plot([], [], "--", color="tab:red", label=f"chosen: {chosen} rounds")
+        ax.plot([], [], "--", color="tab:red", label=label)
     if model.noise_model and _multiclass(model):
         what = "marginal log-likelihood of the noise model"
         title = (

@@ -22,8 +22,10 @@
        best round count wins (at most ``n_estimators = 1000``; stopping after ``n_iter_no_change
        = 30`` rounds without a significant gain), and its calibration gives phi_n for every
        training row from a margin that row did not help fit;
-    2. *the final fit*: the same booster on all rows for that many rounds, each row counting
-       ``s_n phi_n`` times: the weight update of S.4.1 under the calibrated q(w).
+    2. *the final fit*: the same booster on all rows, each row counting ``s_n phi_n`` times
+       (the weight update of S.4.1 under the calibrated q(w)), for the chosen count scaled by
+       the refit's weight over a fold booster's (1.25 times it with 5 folds, at most
+       ``n_estimators``: :func:`~viboost.noise_fit.cross_fit.refit_round_count`).
 
     Measured in ``benchmarks/label_noise.md`` (why each choice, and what the alternatives did):
     shrinkage and the exact mode make the booster accurate; cross-fitting makes the noise

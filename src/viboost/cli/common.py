@@ -382,7 +382,10 @@ def rounds_phrase(model: VIBoostClassifier) -> str:
     n_rounds = len(model.estimators_)
     if not is_cross_fitted(model):
         return f"{n_rounds} rounds"
-    return f"{n_rounds} rounds (chosen by cross-fitting, at most {model.plan_.n_estimators})"
+    return (
+        f"{n_rounds} rounds (refitted on all rows from the {model.cv_best_rounds_} chosen by "
+        f"cross-fitting, at most {model.plan_.n_estimators})"
+    )
 
 
 # -------------------------------------------------------------------------------------------- plots

@@ -528,7 +528,7 @@ def _cross_fit_lines(model: VIBoostClassifier) -> list[str]:
         return []
     rounds = np.asarray(model.cv_rounds_)
     scores = np.asarray(model.cv_log_likelihood_, dtype=float)
-    n_rounds = len(model.estimators_)
+    n_rounds = int(model.cv_best_rounds_)
     chosen = np.flatnonzero(rounds == n_rounds)
     at = scores[chosen[0]] if chosen.size else float("nan")
     what = (
@@ -540,4 +540,6 @@ def _cross_fit_lines(model: VIBoostClassifier) -> list[str]:
         f"Cross-fitted log-likelihood (out-of-fold margins; {what}):",
         f"  {fmt(at, 8)} at the chosen {n_rounds} rounds; checked at {rounds.size} round "
         f"counts from {int(rounds[0])} to {int(rounds[-1])}, max {fmt(scores.max(), 8)}",
+        f"  refitted on all rows for {len(model.estimators_)} rounds (the chosen count scaled "
+        "by the refit's weight over a fold booster's)",
     ]

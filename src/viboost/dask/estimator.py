@@ -423,6 +423,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         joints = [client.submit(_item, part, 1, pure=False) for part in posteriors]
         self.clean_proba_ = self._rows_array(phi, sizes)
         self.cv_rounds_ = np.empty(0, dtype=int)
+        self.cv_best_rounds_ = 0
         self.cv_log_likelihood_ = np.empty(0)
         self.noise_calibration_ = None
         self.cv_decision_function_ = self._rows_array(None, sizes, fill=np.nan)
