@@ -96,5 +96,8 @@ def test_joint_of_draws_match_the_posterior_written_out():
     ]  # fmt: skip
     joints = expected_joints(y, margin, weight, [d.signal_and_channel() for d in draws])
     for draw, joint in zip(draws, joints, strict=True):
-        want = joint_of(draw.true_class_proba(y, margin), y, weight)
-        np.testing.assert_allclose(joint, want, rtol=1e-11, atol=1e-15)
+        # The posterior written out: softmax(b H + c) times the channel's row of the label.
+        p0 = np.linalg.solve(draw.channel, np.full(3, 1 / 3))
+        p = softmax(draw.scale * margin + np.log(p0), axis=1) * draw.channel[y]
+        want = joint_of(p / p.sum(axis=1, keepdims=True), y, weight)
+        np.testing.assert_allclose(joint, want, rtol=1e-10, atol=1e-15)

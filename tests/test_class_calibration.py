@@ -82,6 +82,9 @@ def test_row_terms_match_the_model_written_out():
     posterior = p * channel / (p * channel).sum(axis=1, keepdims=True)
     np.testing.assert_allclose(fit.true_class_proba(y, margin), posterior, rtol=1e-12)
     np.testing.assert_allclose(fit.mislabel_proba(y, margin), 1 - posterior[rows, y], rtol=1e-10)
+    b, c, log_channel = fit.signal_and_channel()
+    assert b == pytest.approx(1.7) and np.allclose(c, np.log(p0))
+    np.testing.assert_allclose(np.exp(log_channel), fit.channel, rtol=1e-12)
 
 
 def test_extreme_margins_stay_finite():
@@ -189,8 +192,8 @@ def test_the_fit_is_the_mode_of_the_posterior_written_out():
 
 def test_expected_joints_of_draws_match_each_draws_posterior_written_out():
     """The joints of many parameter draws in one compiled pass (the credible interval's) are
-    each draw's joint from its true-class posterior (numpy, log space), for any thread count;
-    and the interval is the quantiles of their rates (computed here from that reference)."""
+    each draw's joint from its true-class posterior written here with scipy's softmax, for any
+    thread count; and the interval is the quantiles of their rates (computed here)."""
     from viboost._utils.parallel import numba_threads
 
     pi = np.array([0.5, 0.3, 0.2])
@@ -204,15 +207,20 @@ def test_expected_joints_of_draws_match_each_draws_posterior_written_out():
     with numba_threads(2):
         two = expected_joints(y, margin, weight, terms)
     np.testing.assert_array_equal(one, two)
-    reference = np.array([joint_of(d.true_class_proba(y, margin), y, weight) for d in draws])
+
+    def posterior(draw, y, margin):
+        b, c, log_channel = draw.signal_and_channel()
+        return softmax(b * margin + c + log_channel[y], axis=1)
+
+    reference = np.array([joint_of(posterior(d, y, margin), y, weight) for d in draws])
     np.testing.assert_allclose(one, reference, rtol=1e-11, atol=1e-15)
     subset = np.arange(0, y.size, 3)
     interval = rate_interval(fit, draws, y, margin, weight, subset, 0.8)
     sub = (y[subset], margin[subset], weight[subset])
-    rates = np.array([joint_rates(joint_of(d.true_class_proba(*sub[:2]), sub[0], sub[2]))
+    rates = np.array([joint_rates(joint_of(posterior(d, *sub[:2]), sub[0], sub[2]))
                       for d in draws])  # fmt: skip
-    rates += joint_rates(joint_of(fit.true_class_proba(y, margin), y, weight)) - joint_rates(
-        joint_of(fit.true_class_proba(*sub[:2]), sub[0], sub[2])
+    rates += joint_rates(joint_of(posterior(fit, y, margin), y, weight)) - joint_rates(
+        joint_of(posterior(fit, *sub[:2]), sub[0], sub[2])
     )
     np.testing.assert_allclose(interval, np.quantile(rates, [0.1, 0.9], axis=0).T, atol=1e-12)
     # Margins of any size: finite joints that still sum to one.

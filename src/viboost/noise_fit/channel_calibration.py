@@ -32,7 +32,12 @@ from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax, logsumexp
 
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.class_calibration import INTERVAL_ROWS, expected_joints, rate_interval
+from viboost.noise_fit.class_calibration import (
+    INTERVAL_ROWS,
+    expected_joints,
+    rate_interval,
+    true_class_log_proba,
+)
 from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
 from viboost.variational.priors import ModelPriors
 
@@ -196,7 +201,7 @@ class ClassChannelCalibration:
     def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The posterior of each row's true class given its label, (n, K):
         proportional to ``softmax_i(F) T[y, i]``."""
-        return _terms(self.params, y, margin)[2]
+        return np.exp(true_class_log_proba(y, margin, self.signal_and_channel()))
 
     def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The probability that label ``y_n`` is right, ``P(true = y_n)`` (the refit's

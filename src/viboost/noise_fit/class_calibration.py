@@ -37,7 +37,7 @@ from typing import Protocol
 import numba
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, gammaln, log_expit, log_softmax, logit, logsumexp
+from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
@@ -54,6 +54,7 @@ __all__ = [
     "joint_of",
     "joint_rates",
     "rate_interval",
+    "true_class_log_proba",
 ]
 
 # As the binary calibration: a N(0, 3^2) prior on log b, the search box of (logit theta, the
@@ -322,14 +323,8 @@ class ClassNoiseCalibration:
 
     def true_class_log_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The log posterior of each row's true class given its label, (n, K): proportional
-        to ``softmax_i(F) (theta 1{y = i} + (1 - theta) pi_y)``."""
-        log_p = self.log_proba(margin)
-        rows = np.arange(y.size)
-        log_noise = np.log1p(-self.theta) + np.log(self.noise_label_proba)[y]
-        log_channel = np.repeat(log_noise[:, None], self.n_classes, axis=1)
-        log_channel[rows, y] = np.logaddexp(np.log(self.theta), log_noise)
-        joint = log_p + log_channel
-        return joint - logsumexp(joint, axis=1, keepdims=True)
+        to ``softmax_i(F) (theta 1{y = i} + (1 - theta) pi_y)`` (:func:`true_class_log_proba`)."""
+        return true_class_log_proba(y, margin, self.signal_and_channel())
 
     def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The posterior of each row's true class given its label, (n, K); rows sum to 1."""
@@ -402,33 +397,76 @@ def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -
     return joint / total if total > 0 else joint
 
 
+@numba.njit(cache=True)
+def _true_class_row(margin_row, yi, b, c, log_channel, shifted, scaled):  # pragma: no cover
+    """The posterior of one row's true class, ``P(true = i | y, H) = softmax_i(b H + c + log
+    T[y, :])`` (the softmax of F times the channel's row for the given label ``y``,
+    normalised): fills ``shifted`` with ``b H_i + c_i + log T[y, i]`` minus its largest value
+    and ``scaled`` with their exponentials, and returns the sum of those (at least 1). The
+    posterior is ``scaled / sum``, its log ``shifted - log(sum)``."""
+    n_classes = margin_row.shape[0]
+    top = -math.inf
+    for k in range(n_classes):
+        shifted[k] = b * margin_row[k] + c[k] + log_channel[yi, k]
+        top = max(top, shifted[k])
+    total = 0.0
+    for k in range(n_classes):
+        shifted[k] -= top
+        scaled[k] = math.exp(shifted[k])
+        total += scaled[k]
+    return total
+
+
+@numba.njit(cache=True)
+def _true_class_log_proba(y, margin, b, c, log_channel):  # pragma: no cover - compiled
+    """:func:`true_class_log_proba` of every row."""
+    n, n_classes = margin.shape
+    out = np.empty((n, n_classes))
+    scaled = np.empty(n_classes)
+    for i in range(n):
+        log_total = math.log(_true_class_row(margin[i], y[i], b, c, log_channel, out[i], scaled))
+        for k in range(n_classes):
+            out[i, k] -= log_total
+    return out
+
+
+def true_class_log_proba(
+    y: np.ndarray, margin: np.ndarray, terms: tuple[float, np.ndarray, np.ndarray]
+) -> np.ndarray:
+    """The log posterior of each row's true class given its label ``y`` (class indices) and
+    margins ``H`` (n, K), shape (n, K), under ``terms = (b, c, log T)`` (a calibration's
+    ``signal_and_channel``): proportional to ``softmax_i(b H + c) T[y, i]``."""
+    b, c, log_channel = terms
+    return _true_class_log_proba(
+        np.ascontiguousarray(y, dtype=np.int64),
+        np.ascontiguousarray(margin, dtype=np.float64),
+        float(b),
+        np.ascontiguousarray(c, dtype=np.float64),
+        np.ascontiguousarray(log_channel, dtype=np.float64),
+    )
+
+
 @threaded_kernel(cache=True)
 def _expected_joints(
     y, margin, weight, scales, intercepts, log_channels
 ):  # pragma: no cover - compiled
     """Per parameter set d, the sum over rows of ``s_n 1{y_n = j} P_d(true = i | y_n, H_n)``
-    at ``[d, j, i]``, with ``P_d(true = i | y, H) = softmax_i(b_d H + c_d + log T_d[y, :])``
-    (the softmax of F times the channel's column of ``y``, normalised). Each d on one thread,
-    its rows in order: the same sums for any number of threads."""
+    at ``[d, j, i]`` (:func:`_true_class_row`). Each d on one thread, its rows in order: the
+    same sums for any number of threads."""
     n, n_classes = margin.shape
     n_sets = scales.shape[0]
     out = np.zeros((n_sets, n_classes, n_classes))
     for d in numba.prange(n_sets):
-        s = np.empty(n_classes)
-        b = scales[d]
+        shifted = np.empty(n_classes)
+        scaled = np.empty(n_classes)
         for i in range(n):
             yi = y[i]
-            top = -math.inf
-            for k in range(n_classes):
-                s[k] = b * margin[i, k] + intercepts[d, k] + log_channels[d, yi, k]
-                top = max(top, s[k])
-            total = 0.0
-            for k in range(n_classes):
-                s[k] = math.exp(s[k] - top)
-                total += s[k]
+            total = _true_class_row(
+                margin[i], yi, scales[d], intercepts[d], log_channels[d], shifted, scaled
+            )
             share = weight[i] / total
             for k in range(n_classes):
-                out[d, yi, k] += share * s[k]
+                out[d, yi, k] += share * scaled[k]
     return out
 
 
