@@ -48,7 +48,6 @@ from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
-    "refit_round_count",
     "CALIBRATION_ROWS",
     "CHECK_EVERY",
     "CV_STANDARD_ERRORS",
@@ -58,6 +57,7 @@ __all__ = [
     "RoundCountSearch",
     "cross_fit_folds",
     "fold_seed",
+    "refit_round_count",
     "score_out_of_fold",
 ]
 
@@ -151,18 +151,20 @@ def refit_round_count(
     folds: list[tuple[np.ndarray, np.ndarray]],
     n_estimators: int,
 ) -> int:
-    """The refit's rounds: the count chosen for the fold boosters scaled by how much more
-    weight the refit fits, ``n_rounds * W / mean_k W_k`` (``W``: the total sample weight,
-    ``W_k``: fold k's training rows'; ``cv / (cv - 1)``, 1.25 for 5 folds, with equal
-    folds), to the nearest integer, at most ``n_estimators``.
+    """The refit's rounds: the count chosen for the fold boosters scaled by how many more
+    rows the refit fits, ``n_rounds * W / mean_k W_k`` (``W``: the total sample weight,
+    ``W_k``: that of fold k's training rows; ``cv / (cv - 1)``, 1.25 for 5 equal folds), to
+    the nearest integer, at least ``n_rounds`` and at most ``n_estimators``.
 
     The chosen count is where boosters fitted to ``(cv - 1) / cv`` of the rows, every label
-    at full weight, stop improving out of fold; the refit fits all rows, the likely
-    flipped ones down-weighted by phi, so it overfits later. Measured (5 splits each,
-    ``benchmarks/label_noise.md``): refits of 1.25 times the count erred less on 7 of 8
-    settings (Spambase at 20% flips 7.42 -> 6.94%, DNA 5.39 -> 5.17% and Satellite 11.22 ->
-    10.97% with 20% of the labels moved, 10^4 synthetic rows 11.25 -> 10.89%), 1.5 and 2
-    times no better than 1.25.
+    at full weight, stop improving out of fold; the refit fits all rows, the likely flipped
+    ones down-weighted by phi, and overfits later. Measured (5 splits each, 50% train;
+    docs/label_noise.md): refits of 1.25 times the count erred less in 6 of 8 settings
+    (Spambase at 20% flips 7.42 -> 6.94%, DNA 5.39 -> 5.17% and Satellite 11.22 -> 10.97%
+    with 20% of the labels moved, 10^4 synthetic rows 11.25 -> 10.89%; worse on breast
+    cancer at 20% flips, 6.88 -> 7.30%, and clean Satellite, 8.94 -> 9.01%). 1.5 times did a
+    little better still on these settings (mean 8.60% against 8.66%), 2 times no better; the
+    factor is the ratio of the rows, not a constant fitted to them.
 
     Examples
     --------
