@@ -96,8 +96,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     n_estimators : int or None, default=None
         Number of boosting rounds T (one stump per round); with cross-fitting, the most rounds
         tried (when the count chosen is this cap, ``fit`` warns with a
-        :class:`~sklearn.exceptions.ConvergenceWarning`). None: from the preset (robust: 1000,
-        paper: 100).
+        :class:`~sklearn.exceptions.ConvergenceWarning`) and the most the refit runs (it runs
+        the chosen count times its share of the rows over a fold booster's, 1.25 with
+        ``cv=5``; ``cv_best_rounds_``). None: from the preset (robust: 1000, paper: 100).
     preset : {"robust", "paper"}, default="robust"
         Fills in the parameters left at None: ``n_estimators``, ``learning_rate``, ``alpha``
         and ``noise_fit`` (see above).
@@ -145,7 +146,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         has not risen significantly for this many rounds (by more than 1e-5 nats per unit of
         sample weight plus one standard error of the rise, paired over the rows:
         :class:`~viboost.noise_fit.cross_fit.RoundCountSearch`); the round count of the highest
-        score is kept. None tries all ``n_estimators``.
+        score is chosen (``cv_best_rounds_``). None tries all ``n_estimators``.
     tol : float, default=1e-8
         The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
         (a fall also stops it; falls are recorded, see ``elbo_``).
