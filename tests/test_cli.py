@@ -485,6 +485,8 @@ def test_demo_small(capsys):
         assert "LightGBM skipped" in flat and "pip install" in flat
     assert "460 rows" in flat and "92 labels flipped" in flat
     assert "5 rounds of decision stumps" in flat and "chosen by cross-fitting" in flat
+    assert re.search(r"VIBoost \(preset 'robust'\): (\d+) rounds of .*, refitted on all rows "
+                     r"from the (\d+) chosen by cross-fitting", flat)  # fmt: skip
     assert re.search(r"Estimated flip rate: \d+\.\d% \(90% interval [^)]*\); true: 20%\.", flat)
     assert "Of the top-92 rows ranked by P(label wrong) (mislabel_proba_)" in flat
     assert "a random ranking would get 20%" in flat

@@ -126,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
         ),
         indented(
             f"{others}: {args.n_estimators} rounds of decision stumps; VIBoost (preset "
-            f"'robust'): {len(vib.estimators_)} rounds of {learner_phrase(vib.plan_)}, chosen "
-            f"by cross-fitting (at most {vib.plan_.n_estimators}); all on the noisy labels"
+            f"'robust'): {len(vib.estimators_)} rounds of {learner_phrase(vib.plan_)}, refitted "
+            f"on all rows from the {vib.cv_best_rounds_} chosen by cross-fitting (at most "
+            f"{vib.plan_.n_estimators}); all on the noisy labels"
         ),
         "",
         *format_table(
