@@ -207,6 +207,7 @@ def test_inspect(model_file, capsys):
         "cross-fitting, at most 8)" in out
     )
     assert f"at the chosen {model.cv_best_rounds_} rounds" in out
+    assert "cross-fitting, cv=auto (5 folds)" in out
     assert "classes: 0, 1" in out
     assert re.search(r"share of wrong labels: \d+\.\d% \(90% interval ", out), out
     assert "calibration (empirical Bayes" in out and "theta (share of labels" in out
@@ -907,7 +908,8 @@ def test_input_option_errors(tmp_path, mail_frame, capsys):
     _assert_error(capsys, main([*fit, "--id", "f0", "--index-col", "f0"]), "the same column")
     # Without --id the text column is a feature, and the message says how to set it aside.
     _assert_error(capsys, main(fit), "non-numeric", "'email'", "--id")
-    for bad in (["--sep", ";;"], ["--max-bins", "300"], ["--cv", "1"], ["--learning-rate", "0"]):
+    bads = (["--sep", ";;"], ["--max-bins", "300"], ["--cv", "1"], ["--cv", "five"])
+    for bad in (*bads, ["--learning-rate", "0"]):
         assert main([*fit, *bad]) == 2
     assert "expected" in capsys.readouterr().err
     written = tmp_path / "indexed.csv"

@@ -17,10 +17,12 @@ import viboost.noise_fit.cross_fit
 from viboost.boosting.booster import Booster, InMemoryRows
 from viboost.boosting.stumps import BinnedStumpSearch
 from viboost.noise_fit.cross_fit import (
+    AUTO_CV_TRAIN_ROWS,
     CHECK_EVERY,
     CV_TOL,
     CrossFitter,
     RoundCountSearch,
+    auto_fold_count,
     cross_fit_folds,
     score_out_of_fold,
 )
@@ -90,6 +92,27 @@ def test_int_cv_gives_stratified_folds_over_weighted_rows_only():
         assert set(np.unique(y[val])) == {-1.0, 1.0}
     again = cross_fit_folds(3, y, weighted, random_state=0)  # seeded: the same folds
     assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again, strict=True))
+
+
+def test_auto_fold_count_is_five_or_the_fewest_folds_whose_boosters_train_on_enough_rows():
+    for n in (2, 1_000, 249_999, 250_000, 266_667, 266_668, 299_999, 300_000, 400_000, 10**7):
+        # Reference: the fewest k whose training folds hold AUTO_CV_TRAIN_ROWS rows, else 5.
+        enough = [k for k in range(2, 5) if n - n / k >= AUTO_CV_TRAIN_ROWS]
+        assert auto_fold_count(n) == (enough[0] if enough else 5), n
+    counts = [auto_fold_count(n) for n in range(200_000, 500_000, 1_000)]
+    assert counts == sorted(counts, reverse=True)  # more rows, never more folds
+
+
+def test_auto_cv_counts_the_rows_of_positive_weight():
+    y = np.tile([1.0, -1.0], 200_000)  # 400,000 rows: 2 folds of 200,000 training rows
+    weighted = np.ones(y.size, dtype=bool)
+    assert len(cross_fit_folds("auto", y, weighted, random_state=0)) == 2
+    weighted[:2] = False  # two rows fewer of positive weight: 3 folds
+    folds = cross_fit_folds("auto", y, weighted, random_state=0)
+    assert len(folds) == 3
+    assert all(train.size >= AUTO_CV_TRAIN_ROWS for train, _ in folds)
+    small = cross_fit_folds("auto", y[:1000], weighted[:1000] | True, random_state=0)
+    assert len(small) == 5
 
 
 def test_too_few_rows_in_a_class_warns_and_gives_none():

@@ -529,6 +529,17 @@ def test_robust_fit_chooses_its_rounds_by_the_cross_fitted_likelihood(robust_fit
     assert np.all(np.diff(clf.cv_rounds_) == 10)
     # The refit fits all rows, 5 / 4 of a fold booster's weight: 1.25 times the count.
     assert len(clf.estimators_) == round(1.25 * clf.cv_best_rounds_) < 1000
+    assert clf.cv == "auto" and clf.cv_n_splits_ == 5  # cv="auto" on few rows: 5 folds
+
+
+def test_cv_takes_an_int_auto_or_a_splitter_and_names_anything_else():
+    X, y = np.random.default_rng(0).normal(size=(40, 2)), np.tile([0, 1], 20)
+    with pytest.raises(ValueError, match="'cv' parameter"):
+        VIBoostClassifier(cv="five").fit(X, y)
+    clf = VIBoostClassifier(cv=3, n_estimators=10, random_state=0).fit(X, y)
+    assert clf.cv_n_splits_ == 3
+    paper = VIBoostClassifier(preset="paper", n_estimators=3).fit(X, y)
+    assert paper.cv_n_splits_ == 0  # not cross-fitted
 
 
 def test_robust_fit_estimates_the_flip_rate_with_an_interval(robust_fit):

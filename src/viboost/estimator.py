@@ -98,7 +98,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         tried (when the count chosen is this cap, ``fit`` warns with a
         :class:`~sklearn.exceptions.ConvergenceWarning`) and the most the refit runs (it runs
         the chosen count times its share of the rows over a fold booster's, 1.25 with
-        ``cv=5``; ``cv_best_rounds_``). None: from the preset (robust: 1000, paper: 100).
+        5 folds; ``cv_best_rounds_``). None: from the preset (robust: 1000, paper: 100).
     preset : {"robust", "paper"}, default="robust"
         Fills in the parameters left at None: ``n_estimators``, ``learning_rate``, ``alpha``
         and ``noise_fit`` (see above).
@@ -136,9 +136,13 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         themselves then run the core model. None: from the preset (robust: "cross-fit", paper:
         "in-sample"). If a class has fewer than 2 rows, "cross-fit" falls back to "in-sample"
         with a warning.
-    cv : int, cross-validation generator or iterable, default=5
+    cv : int, "auto", cross-validation generator or iterable, default="auto"
         The folds of ``noise_fit="cross-fit"``. An int: that many stratified folds (fewer if a
-        class has fewer rows), shuffled by ``random_state``. A splitter or an iterable of
+        class has fewer rows), shuffled by ``random_state``. ``"auto"``: 5 such folds, or from
+        250,000 rows of positive weight on the fewest (at least 2) whose boosters each train on
+        200,000 rows or more (2 from 400,000 rows:
+        :func:`~viboost.noise_fit.cross_fit.auto_fold_count`); the number used is
+        ``cv_n_splits_``. A splitter or an iterable of
         (train, validation) index arrays is used as given, as in scikit-learn; rows in no
         validation fold get the final ensemble's margin.
     n_iter_no_change : int or None, default=30
@@ -270,8 +274,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     cv_best_rounds_ : int
         The round count chosen by cross-fitting (the fold boosters' best); the final ensemble
         has that many times the refit's share of the weight over a fold booster's (1.25 with
-        ``cv=5``; :func:`~viboost.noise_fit.cross_fit.refit_round_count`), at most
+        5 folds, 2 with 2; :func:`~viboost.noise_fit.cross_fit.refit_round_count`), at most
         ``n_estimators``. 0 when not cross-fitted.
+    cv_n_splits_ : int
+        The number of folds cross-fitted (``cv="auto"``: 5, fewer from 250,000 rows); 0 when
+        not cross-fitted.
     cv_decision_function_ : ndarray of shape (n_samples,) or (n_samples, n_classes)
         The out-of-fold ``H`` (``F`` for K > 2 classes) of each training row at the chosen round
         count (for rows of zero weight, the final ensemble's); NaN when not cross-fitted.
@@ -346,7 +353,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "noise_model": ["boolean"],
         "alpha": [StrOptions({"approx", "exact"}), None],
         "noise_fit": [StrOptions({"cross-fit", "in-sample"}), None],
-        "cv": [Interval(Integral, 2, None, closed="left"), "cv_object"],
+        "cv": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), "cv_object"],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_vi_iter": [Interval(Integral, 1, None, closed="left")],
@@ -379,7 +386,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         noise_model: bool = True,
         alpha: str | None = None,
         noise_fit: str | None = None,
-        cv: int = 5,
+        cv: int | str = "auto",
         n_iter_no_change: int | None = 30,
         tol: float = 1e-8,
         max_vi_iter: int = 100,
@@ -477,6 +484,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_best_rounds_"):
             # Saved before the refit's rounds were scaled: it refitted the chosen count.
             self.cv_best_rounds_ = len(self.estimators_) if np.size(self.cv_rounds_) else 0
+        if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_n_splits_"):
+            # Saved before cv="auto": an int cv (at most that many folds), or a splitter.
+            crossed = np.size(self.cv_rounds_) and isinstance(self.cv, Integral)
+            self.cv_n_splits_ = int(self.cv) if crossed else 0
 
     def _validate_X(self, X: object, reset: bool) -> np.ndarray:
         reject_non_numeric_columns(X)
@@ -658,7 +669,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 "warm_start=True continues one run of rounds, but a cross-fitted fit (every "
                 "K-class fit) chooses its number of rounds from scratch."
             )
-        lonely = (counts == 1) if isinstance(self.cv, Integral) else np.zeros(n_classes, bool)
+        stratified = isinstance(self.cv, Integral) or self.cv == "auto"
+        lonely = (counts == 1) if stratified else np.zeros(n_classes, bool)
         if lonely.any():
             alone = _shown(classes[np.flatnonzero(lonely)[0]])
             raise ValueError(
@@ -693,6 +705,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.noise_grade_path_ = np.full(n_rounds, np.nan)
         self.cv_rounds_ = result.rounds
         self.cv_best_rounds_ = int(result.n_rounds)
+        self.cv_n_splits_ = int(result.n_splits)
         self.cv_log_likelihood_ = result.scores
         self.noise_calibration_ = result.calibration
         self.noise_channel_ = (
@@ -797,6 +810,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self._store_booster(result.final, priors)
         self.cv_rounds_ = result.rounds
         self.cv_best_rounds_ = int(result.n_rounds)
+        self.cv_n_splits_ = int(result.n_splits)
         self.cv_log_likelihood_ = result.scores
         self.noise_calibration_ = result.calibration
         self.cv_decision_function_ = result.out_of_fold
@@ -847,6 +861,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ranking, not calibrated (no intervals)."""
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_best_rounds_ = 0
+        self.cv_n_splits_ = 0
         self.cv_log_likelihood_ = np.empty(0)
         self.cv_decision_function_ = np.full(y.shape[0], np.nan)
         self.noise_calibration_ = None

@@ -165,6 +165,9 @@ def _fit_lines(model: VIBoostClassifier) -> list[str]:
     if is_cross_fitted(model):
         noise_fit = "cross-fit"
         how = f"rounds chosen by cross-fitting, cv={getattr(model, 'cv', '?')}"
+        n_splits = getattr(model, "cv_n_splits_", 0)
+        if n_splits:
+            how += f" ({n_splits} folds)"
         if model.noise_model:
             how += ", noise model calibrated on out-of-fold margins"
     else:

@@ -147,7 +147,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         noise_model: bool = True,
         alpha: str | None = None,
         noise_fit: str | None = None,
-        cv: int = 5,
+        cv: int | str = "auto",
         n_iter_no_change: int | None = 30,
         tol: float = 1e-8,
         max_vi_iter: int = 100,
@@ -424,6 +424,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.clean_proba_ = self._rows_array(phi, sizes)
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_best_rounds_ = 0
+        self.cv_n_splits_ = 0
         self.cv_log_likelihood_ = np.empty(0)
         self.noise_calibration_ = None
         self.cv_decision_function_ = self._rows_array(None, sizes, fill=np.nan)

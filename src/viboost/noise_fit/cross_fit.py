@@ -48,6 +48,8 @@ from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
+    "AUTO_CV_FOLDS",
+    "AUTO_CV_TRAIN_ROWS",
     "CALIBRATION_ROWS",
     "CHECK_EVERY",
     "CV_STANDARD_ERRORS",
@@ -55,6 +57,7 @@ __all__ = [
     "CrossFitResult",
     "CrossFitter",
     "RoundCountSearch",
+    "auto_fold_count",
     "cross_fit_folds",
     "fold_seed",
     "refit_round_count",
@@ -71,7 +74,36 @@ CV_STANDARD_ERRORS = 1.0
 #: for the fit); the chosen count's calibration is then refitted on all of them.
 CALIBRATION_ROWS = 1 << 15
 
+#: ``cv="auto"``: this many folds on small data...
+AUTO_CV_FOLDS = 5
+#: ... and on large data the fewest (at least 2) whose boosters each train on this many rows.
+AUTO_CV_TRAIN_ROWS = 200_000
+
 Folds = list[tuple[np.ndarray, np.ndarray]]
+
+
+def auto_fold_count(n_rows: int) -> int:
+    """The folds of ``cv="auto"`` for ``n_rows`` rows of positive weight.
+
+    :data:`AUTO_CV_FOLDS` folds, unless fewer folds already give each fold's booster at least
+    :data:`AUTO_CV_TRAIN_ROWS` training rows: then the fewest that do (at least 2). Each fold
+    adds a booster on most of the rows, so from 250,000 rows on the cross-fit costs less (2
+    folds from 400,000 rows: half the rows per booster where 5 folds train four boosters more
+    on four fifths each). Fold boosters that train on 200,000 rows or more stand in for the
+    refit as well as larger ones do: their out-of-fold margins only rank the rows and choose
+    the round count, which the refit scales to all rows (:func:`refit_round_count`). Measured
+    in ``docs/speed.md`` (test error and noise rate with 2, 3 and 5 folds at 10^5 to 10^6
+    rows).
+
+    Examples
+    --------
+    >>> [auto_fold_count(n) for n in (1_000, 250_000, 270_000, 300_000, 400_000, 10**6)]
+    [5, 5, 4, 3, 2, 2]
+    """
+    for n_folds in range(2, AUTO_CV_FOLDS):
+        if n_rows * (n_folds - 1) >= AUTO_CV_TRAIN_ROWS * n_folds:
+            return n_folds
+    return AUTO_CV_FOLDS
 
 
 def fold_seed(random_state: RandomStateLike) -> int | None:
@@ -87,11 +119,14 @@ def cross_fit_folds(
     """The folds as (train, validation) row indices, training rows of zero weight left out.
 
     An int ``cv`` gives stratified, shuffled folds over the rows of positive weight (seeded by
-    ``random_state``), or None, with a warning, when a class has fewer than 2 such rows; a
-    splitter or an iterable of splits is used as given (scikit-learn's ``cv``). ``y``: labels
-    in {-1, +1}, or class indices.
+    ``random_state``), or None, with a warning, when a class has fewer than 2 such rows;
+    ``"auto"`` as many as :func:`auto_fold_count` gives for those rows; a splitter or an
+    iterable of splits is used as given (scikit-learn's ``cv``). ``y``: labels in {-1, +1}, or
+    class indices.
     """
     labels, counts = np.unique(y[weighted], return_counts=True)
+    if isinstance(cv, str) and cv == "auto":
+        cv = auto_fold_count(int(np.count_nonzero(weighted)))
     if not isinstance(cv, Integral):
         splits = check_cv(cv, y, classifier=True).split(np.zeros((y.size, 1)), y)
         folds = []
@@ -288,6 +323,8 @@ class CrossFitResult:
         The final booster, fitted on every row counted ``s_n phi_n`` times.
     rounds, scores : ndarray
         The round counts scored and their out-of-fold scores.
+    n_splits : int
+        The number of folds.
     state : VariationalState or None
         eta and omega from the calibrated phi by S.4.4 and S.4.2 (close to the calibration's
         theta and xi, which they would equal at its optimum but for the intercept's dependence
@@ -314,6 +351,7 @@ class CrossFitResult:
     final: Booster
     rounds: np.ndarray
     scores: np.ndarray
+    n_splits: int = 0
     state: VariationalState | None = None
     mislabel_proba: np.ndarray | None = None
     flip_rates: np.ndarray | None = None
@@ -488,6 +526,7 @@ class CrossFitter:
             final=final,
             rounds=stopping.rounds,
             scores=stopping.scores,
+            n_splits=len(folds),
         )
         if calibration is not None:
             self._noise_statistics(result, y, sample_weight)
