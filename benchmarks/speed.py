@@ -491,6 +491,8 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
         out["mean_leaves"] = float(np.mean([tree.n_leaves for tree in model.estimators_[1:]]))
     if key in DEFAULT_VIBOOST_JOBS:
         out["n_rounds"] = len(model.estimators_)
+        out["chosen_rounds"] = int(model.cv_best_rounds_)
+        out["n_splits"] = int(model.cv_n_splits_)
         out["noise_rate"] = float(model.noise_rate_)
         out["noise_rate_interval"] = [float(v) for v in model.noise_rate_interval_]
         out["jit_compilations"] = compilations
@@ -852,7 +854,9 @@ def default_lines(
         if many:
             low, high = many["noise_rate_interval"]
             notes.append(
-                f"VIBoost: {many['n_rounds']} rounds, noise rate {many['noise_rate']:.4f} (90% "
+                f"VIBoost: {many.get('n_splits', '?')} folds (cv='auto'), "
+                f"{many.get('chosen_rounds', '?')} rounds chosen, "
+                f"{many['n_rounds']} refitted, noise rate {many['noise_rate']:.4f} (90% "
                 f"interval {low:.4f} to {high:.4f}; true {FLIP_RATE:.0%})"
             )
         if many and one:

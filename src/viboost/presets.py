@@ -14,8 +14,9 @@
 ``"robust"`` (the default)
     The same model, fitted in two stages (:meth:`VIBoostClassifier.fit`):
 
-    1. *cross-fitting*: ``cv`` boosters, each on all folds but one, add trees (8 leaves, each
-       leaf at the exact mode of its q(c)) shrunk by ``learning_rate = 0.2``, grown together
+    1. *cross-fitting*: ``cv`` boosters (``cv="auto"``: 5, fewer from 250,000 rows), each on
+       all folds but one, add trees (8 leaves, each leaf at the exact mode of its q(c)) shrunk
+       by ``learning_rate = 0.2``, grown together
        (one histogram pass per step for all folds); every 10 rounds the out-of-fold margins are
        scored by the model's marginal likelihood of the observed labels, with (theta, xi, the
        scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.noise_fit.calibration`). The
