@@ -669,7 +669,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 "warm_start=True continues one run of rounds, but a cross-fitted fit (every "
                 "K-class fit) chooses its number of rounds from scratch."
             )
-        stratified = isinstance(self.cv, Integral) or self.cv == "auto"
+        stratified = isinstance(self.cv, Integral) or (
+            isinstance(self.cv, str) and self.cv == "auto"
+        )
         lonely = (counts == 1) if stratified else np.zeros(n_classes, bool)
         if lonely.any():
             alone = _shown(classes[np.flatnonzero(lonely)[0]])

@@ -89,11 +89,11 @@ def auto_fold_count(n_rows: int) -> int:
     :data:`AUTO_CV_TRAIN_ROWS` training rows: then the fewest that do (at least 2). Each fold
     adds a booster on most of the rows, so from 250,000 rows on the cross-fit costs less (2
     folds from 400,000 rows: half the rows per booster where 5 folds train four boosters more
-    on four fifths each). Fold boosters that train on 200,000 rows or more stand in for the
-    refit as well as larger ones do: their out-of-fold margins only rank the rows and choose
-    the round count, which the refit scales to all rows (:func:`refit_round_count`). Measured
-    in ``docs/speed.md`` (test error and noise rate with 2, 3 and 5 folds at 10^5 to 10^6
-    rows).
+    on four fifths each). Fold boosters that train on 200,000 rows or more stood in for the
+    refit as well as larger ones in our measurements: their out-of-fold margins only rank the
+    rows and choose the round count, which the refit scales to all rows
+    (:func:`refit_round_count`). Measured in ``docs/speed.md`` (test error and noise rate with
+    2, 3 and 5 folds at 10^5 to 10^6 rows, and on a problem that needs interactions).
 
     Examples
     --------
