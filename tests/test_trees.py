@@ -589,7 +589,8 @@ def test_tree_search_reuses_its_roots_count_histogram() -> None:
         assert np.array_equal(tree.nodes, want.nodes), round_
         np.testing.assert_array_equal(reused._root_counts, fresh._root_counts)
     # The cached counts are those of the root: per feature, the active rows' weights by bin.
-    slots = np.where(reused.binned_ == 255, reused._n_slots - 1, reused.binned_)
+    binned = reused.binned_.astype(np.int64)  # (slot 256 does not fit a uint8)
+    slots = np.where(binned == 255, reused._n_slots - 1, binned)
     for j in range(5):
         want = np.bincount(slots[active, j], weights=s[active], minlength=reused._n_slots)
         np.testing.assert_allclose(reused._root_counts[j], want, rtol=0, atol=1e-9)

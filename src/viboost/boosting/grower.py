@@ -44,7 +44,7 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.scratch import ScratchArrays
-from viboost.boosting.histogram import node_histograms
+from viboost.boosting.histogram import HISTOGRAM_SLOTS, node_histograms
 from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.splitting import (
     CRITERIA,
@@ -426,9 +426,9 @@ class RowPartition:
     ranges : dict or None, default=None
         The range of ``rows`` that holds each node's rows, by node id, when ``rows`` is already
         partitioned; None: ``rows`` are the root's (node 0).
-    n_slots : int, default=256
+    n_slots : int, default=HISTOGRAM_SLOTS
         Slots per feature of the histograms (:func:`~viboost.boosting.histogram.node_histograms`:
-        the most bins of any feature + 1 is enough).
+        :func:`~viboost.boosting.histogram.histogram_slots` of the most bins of any feature).
     columns : ndarray of uint8, shape (n_features, n_rows), default=None
         The same bins by feature (C-contiguous: the splits read them 4x faster on 10^6 rows);
         ``binned.T`` when None.
@@ -447,7 +447,7 @@ class RowPartition:
         second: np.ndarray,
         counts: np.ndarray,
         ranges: dict[int, tuple[int, int]] | None = None,
-        n_slots: int = 256,
+        n_slots: int = HISTOGRAM_SLOTS,
         columns: np.ndarray | None = None,
     ) -> None:
         rows = np.asarray(rows, dtype=np.int64)
@@ -468,7 +468,7 @@ class RowPartition:
         binned: np.ndarray,
         rows: Sequence[np.ndarray],
         stats: np.ndarray,
-        n_slots: int = 256,
+        n_slots: int = HISTOGRAM_SLOTS,
         columns: np.ndarray | None = None,
         scratch: ScratchArrays | None = None,
     ) -> list[RowPartition]:

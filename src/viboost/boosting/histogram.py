@@ -17,7 +17,9 @@ from viboost._utils.parallel import threaded_kernel
 from viboost._utils.scratch import ScratchArrays
 
 __all__ = [
+    "HISTOGRAM_SLOTS",
     "binned_histogram",
+    "histogram_slots",
     "node_histograms",
     "occupied_bins",
     "transpose_bins",
@@ -43,6 +45,33 @@ _NODE_MAX_CHUNKS = 16
 # (55), but 33 ns against 28 at 40%. The choice changes no sum (see _node_histograms).
 _DENSE_NODE = 0.3
 _FEATURE_BLOCK = 4
+
+
+def histogram_slots(n_bins: int) -> int:
+    """The slots per feature of the tree nodes' histograms (:func:`node_histograms`) for
+    features of at most ``n_bins`` bins: one per bin and one for the missing values, plus an
+    empty one when that count is even.
+
+    A node's histogram holds each feature's slots ``n_slots x 3 x 8`` bytes apart. For an even
+    count that distance is a multiple of 16 bytes, and for 256 slots (255 bins) it is 96 cache
+    lines, so the same slot of every feature falls in one of two sets of a 64-set L1 cache.
+    Where most rows share a bin (sparse features: on Spambase the median feature has 84% of
+    its rows in bin 0) the features' slots then evict one another on every row: 3.5 ns a
+    (row, feature) against 0.79 ns with 257 slots on 3,000 Spambase rows, 6.0 ns against 0.76
+    with every row in one bin, and 0.86 ns either way with random bins (measured, one thread).
+    An odd count spreads them over the sets. The sums, so every split, are the same.
+
+    Examples
+    --------
+    >>> histogram_slots(255), histogram_slots(2), histogram_slots(15)
+    (257, 3, 17)
+    """
+    n_slots = int(n_bins) + 1
+    return n_slots + 1 if n_slots % 2 == 0 else n_slots
+
+
+#: The slots of histograms of features of up to 255 bins (``max_bins=255``, the most).
+HISTOGRAM_SLOTS = histogram_slots(255)
 
 
 def _histogram_chunks(n_samples: int, n_features: int) -> int:
@@ -160,7 +189,9 @@ def _node_histograms(
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
     # With 256 slots the missing bin (255) is its own slot: no test a (row, feature) (the
-    # loop-invariant flag lets the compiler drop it; 10% of the pass, measured).
+    # loop-invariant flag lets the compiler drop it). histogram_slots never gives 256 (an even
+    # count makes the features' slots collide in the cache); the test costs no measurable
+    # time on 2 x 10^5 random rows x 50 (0.48 ns a (row, feature) against 0.50 without).
     remap = missing_slot != 255
     # ``remap`` and ``counted`` are loop-invariant tests: the compiler unswitches them (the
     # loop without the counts runs as fast as one written without them, measured).
@@ -217,7 +248,7 @@ def node_histograms(
     starts: np.ndarray,
     stops: np.ndarray,
     stats: np.ndarray,
-    n_slots: int = 256,
+    n_slots: int = HISTOGRAM_SLOTS,
     scratch: ScratchArrays | None = None,
     columns: np.ndarray | None = None,
     counted: bool = True,
@@ -227,8 +258,9 @@ def node_histograms(
     ``starts[r]:stops[r]`` of ``rows``, shape ``(n_nodes, n_features, n_slots, 3)``.
 
     Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so
-    ``n_slots`` = the most bins of any feature + 1 keeps the histogram no larger than the
-    binning needs (256: bin and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
+    ``n_slots`` = the most bins of any feature + 1 is enough; :func:`histogram_slots` gives
+    that count, made odd so that the features' slots do not collide in the cache (256: bin
+    and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
     with the rows, as LightGBM orders its gradients, so only the bins are read out of order).
     The nodes may belong to different trees (the folds of a cross-fit, their rows in one
     array): all of them are one parallel pass. Each node is summed over fixed row chunks in a

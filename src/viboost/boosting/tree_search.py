@@ -23,7 +23,7 @@ from viboost.boosting.grower import (
     expanded_together,
     histograms_together,
 )
-from viboost.boosting.histogram import transpose_bins
+from viboost.boosting.histogram import histogram_slots, transpose_bins
 from viboost.boosting.trees import HistogramTree, intercept_tree
 
 __all__ = ["TreeSearch"]
@@ -105,7 +105,7 @@ class TreeSearch:
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
         # Histogram slots: the bins of the widest feature, and one for missing values.
-        self._n_slots = int(np.max(self.binner_.n_bins_)) + 1
+        self._n_slots = histogram_slots(int(np.max(self.binner_.n_bins_)))
         # The growths' temporaries, reused from tree to tree by this search and every search
         # restricted from it (the folds and the refit of a cross-fit): see viboost._utils.scratch.
         self._scratch = ScratchArrays()
