@@ -80,15 +80,25 @@ def _histogram_chunks(n_samples: int, n_features: int) -> int:
     return max(1, min(by_rows, by_memory, _HIST_MAX_CHUNKS))
 
 
+# Values per feature in the stump histograms' partial sums: 257 (bin, label) pairs, one more
+# than the 256 bins, so that a feature's sums start 4,112 bytes after the previous feature's
+# rather than 4,096: at a multiple of 4 KiB the same bin of every feature falls in one set of
+# the L1 cache, and sparse features (most rows in one bin) evict one another every row (3,000
+# Spambase rows x 57: 8.8 ns a (row, feature) against 0.50; see histogram_slots).
+_STUMP_STRIDE = 2 * 257
+
+
 @threaded_kernel(cache=True)
 def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - compiled
     """Weight per (feature, bin, label): ``hist[j, b, 1]`` positives, ``hist[j, b, 0]`` negatives.
 
     Inactive rows and rows of zero weight are skipped. Chunk ``c`` covers a fixed row range and
-    fills its own partial histogram; the partials are summed in chunk order.
+    fills its own partial histogram (each feature's sums :data:`_STUMP_STRIDE` apart); the
+    partials are summed in chunk order into the ``(d, 256, 2)`` histogram.
     """
     n, d = binned.shape
-    width = d * 512
+    stride = _STUMP_STRIDE
+    width = d * stride
     size = (n + n_chunks - 1) // n_chunks
     partial = np.empty((n_chunks, width))
     for c in numba.prange(n_chunks):
@@ -101,16 +111,15 @@ def _histogram(binned, weights, y, active, n_chunks):  # pragma: no cover - comp
             label = 1 if y[i] > 0.0 else 0
             row = binned[i]
             for j in range(d):
-                h[j * 512 + 2 * np.int64(row[j]) + label] += w
-    if n_chunks == 1:  # small inputs: the one partial is the histogram (no second pass)
-        return partial[0].reshape((d, 256, 2))
-    total = np.empty(width)
-    for k in numba.prange(width):
-        s = partial[0, k]
-        for c in range(1, n_chunks):
-            s += partial[c, k]
-        total[k] = s
-    return total.reshape((d, 256, 2))
+                h[j * stride + 2 * np.int64(row[j]) + label] += w
+    total = np.empty((d, 256, 2))
+    for j in numba.prange(d):
+        for k in range(512):
+            s = partial[0, j * stride + k]
+            for c in range(1, n_chunks):
+                s += partial[c, j * stride + k]
+            total[j, k // 2, k % 2] = s
+    return total
 
 
 @threaded_kernel(cache=True)
