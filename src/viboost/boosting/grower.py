@@ -334,10 +334,13 @@ class TreeGrowth:
         """The histograms of the smaller children of the last :meth:`requests`, in order."""
         expanded_together([self], [histograms])
 
-    def _children(self, histograms: Sequence[np.ndarray], out: np.ndarray, at: int) -> list:
+    def _children(
+        self, histograms: Sequence[np.ndarray], out: np.ndarray, sums: np.ndarray, at: int
+    ) -> list:
         """The children's histograms of the last requests, written into ``out`` from index
         ``at`` on (left, right per request; the larger one by the subtraction trick), with
-        each child's depth and sums."""
+        each child's depth and its row of ``sums`` (which the caller fills:
+        :func:`expanded_together`)."""
         if len(histograms) != len(self._pending):
             raise ValueError(f"expected {len(self._pending)} histograms, got {len(histograms)}")
         children = []
@@ -349,8 +352,8 @@ class TreeGrowth:
             np.subtract(parent["hist"], small, out=large_out)
             parent["hist"] = None  # free the parent's histogram
             depth = parent["depth"] + 1
-            for hist in (left, right):
-                children.append((depth, hist, hist[0].sum(axis=0)))
+            for side, hist in enumerate((left, right)):
+                children.append((depth, hist, sums[at + 2 * k + side]))
         return children
 
     def _attach(self, children: list, splits: Sequence[tuple | None]) -> None:
@@ -662,12 +665,16 @@ def expanded_together(
     first = next(h for h in histograms if len(h))[0]
     shape = (n_children, *first.shape)
     out = np.empty(shape) if scratch is None else scratch.take(shape, hold=True)
+    sums = np.empty((n_children, 3))
     children, priors, owners = [], [], []
     for growth, hists in zip(growths, histograms, strict=True):
-        made = growth._children(hists, out, len(children))
+        made = growth._children(hists, out, sums, len(children))
         children.extend(made)
         priors.extend([growth.prior] * len(made))
         owners.append((growth, len(made)))
+    # Every child's sums from its feature 0 (each row has one bin of every feature), in one
+    # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
+    np.sum(out[:, 0], axis=1, out=sums)
     reference = growths[0]
     wanted, at = [], 0
     for growth, count in owners:
