@@ -705,11 +705,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.n_vi_iter_ = np.column_stack([np.array(r.n_iter, dtype=int) for r in records])
         self.snr_path_ = np.full(n_rounds, np.nan)
         self.noise_grade_path_ = np.full(n_rounds, np.nan)
-        self.cv_rounds_ = result.rounds
-        self.cv_best_rounds_ = int(result.n_rounds)
-        self.cv_n_splits_ = int(result.n_splits)
-        self.cv_log_likelihood_ = result.scores
-        self.noise_calibration_ = result.calibration
+        self._store_search(result)
         self.noise_channel_ = (
             "class-conditional"
             if isinstance(result.calibration, ClassChannelCalibration)
@@ -804,17 +800,22 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             channel=self.noise_channel,
         )
 
+    def _store_search(self, result: CrossFitResult) -> None:
+        """The round-count search of a cross-fit (two or K classes): the counts scored, their
+        scores, the chosen count, the folds and the calibration at that count."""
+        self.cv_rounds_ = result.rounds
+        self.cv_best_rounds_ = int(result.n_rounds)
+        self.cv_n_splits_ = int(result.n_splits)
+        self.cv_log_likelihood_ = result.scores
+        self.noise_calibration_ = result.calibration
+
     def _store_cross_fit(
         self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray, priors: ModelPriors
     ) -> None:
         """The final booster's ensemble and the calibrated noise statistics of a cross-fit."""
         self._n_train = y.shape[0]
         self._store_booster(result.final, priors)
-        self.cv_rounds_ = result.rounds
-        self.cv_best_rounds_ = int(result.n_rounds)
-        self.cv_n_splits_ = int(result.n_splits)
-        self.cv_log_likelihood_ = result.scores
-        self.noise_calibration_ = result.calibration
+        self._store_search(result)
         self.cv_decision_function_ = result.out_of_fold
         self.clean_proba_ = result.clean_proba
         if result.calibration is None:  # core model: no noise statistics
