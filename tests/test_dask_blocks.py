@@ -18,7 +18,7 @@ from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
 from viboost.boosting.reweighting import search_weights
 from viboost.boosting.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
 from viboost.boosting.tree_search import TreeSearch
-from viboost.boosting.trees import HistogramTree
+from viboost.boosting.trees import HistogramTree, intercept_tree
 from viboost.dask import blocks
 from viboost.dask.engine import BlockRows
 from viboost.noise_fit.calibration import flip_rate_sums
@@ -86,7 +86,7 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
     search = BinnedStumpSearch(X, active=weight > 0, max_bins=32)
     clean = CleanLogOdds.from_point_estimates(0.85, 0.2)
     (booster,) = blocks.reweight(
-        block, blocks.start_boosters(block, None), (None,), (clean,), 1.0, True
+        block, blocks.start_boosters(block, None), None, (None,), (clean,), 1.0, True
     )
     ((hist, log_scale, total, knots),) = blocks.histograms(block, (booster,))
     weights = search_weights(block.y, np.zeros(300), weight, clean, 1.0, True)
@@ -99,7 +99,7 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
     # The stump's outputs from the bins are stump.predict on the raw values.
     update = blocks.LearnerUpdate(stump, 0.4)
     (((y_rows, h_rows, margin_rows, s_rows), covers),) = blocks.round_rows(
-        block, (booster,), (stump,), (None,)
+        block, (booster,), None, (stump,), (None,)
     )
     active = weight > 0
     np.testing.assert_array_equal(h_rows, stump.predict(X)[active])
@@ -107,7 +107,7 @@ def test_a_round_on_a_block_matches_the_in_memory_search_and_reweighting():
     # The covers: the total multiplicity and the part on the stump's right side.
     right = stump.predict(X) == stump.polarity
     np.testing.assert_allclose(covers, [weight.sum(), weight[right].sum()], rtol=1e-14)
-    (finished,) = blocks.finish_boosters(block, (booster,), (update,))
+    (finished,) = blocks.finish_boosters(block, (booster,), None, (update,))
     np.testing.assert_array_equal(finished.margins.margin, 0.4 * stump.predict(X))
     assert booster.margins.margin.max() == 0.0  # the old state is untouched
 
@@ -118,7 +118,7 @@ def test_out_of_fold_takes_each_rows_last_validation_fold_after_the_pending_stum
     stump = DecisionStump(0, -np.inf, 1, True, split_bin=-1)  # h = +1 everywhere
     updates = (blocks.LearnerUpdate(stump, 0.5), blocks.LearnerUpdate(stump, 2.0))
     validation = np.array([[1, 1, 0, 0, 1, 0], [0, 1, 1, 0, 0, 0]], dtype=bool)
-    got = blocks.out_of_fold(block, boosters, validation, updates)
+    got = blocks.out_of_fold(block, boosters, validation, None, updates)
     np.testing.assert_array_equal(got, [0.5, 2.0, 2.0, 0.0, 0.5, 0.0])
 
 
@@ -241,8 +241,9 @@ def test_expanding_trees_on_a_block_gives_the_same_histograms_when_run_again():
     block = blocks.build_block(X, y, weight, binner, 1.0)
     clean = CleanLogOdds.constant(1.0)
     boosters = blocks.reweight(
-        block, blocks.start_boosters(block, None, 2), (None, None), (clean, clean), 1.0, True
-    )
+        block, blocks.start_boosters(block, None, 2), None, (None, None), (clean, clean), 1.0,
+        True,
+    )  # fmt: skip
     settings = TreeSettings(min_samples_leaf=5)
     start = blocks.start_trees(block, boosters, settings)
     roots = blocks.tree_roots(start)
@@ -282,16 +283,60 @@ def test_per_leaf_round_rows_and_covers_of_a_block():
     assert n_leaves > 2
     boosters = blocks.start_boosters(block, None)
     leaf = search.leaf_index(tree)
-    ((rows, covers),) = blocks.round_rows(block, boosters, (tree,), (None,))
+    ((rows, covers),) = blocks.round_rows(block, boosters, None, (tree,), (None,))
     active = weight > 0
     np.testing.assert_array_equal(rows[3], leaf[active])
     np.testing.assert_array_equal(rows[2], weight[active])
     want = np.bincount(leaf, weights=weight, minlength=n_leaves)
     np.testing.assert_allclose(covers, want, rtol=1e-14)
     grid = KnotGrid.covering(0.0, 0.0)
-    ((moments, _),) = blocks.round_rows(block, boosters, (tree,), (grid,))
+    ((moments, _),) = blocks.round_rows(block, boosters, None, (tree,), (grid,))
     want = knot_moments(block.y, np.ones(300), np.zeros(300), weight, grid, leaf, n_leaves)
     np.testing.assert_array_equal(moments, want)
+
+
+def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_margins():
+    """Trees grown on a block (speculatively, as a distributed fit grows them): round_rows
+    reads every row's leaf off the grown partitions (rows of zero weight routed by their bins),
+    the same leaves as routing every row; the next pass adds the tree from the kept leaves,
+    the same margins as from the bins, and a tree of another structure is routed."""
+    X, y = _tree_data(7, n=800)
+    weight = np.where(np.arange(800) % 5 == 0, 0.0, 1.0)
+    binner = FeatureBinner(max_bins=32).fit(X)
+    block = blocks.build_block(X, y, weight, binner, 1.0)
+    clean = CleanLogOdds.constant(1.0)
+    settings = TreeSettings(max_leaf_nodes=7, min_samples_leaf=5)
+    boosters = blocks.reweight(
+        block, blocks.start_boosters(block, None, 1), None, (None,), (clean,), 1.0, True
+    )
+    trees = blocks.start_trees(block, boosters, settings)
+    ((root,), log_scale, total, _) = blocks.tree_roots(trees)[0]
+    scale = np.array([total, total, 1.0])
+    growth = TreeGrowth(
+        root / scale, binner.n_bins_, binner.thresholds_, settings,
+        settings.prior(total * np.exp(log_scale)), speculate=True,
+    )  # fmt: skip
+    history: tuple = ()
+    while requests := tuple(growth.requests()):
+        history += ((requests,),)
+        (hists,) = blocks.expand_trees(block, boosters, trees, settings, history)
+        growth.expanded([hist / scale for hist in hists])
+    tree = HistogramTree(growth.tree()[0], "per-leaf")
+    assert tree.n_leaves == 7
+    grown = (settings, history, (growth.node_positions(),))
+    ((part, covers),) = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    routed = tree.leaf_index(block.binned.T)
+    np.testing.assert_array_equal(trees.leaves[1][0], routed)
+    np.testing.assert_array_equal(part[3], routed[weight > 0])
+    np.testing.assert_array_equal(covers, np.bincount(routed, weights=weight, minlength=7))
+    valued = tree.with_leaf_values(np.linspace(-1.0, 1.0, 7))
+    update = (blocks.LearnerUpdate(valued, 0.3),)
+    kept = blocks.finish_boosters(block, boosters, trees, update)
+    assert trees.leaves_of(0, valued) is trees.leaves[1][0]
+    want = blocks.finish_boosters(block, boosters, None, update)
+    np.testing.assert_array_equal(kept[0].margins.margin, want[0].margins.margin)
+    np.testing.assert_array_equal(want[0].margins.margin, 0.3 * valued.predict(X))
+    assert trees.leaves_of(0, intercept_tree()) is None
 
 
 class _LocalTasks:

@@ -53,7 +53,7 @@ from viboost.boosting.splitting import (
     leaf_value,
     partition_nodes,
 )
-from viboost.boosting.trees import LEAF_WEIGHTS
+from viboost.boosting.trees import LEAF_WEIGHTS, HistogramTree
 
 __all__ = [
     "Expansion",
@@ -64,6 +64,7 @@ __all__ = [
     "expanded_together",
     "grow",
     "histograms_together",
+    "partition_leaf_index",
 ]
 
 
@@ -410,6 +411,44 @@ class TreeGrowth:
         #: Position in the node arrays of each node of this growth (by its id), once grown.
         self.positions = position_of
         return nodes, error
+
+    def node_positions(self) -> np.ndarray:
+        """After :meth:`tree`: per node of this growth (by id), the position in the grown tree
+        of the node that holds its rows: its own, or, for a child of a speculative split that
+        the tree did not make, that of the leaf it lies in."""
+        positions = self.positions
+        out = np.empty(len(self._records), dtype=np.int64)
+        for index, record in enumerate(self._records):  # a parent comes before its children
+            if index in positions:
+                out[index] = positions[index]
+            if record["children"] is not None:
+                for child in record["children"]:
+                    out[child] = out[index]
+        return out
+
+
+def partition_leaf_index(
+    partition: RowPartition,
+    tree: HistogramTree,
+    node_positions: np.ndarray,
+    binned_columns: np.ndarray,
+) -> np.ndarray:
+    """The leaf number (in leaf order) of every row of ``binned_columns`` (``[feature,
+    row]``) in ``tree``, grown on ``partition``: a row of the partition from its node's range
+    (``node_positions``: :meth:`TreeGrowth.node_positions`); the other rows, and those of a node
+    the tree split without partitioning its rows (its last split), routed by their bins."""
+    number = tree.leaf_numbers
+    is_leaf = tree.nodes["is_leaf"]
+    out = np.full(binned_columns.shape[1], -1, dtype=np.int64)
+    rows = partition.rows
+    for node, (start, stop) in partition.leaf_ranges().items():
+        position = node_positions[node]
+        if is_leaf[position]:
+            out[rows[start:stop]] = number[position]
+    routed = np.flatnonzero(out < 0)
+    if routed.size:
+        out[routed] = tree.leaf_index(binned_columns, routed)
+    return out
 
 
 class RowPartition:

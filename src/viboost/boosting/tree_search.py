@@ -22,6 +22,7 @@ from viboost.boosting.grower import (
     expand_together,
     expanded_together,
     histograms_together,
+    partition_leaf_index,
 )
 from viboost.boosting.histogram import histogram_slots, transpose_bins
 from viboost.boosting.trees import HistogramTree, intercept_tree
@@ -119,7 +120,6 @@ class TreeSearch:
         if sample_weight is None:
             sample_weight = np.ones(n_samples)
         self._rows = np.flatnonzero(active).astype(np.int64)
-        self._inactive = np.flatnonzero(~active).astype(np.int64)
         self._last = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
@@ -248,7 +248,7 @@ class TreeSearch:
             for search, growth, rows in zip(searches, growths, partitions, strict=True):
                 nodes, error = growth.tree()
                 tree = HistogramTree(nodes, search.settings.leaf_weights)
-                search._last = (tree, rows, growth.positions)
+                search._last = (tree, rows, growth.node_positions())
                 out.append((tree, error))
         finally:
             scratch.reclaim()  # the nodes' histograms: the growths end here
@@ -267,17 +267,6 @@ class TreeSearch:
             return tree.leaf_index(self.binned_columns_)
         _, rows, positions = last
         self._last = None  # used once (a later call routes the bins): free the partition
-        number = tree.leaf_numbers
-        is_leaf = tree.nodes["is_leaf"]
-        out = np.empty(self.binned_.shape[0], dtype=np.int64)
-        routed = [self._inactive]
-        for node, (start, stop) in rows.leaf_ranges().items():
-            if is_leaf[positions[node]]:
-                out[rows.rows[start:stop]] = number[positions[node]]
-            else:  # split without partitioning its rows (the tree's last split)
-                routed.append(rows.rows[start:stop])
-        routed_rows = np.concatenate(routed)
+        out = partition_leaf_index(rows, tree, positions, self.binned_columns_)
         rows.release_rows()  # read: back to the scratch pool once every fold's is
-        if routed_rows.size:
-            out[routed_rows] = tree.leaf_index(self.binned_columns_, routed_rows)
         return out

@@ -35,6 +35,7 @@ from viboost.boosting.grower import (
     TreeSettings,
     expand_together,
     histograms_together,
+    partition_leaf_index,
 )
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
@@ -312,36 +313,49 @@ def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...])
     return out
 
 
-def _outputs(block: TrainingBlock, learner: BaseLearner) -> np.ndarray:
+def _outputs(
+    block: TrainingBlock, learner: BaseLearner, trees: TreeRows | None = None, k: int = 0
+) -> np.ndarray:
+    """``h(x_n)`` of the block's rows: from booster ``k``'s leaf of every row that
+    :func:`round_rows` kept in ``trees`` when it is this tree's, else from the bins."""
+    leaf = None if trees is None else trees.leaves_of(k, learner)
+    if leaf is not None:
+        return learner.leaf_values[leaf]
     return learner.binned_outputs(block.binned.T)
 
 
 def _with_update(
-    margins: RowMargins, block: TrainingBlock, update: LearnerUpdate | None
+    margins: RowMargins,
+    block: TrainingBlock,
+    update: LearnerUpdate | None,
+    trees: TreeRows | None = None,
+    k: int = 0,
 ) -> np.ndarray:
     """The margins ``H + alpha h`` (a new array), as the next reweighting will add them."""
     if update is None:
         return margins.margin
-    return margins.margin + update.alpha * _outputs(block, update.learner)
+    return margins.margin + update.alpha * _outputs(block, update.learner, trees, k)
 
 
 def reweight(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
     cleans: tuple[CleanLogOdds, ...],
     tau: float,
     logistic: bool,
 ) -> tuple[BoosterRows, ...]:
-    """New boosters: ``H += alpha h`` for each update (None: none yet), and the search
+    """New boosters: ``H += alpha h`` for each update (None: none yet; ``trees``: the trees of
+    the updates' round, whose leaves :func:`round_rows` kept, or None), and the search
     weights under q(w) ``cleans[k]`` (:meth:`RowMargins.add`)."""
     out = []
-    for booster, update, clean in zip(boosters, updates, cleans, strict=True):
+    for k, (booster, update, clean) in enumerate(zip(boosters, updates, cleans, strict=True)):
         margins = booster.margins.copy()
         if update is None:
             weights = margins.scaled_weights(clean, tau, logistic)
         else:
-            h = _outputs(block, update.learner)
+            h = _outputs(block, update.learner, trees, k)
             weights = margins.add(update.alpha, h, clean, tau, logistic, unit=update.unit)
         out.append(BoosterRows(margins, weights))
     return tuple(out)
@@ -351,6 +365,7 @@ def _class_groups(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
     updates: tuple[LearnerUpdate | None, ...],
+    trees: TreeRows | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """K classes: per group, its margins ``F`` after the pending ``updates`` (a new array, or
     the group's own when it has none) and the new ``G`` (None when there was no update).
@@ -372,7 +387,8 @@ def _class_groups(
         for k, (booster, update) in enumerate(zip(group, moves, strict=True)):
             if update is not None:
                 before = booster.margins.margin
-                f[:, k] += _with_update(booster.margins, block, update) - before
+                step = _with_update(booster.margins, block, update, trees, start + k)
+                f[:, k] += step - before
         out.append((f, other_class_margins(f)))
     return out
 
@@ -380,6 +396,7 @@ def _class_groups(
 def reweight_classes(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
     cleans: tuple[CleanLogOdds, ...],
     tau: float,
@@ -391,7 +408,7 @@ def reweight_classes(
     row)."""
     n_classes = block.n_classes
     out = []
-    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates)):
+    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates, trees)):
         for k in range(n_classes):
             booster = boosters[g * n_classes + k]
             if g_new is None:
@@ -406,13 +423,14 @@ def reweight_classes(
 def finish_classes(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
 ) -> tuple[BoosterRows, ...]:
     """:func:`finish_boosters` for K > 2 classes: each group's ``F`` and ``G`` with the last
     learners added, without weights."""
     n_classes = block.n_classes
     out = []
-    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates)):
+    for g, (f, g_new) in enumerate(_class_groups(block, boosters, updates, trees)):
         for k in range(n_classes):
             margins = boosters[g * n_classes + k].margins
             if g_new is not None:
@@ -430,13 +448,15 @@ def class_out_of_fold(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
     validation: np.ndarray,
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
 ) -> np.ndarray:
     """:func:`out_of_fold` for K > 2 classes: row ``i`` gets ``F`` (after the pending
     ``updates``) of the last group ``g`` with ``validation[g, i]``, shape (n_rows, K); 0 for
     rows in no validation fold."""
     out = np.zeros((block.n_rows, block.n_classes))
-    for (f, _), rows in zip(_class_groups(block, boosters, updates), validation, strict=True):
+    groups = _class_groups(block, boosters, updates, trees)
+    for (f, _), rows in zip(groups, validation, strict=True):
         out[rows] = f[rows]
     return out
 
@@ -495,6 +515,30 @@ class TreeRows:
         self.roots = roots
         #: The steps of expansions applied to ``partitions`` (None while one is applied).
         self.applied: tuple | None = ()
+        #: The grown trees and, per booster, the leaf of every row of the block
+        #: (:func:`round_rows`), for the next pass that adds the trees to the margins.
+        self.leaves: tuple[tuple[BaseLearner, ...], list[np.ndarray]] | None = None
+
+    def leaves_of(self, k: int, tree: BaseLearner) -> np.ndarray | None:
+        """Booster ``k``'s leaf of every row if :func:`round_rows` kept them for a tree of the
+        same structure as ``tree`` (its leaf values may differ), else None."""
+        if self.leaves is None:
+            return None
+        trees, leaves = self.leaves
+        if k >= len(trees) or not _same_structure(trees[k], tree):
+            return None
+        return leaves[k]
+
+
+def _same_structure(a: BaseLearner, b: BaseLearner) -> bool:
+    """Whether two trees route every row to the same leaf (the same splits, node by node)."""
+    nodes_a, nodes_b = getattr(a, "nodes", None), getattr(b, "nodes", None)
+    if nodes_a is None or nodes_b is None or nodes_a.shape != nodes_b.shape:
+        return False
+    return all(
+        np.array_equal(nodes_a[name], nodes_b[name])
+        for name in ("feature", "bin_threshold", "missing_left", "left", "right", "is_leaf")
+    )
 
 
 def _partitions(
@@ -554,25 +598,47 @@ def expand_trees(
     partitions are rebuilt from ``boosters`` and those steps replayed first.
     """
     *before, step = history
-    if trees.applied != tuple(before):
-        trees.applied = None
-        trees.partitions = _partitions(block, boosters, settings)
-        for done in before:
-            expand_together(trees.partitions, done)
+    _replay(block, boosters, trees, settings, tuple(before))
     trees.applied = None
     hists = expand_together(trees.partitions, step)
     trees.applied = tuple(history)
     return [tuple(mine) for mine in hists]
 
 
+def _replay(
+    block: TrainingBlock,
+    boosters: tuple[BoosterRows, ...],
+    trees: TreeRows,
+    settings: TreeSettings,
+    history: tuple,
+) -> None:
+    """Make ``trees`` hold exactly the steps ``history``: if it holds others (a rerun),
+    rebuild its partitions from ``boosters`` and replay the steps."""
+    if trees.applied != history:
+        trees.applied = None
+        trees.leaves = None
+        trees.partitions = _partitions(block, boosters, settings)
+        for done in history:
+            expand_together(trees.partitions, done)
+        trees.applied = history
+
+
 def round_rows(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
+    trees: TreeRows | None,
     learners: tuple[BaseLearner, ...],
     grids: tuple[KnotGrid | None, ...],
+    grown: tuple[TreeSettings, tuple, tuple[np.ndarray, ...]] | None = None,
 ) -> list[tuple[np.ndarray | tuple[np.ndarray, ...], np.ndarray]]:
     """Per booster, what its round's inference needs of the block for the learner
     ``learners[k]``, and the learner's covers on the block.
+
+    For trees grown on ``trees`` (``grown``: the settings, the steps of expansions and per
+    booster :meth:`~viboost.boosting.grower.TreeGrowth.node_positions`), each row's leaf comes
+    from its node in the partition (:func:`~viboost.boosting.grower.partition_leaf_index`),
+    and the leaves are kept in ``trees`` for the pass that adds the trees to the margins;
+    otherwise the rows are routed by their bins.
 
     The first is the knot moments of :func:`~viboost.variational.compression.knot_moments` on
     ``grid`` (by leaf for a tree with per-leaf weights), or (grid None) the active rows
@@ -580,13 +646,21 @@ def round_rows(
     are the booster's multiplicities summed per leaf of a tree, or, for a stump, their total
     and the part on the side where ``h = polarity``.
     """
-    out = []
-    for booster, learner, grid in zip(boosters, learners, grids, strict=True):
+    if trees is not None and grown is not None:
+        settings, history, positions = grown
+        _replay(block, boosters, trees, settings, history)
+    out, leaves = [], []
+    for k, (booster, learner, grid) in enumerate(zip(boosters, learners, grids, strict=True)):
         margins = booster.margins
         y, margin, weight = margins.y, margins.margin, margins.sample_weight
         leaf = None
         if hasattr(learner, "leaf_index"):  # a tree: the leaf of every row
-            leaf = learner.leaf_index(block.binned.T)
+            if trees is not None and grown is not None:
+                partition = trees.partitions[k]
+                leaf = partition_leaf_index(partition, learner, positions[k], block.binned.T)
+            else:
+                leaf = learner.leaf_index(block.binned.T)
+            leaves.append(leaf)
             covers = np.bincount(leaf, weights=weight, minlength=learner.n_leaves)
         if getattr(learner, "per_leaf", False):
             n_leaves = learner.n_leaves
@@ -606,19 +680,22 @@ def round_rows(
                 act = booster.active
                 part = (y[act], h[act], margin[act], weight[act])
         out.append((part, covers))
+    if trees is not None and len(leaves) == len(learners):
+        trees.leaves = (tuple(learners), leaves)
     return out
 
 
 def finish_boosters(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
 ) -> tuple[BoosterRows, ...]:
     """New boosters with the last learners added (``H += alpha h``), without weights."""
     out = []
-    for booster, update in zip(boosters, updates, strict=True):
+    for k, (booster, update) in enumerate(zip(boosters, updates, strict=True)):
         margins = booster.margins.copy()
-        margins.margin = _with_update(margins, block, update)
+        margins.margin = _with_update(margins, block, update, trees, k)
         out.append(BoosterRows(margins))
     return tuple(out)
 
@@ -632,6 +709,7 @@ def out_of_fold(
     block: TrainingBlock,
     boosters: tuple[BoosterRows, ...],
     validation: np.ndarray,
+    trees: TreeRows | None,
     updates: tuple[LearnerUpdate | None, ...],
 ) -> np.ndarray:
     """Out-of-fold margins of the block's rows after the pending ``updates``: row ``i`` gets
@@ -640,7 +718,7 @@ def out_of_fold(
     out = np.zeros(block.n_rows)
     for k, (booster, update) in enumerate(zip(boosters, updates, strict=True)):
         rows = validation[k]
-        out[rows] = _with_update(booster.margins, block, update)[rows]
+        out[rows] = _with_update(booster.margins, block, update, trees, k)[rows]
     return out
 
 

@@ -184,6 +184,15 @@ class BlockTasks:
         """:meth:`submit` and :meth:`gather`."""
         return self.gather(self.submit(func, *per_block, **shared))
 
+    def scatter(self, value: Any) -> Any:
+        """A block's argument, sent to the workers once (a future)."""
+        return self.client.scatter(value)
+
+    def finish(self, *outputs: list) -> list[list]:
+        """The end of the rounds: ``outputs`` (lists of futures, one per block) as they are
+        (:meth:`viboost.dask.service.BlockService.finish` turns its handles into futures)."""
+        return list(outputs)
+
 
 class BlockRows:
     """The row source (:class:`~viboost.boosting.booster.RowSource`) of a distributed fit: the
@@ -246,6 +255,11 @@ class BlockRows:
             )
         # The learners added last, applied to the blocks' margins by the next pass over them.
         self.pending: list[blocks.LearnerUpdate | None] = [None] * n_ensembles
+        # The last round's trees on the blocks (TreeRows, which keep every row's leaf for the
+        # pass that applies the pending learners; None for stumps and the intercept), and
+        # what round_rows needs to read the leaves off their partitions.
+        self._trees: list | None = None
+        self._grown: tuple | None = None
         self._grids: list[KnotGrid | None] = []
         #: Round trips to the workers that grew the last round's trees (after the first pass).
         self.tree_trips = 0
@@ -259,12 +273,17 @@ class BlockRows:
         self.cleans = tuple(cleans)
         self.tau, self.logistic = float(tau), bool(logistic)
 
+    def _trees_of_blocks(self) -> list:
+        """Per block, the last round's trees (None where there are none)."""
+        return [None] * len(self.training) if self._trees is None else self._trees
+
     def _reweight(self) -> None:
         """Submit: apply the pending learners to the blocks' margins, and reweight."""
         self.states = self.tasks.submit(
             blocks.reweight if self.n_classes == 2 else blocks.reweight_classes,
             self.training,
             self.states,
+            self._trees_of_blocks(),
             updates=tuple(self.pending),
             cleans=self.cleans,
             tau=self.tau,
@@ -278,6 +297,7 @@ class BlockRows:
         a tree grown from the blocks' node histograms (:meth:`_grow_trees`), or, with
         ``intercept``, the one-leaf tree (a pass for the knot ranges only)."""
         self._reweight()
+        self._trees = self._grown = None
         if intercept:
             parts = self.tasks.run_grouped(blocks.knot_ranges, self.training, self.states)
             self._grids = [
@@ -348,7 +368,10 @@ class BlockRows:
                             for i in range(len(wanted))
                         ]
                     )
-        return [HistogramTree(growth.tree()[0], settings.leaf_weights) for growth in growths]
+        out = [HistogramTree(growth.tree()[0], settings.leaf_weights) for growth in growths]
+        self._trees = trees
+        self._grown = (settings, history, tuple(growth.node_positions() for growth in growths))
+        return out
 
     def round_rows(
         self, learners: Sequence[BaseLearner]
@@ -360,8 +383,10 @@ class BlockRows:
             blocks.round_rows,
             self.training,
             self.states,
+            self._trees_of_blocks(),
             learners=tuple(learners),
             grids=tuple(self._grids),
+            grown=self._grown,
         )
         out, covered = [], []
         for k, (learner, grid) in enumerate(zip(learners, self._grids, strict=True)):
@@ -413,8 +438,9 @@ class BlockRows:
         """Apply the pending learners to the blocks' margins; return the blocks' states."""
         finish = blocks.finish_boosters if self.n_classes == 2 else blocks.finish_classes
         self.states = self.tasks.submit(
-            finish, self.training, self.states, updates=tuple(self.pending)
-        )
+            finish, self.training, self.states, self._trees_of_blocks(),
+            updates=tuple(self.pending),
+        )  # fmt: skip
         self.pending = [None] * len(self.pending)
         return self.states
 
@@ -437,6 +463,7 @@ class BlockRows:
             self.training,
             self.states,
             self.validation,
+            self._trees_of_blocks(),
             updates=tuple(self.pending),
         )
         return np.concatenate(parts)

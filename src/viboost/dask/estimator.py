@@ -27,6 +27,8 @@ ensemble (stumps or trees) over the blocks of a dask collection.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from numbers import Integral, Real
 from typing import Any
@@ -34,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import clone
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -45,6 +47,7 @@ from viboost.boosting.grower import TreeSettings
 from viboost.boosting.predictor import EnsemblePredictor
 from viboost.dask import blocks
 from viboost.dask.engine import BlockRows, BlockTasks
+from viboost.dask.service import BlockService, ServiceLost
 from viboost.estimator import VIBoostClassifier
 from viboost.noise_fit.calibration import flip_rates_from_sums
 from viboost.noise_fit.class_calibration import joint_of
@@ -57,6 +60,11 @@ __all__ = ["DaskVIBoostClassifier"]
 
 #: The per-row fitted attributes, dask arrays chunked as the training rows.
 _PER_ROW = ("cv_decision_function_", "clean_proba_", "mislabel_proba_", "true_class_proba_")
+#: The parameters of the distributed fit only (not :class:`viboost.VIBoostClassifier`'s).
+_DASK_PARAMETERS = ("client", "block_size", "timeout", "transport")
+#: Bytes per row and boosted ensemble that a block's state takes on its worker (margins, their
+#: cache, multiplicities, search weights, a tree's partition and statistics), for ``"auto"``.
+_STATE_BYTES_PER_ROW = 96
 
 
 class DaskVIBoostClassifier(VIBoostClassifier):
@@ -86,6 +94,19 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     timeout : float, default=600
         Seconds to wait for one distributed step (one pass over the blocks) before the fit
         stops with an error; a fit never waits without bound on a lost cluster.
+    transport : {"auto", "direct", "scheduler"}, default="auto"
+        How the client reaches the blocks during the boosting rounds. ``"direct"``: one
+        long-lived task per worker thread holds that thread's blocks and serves the rounds
+        over a TCP connection from the client (:mod:`viboost.dask.service`; a pass costs well
+        under a millisecond instead of a trip through the scheduler), as LightGBM's and
+        XGBoost's Dask interfaces do; the client must be able to open connections to the
+        workers' hosts (it does for dask's own results too). ``"scheduler"``: every pass is
+        dask tasks; the blocks and their states stay in dask's memory, which may spill them
+        to disk (out-of-core data). ``"auto"``: ``"direct"`` when the blocks and the
+        boosters' states take at most half of every worker's memory limit, else
+        ``"scheduler"``. The fit is bit for bit the same either way; if a direct connection
+        fails (a worker lost mid-fit, a firewall), the fit warns and runs again through the
+        scheduler.
 
     Notes
     -----
@@ -130,6 +151,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         "client": "no_validation",
         "block_size": [Interval(Integral, 1, None, closed="left"), None],
         "timeout": [Interval(Real, 0, None, closed="neither")],
+        "transport": [StrOptions({"auto", "direct", "scheduler"})],
     }
 
     def __init__(
@@ -166,6 +188,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         client: Any = None,
         block_size: int | None = None,
         timeout: float = 600.0,
+        transport: str = "auto",
     ) -> None:
         super().__init__(
             n_estimators,
@@ -200,6 +223,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.client = client
         self.block_size = block_size
         self.timeout = timeout
+        self.transport = transport
 
     def __sklearn_clone__(self) -> DaskVIBoostClassifier:
         """An unfitted copy with the same parameters and the same client (a client cannot be
@@ -284,7 +308,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.classes_ = classes
         priors = self._model_priors(clean_prior)
         if classes.size > 2:
-            self._fit_classes_blocks(tasks, training, binner, sizes, priors, plan, init_eta)
+            self._fit_classes_blocks(
+                tasks, training, binner, sizes, n_features, priors, plan, init_eta
+            )
             return self
         plan = self._resolve_plan(total_weight)
         tree = self._tree_settings(plan)
@@ -299,20 +325,73 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             if folds is None:  # too few rows in a class (warned)
                 plan = replace(plan, noise_fit="in-sample")
         if folds is None:
-            self._fit_in_sample_blocks(
-                tasks, training, binner, sizes, n_active, priors, plan, init_eta, tree
-            )
+
+            def in_sample(tasks: Any, training: list) -> None:
+                self._fit_in_sample_blocks(
+                    tasks, training, binner, sizes, n_active, priors, plan, init_eta, tree
+                )
+
+            self._on_blocks(tasks, training, sizes, n_features, 1, in_sample)
         else:
-            make_rows = _block_rows(tasks, training, binner, sizes, tree)
-            result = self._cross_fitter(plan, priors, init_eta, label=" (dask)").fit(
-                make_rows, y_signed, weights, folds
-            )
+
+            def cross_fit(tasks: Any, training: list) -> Any:
+                make_rows = _block_rows(tasks, training, binner, sizes, tree)
+                fitter = self._cross_fitter(plan, priors, init_eta, label=" (dask)")
+                return fitter.fit(make_rows, y_signed, weights, folds)
+
+            result = self._on_blocks(tasks, training, sizes, n_features, len(folds), cross_fit)
             self._store_cross_fit(result, y_signed, weights, priors)
             self._set_label_posteriors((y_signed > 0).astype(np.intp), weights)
             for name in _PER_ROW:
                 setattr(self, name, self._rows_array(getattr(self, name), sizes))
         self.plan_ = plan
         return self
+
+    def _on_blocks(
+        self,
+        tasks: BlockTasks,
+        training: list,
+        sizes: tuple[int, ...],
+        n_features: int,
+        n_ensembles: int,
+        body: Callable[[Any, list], Any],
+    ) -> Any:
+        """``body(tasks, training)``: the boosting rounds over the blocks, through the direct
+        services (:class:`~viboost.dask.service.BlockService`) where ``transport`` chooses them,
+        else through the scheduler. If a direct connection fails, warn and run ``body`` again
+        through the scheduler (the same model: the same calls on the same blocks)."""
+        if self._direct_transport(tasks, sizes, n_features, n_ensembles):
+            try:
+                with BlockService(tasks, training) as service:
+                    return body(service, service.training)
+            except ServiceLost as error:
+                warnings.warn(
+                    f"DaskVIBoostClassifier: the direct connection to the workers failed "
+                    f"({error}); the fit runs again through the scheduler "
+                    "(transport='scheduler').",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return body(tasks, training)
+
+    def _direct_transport(
+        self, tasks: BlockTasks, sizes: tuple[int, ...], n_features: int, n_ensembles: int
+    ) -> bool:
+        """Whether the rounds run on direct services: ``transport="direct"``, or ``"auto"``
+        and every worker's blocks (binned twice, row- and column-major, with labels and
+        weights) and their ``n_ensembles`` states fit in half its memory limit."""
+        if self.transport != "auto" or tasks.homes is None:
+            return self.transport == "direct" and tasks.homes is not None
+        rows: dict[str, int] = {}
+        for size, (worker, _) in zip(sizes, tasks.homes, strict=True):
+            rows[worker] = rows.get(worker, 0) + int(size)
+        info = tasks.client.scheduler_info(n_workers=-1)["workers"]
+        per_row = 2 * n_features + 16 + n_ensembles * _STATE_BYTES_PER_ROW
+        for worker, n_rows in rows.items():
+            limit = int(info.get(worker, {}).get("memory_limit") or 0)
+            if limit and n_rows * per_row > limit / 2:
+                return False
+        return True
 
     def _tree_settings(self, plan: FitPlan) -> TreeSettings | None:
         """The trees of this fit, as :meth:`VIBoostClassifier._learner_search` grows them in
@@ -414,13 +493,14 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         posteriors = tasks.submit(
             _label_posteriors, training, parts, noise_model=bool(self.noise_model)
         )
-        client = tasks.client
         # Only the blocks' sums come to the client; the per-row parts stay on the workers.
-        sums = np.sum(tasks.gather([client.submit(_item, p, 2, pure=False) for p in parts]), 0)
-        phi = [client.submit(_item, part, 0, pure=False) for part in parts]
-        mislabel = [client.submit(_item, part, 1, pure=False) for part in parts]
-        true_class = [client.submit(_item, part, 0, pure=False) for part in posteriors]
-        joints = [client.submit(_item, part, 1, pure=False) for part in posteriors]
+        sums = np.sum(tasks.run(_item, parts, index=2), 0)
+        joints = tasks.run(_item, posteriors, index=1) if self.noise_model else None
+        phi, mislabel, true_class = tasks.finish(
+            tasks.submit(_item, parts, index=0),
+            tasks.submit(_item, parts, index=1),
+            tasks.submit(_item, posteriors, index=0),
+        )
         self.clean_proba_ = self._rows_array(phi, sizes)
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_best_rounds_ = 0
@@ -438,7 +518,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.true_class_proba_ = self._rows_array(true_class, sizes, columns=2)
         joint = None
         if self.noise_model:  # the joint of all rows: the blocks' joints, weighted by their weight
-            block_joints, block_weights = zip(*tasks.gather(joints), strict=True)
+            block_joints, block_weights = zip(*joints, strict=True)
             joint = np.average(np.array(block_joints), axis=0, weights=block_weights)
         self._store_binary_joint(joint)
 
@@ -448,6 +528,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         training: list,
         binner: FeatureBinner,
         sizes: tuple[int, ...],
+        n_features: int,
         priors: ModelPriors,
         plan: FitPlan,
         init_eta: tuple[float, float],
@@ -461,11 +542,18 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         y_index = np.concatenate([pair[0] for pair in pairs])
         weights = np.concatenate([pair[1] for pair in pairs])
         folds = cross_fit_folds(self.cv, y_index, weights > 0, self.random_state)
-        make_rows = _block_rows(
-            tasks, training, binner, sizes, self._tree_settings(plan), n_classes=n_classes
-        )
-        fitter = self._cross_fitter(plan, priors, init_eta, label=" (dask)", n_classes=n_classes)
-        result = fitter.fit(make_rows, y_index, weights, folds)
+
+        def cross_fit(tasks: Any, training: list) -> Any:
+            make_rows = _block_rows(
+                tasks, training, binner, sizes, self._tree_settings(plan), n_classes=n_classes
+            )
+            fitter = self._cross_fitter(
+                plan, priors, init_eta, label=" (dask)", n_classes=n_classes
+            )
+            return fitter.fit(make_rows, y_index, weights, folds)
+
+        n_ensembles = len(folds) * n_classes
+        result = self._on_blocks(tasks, training, sizes, n_features, n_ensembles, cross_fit)
         self._store_class_fit(result, self.classes_, y_index, weights, priors, plan)
         for name in _PER_ROW:
             setattr(self, name, self._rows_array(getattr(self, name), sizes))
@@ -587,11 +675,11 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         params = {
             name: value
             for name, value in self.get_params(deep=False).items()
-            if name not in ("client", "block_size", "timeout")
+            if name not in _DASK_PARAMETERS
         }
         model = VIBoostClassifier(**params)
         state = self.__getstate__()
-        for name in ("client", "block_size", "timeout", "_train_chunks", "_n_rows"):
+        for name in (*_DASK_PARAMETERS, "_train_chunks", "_n_rows"):
             state.pop(name, None)
         model.__dict__.update(state)
         model.__dict__.pop("_viboost_version", None)
@@ -651,10 +739,9 @@ def _block_rows(
     pieces = [slice(bounds[b], bounds[b + 1]) for b in range(len(sizes))]
 
     def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> BlockRows:
-        client = tasks.client
         held_out = None
         if validation is not None:
-            held_out = [client.scatter(validation[:, p]) for p in pieces]
+            held_out = [tasks.scatter(validation[:, p]) for p in pieces]
         n_active = [int(np.count_nonzero(m > 0)) for m in multiplicities]
         if n_classes > 2:
             n_active = [n for n in n_active for _ in range(n_classes)]
@@ -663,7 +750,7 @@ def _block_rows(
             training,
             binner,
             n_active,
-            [client.scatter(multiplicities[:, p]) for p in pieces],
+            [tasks.scatter(multiplicities[:, p]) for p in pieces],
             held_out,
             tree,
             n_classes,

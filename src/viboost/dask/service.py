@@ -1,0 +1,385 @@
+"""Direct connections to the workers: a long-lived task per worker thread that serves the rounds.
+
+A pass over the blocks through the scheduler (:class:`~viboost.dask.engine.BlockTasks`) costs a
+trip through it, tens of milliseconds on a LocalCluster and more across a network, and a
+31-leaf tree needs a dozen passes. This module takes the scheduler out of the rounds, as
+LightGBM's and XGBoost's Dask interfaces do: for the duration of the boosting rounds one task
+per worker thread (the threads of :meth:`~viboost.dask.engine.BlockTasks.place`) runs
+:func:`serve`, which holds that thread's training blocks and opens a TCP socket on the worker's
+host; the client connects to it directly (as it does to the workers for their results) and
+sends it the same block functions that the tasks would run (:mod:`viboost.dask.blocks`).
+
+:class:`BlockService` has the interface of :class:`~viboost.dask.engine.BlockTasks` that the
+rounds use (``submit``, ``run``, ``run_grouped``, ``scatter``), so
+:class:`~viboost.dask.engine.BlockRows` runs unchanged on either, and the fit is bit for bit
+the same: the same functions run on the same blocks in the same order, and the client adds the
+results in block order. What ``submit`` returns stays on the service (a :class:`Handle`, freed
+when the client drops it); ``submit`` only queues its call, and the queue goes with the next
+call whose results the client waits for, so a pass is one message per service each way.
+
+The wire is :mod:`multiprocessing.connection` (length-prefixed pickles) after a mutual HMAC
+challenge with a key that only the client and the tasks know (it travels with the tasks'
+arguments), so nothing else can send the service code to run. Every wait is bounded: the
+service ends when the client sends nothing for ``timeout`` seconds, and the client raises
+:class:`ServiceLost` when a service does not answer in time or its connection breaks (a worker
+died); the estimator then runs the fit again through the scheduler, which recomputes lost
+blocks (:meth:`viboost.dask.DaskVIBoostClassifier.fit`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import socket
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+from typing import Any
+
+from viboost._utils.parallel import numba_threads
+
+__all__ = ["BlockService", "Handle", "ServiceLost", "serve"]
+
+#: Seconds between two looks for the services' addresses among the workers' events.
+_POLL_INTERVAL = 0.01
+
+
+class ServiceLost(RuntimeError):
+    """A service did not start, broke its connection or did not answer within the timeout."""
+
+
+@dataclass(frozen=True)
+class _Ref:
+    """On the wire, an argument that is the service's object ``key``."""
+
+    key: int
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """On the wire, the error a call raised on the service, with its traceback as text."""
+
+    error: BaseException
+    trace: str
+
+
+class Handle:
+    """A reference to an object held by one service; the object is freed on the service when
+    the last reference to the handle is dropped here."""
+
+    __slots__ = ("__weakref__", "key", "service")
+
+    def __init__(self, service: int, key: int) -> None:
+        self.service = service
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"Handle(service={self.service}, key={self.key})"
+
+
+def _host(address: str) -> str:
+    """The host of a worker's address; a worker in the client's process (``inproc://``) is
+    reached on the loopback interface."""
+    from distributed.comm import get_address_host, parse_address
+
+    scheme, _ = parse_address(address)
+    return "127.0.0.1" if scheme == "inproc" else get_address_host(address)
+
+
+def serve(
+    topic: str, key: bytes, timeout: float, index: int, keys: Sequence[int], *blocks: Any
+) -> dict:
+    """The worker side: hold ``blocks`` (as objects ``keys``), publish a socket (with the
+    service's ``index``) on the event ``topic``, accept the client's connection and run what
+    it sends until it says stop; return the objects it asks for then, by key.
+
+    A message is ``(released keys, calls)``; a call is ``(func, per-block arguments, shared
+    keyword arguments, result keys or None)``: ``func(*arguments, **shared)`` for each block's
+    arguments (``_Ref`` s resolved), stored under the result keys, or, for None, sent back. The
+    reply is the list of the results sent back, or a ``_Failure``. The message ``("stop",
+    keys)`` ends the service.
+    """
+    from distributed import get_worker
+
+    worker = get_worker()
+    objects: dict[int, Any] = dict(zip(keys, blocks, strict=True))
+    with socket.create_server((_host(worker.address), 0)) as server:
+        server.settimeout(timeout)
+        worker.log_event(topic, {"index": index, "port": server.getsockname()[1]})
+        try:
+            sock, _ = server.accept()
+        except TimeoutError:
+            return {}
+    sock.settimeout(None)
+    with Connection(sock.detach()) as conn:
+        deliver_challenge(conn, key)
+        answer_challenge(conn, key)
+        while conn.poll(timeout):
+            message = conn.recv()
+            if message[0] == "stop":
+                return {k: objects[k] for k in message[1]}
+            released, calls = message
+            try:
+                replies = _run_calls(calls, objects)
+            except Exception as error:  # noqa: BLE001 - sent to the client, which raises it
+                replies = _Failure(error, traceback.format_exc())
+            # After the calls: the client dropped these after queueing any call that uses them.
+            for k in released:
+                objects.pop(k, None)
+            conn.send(replies)
+    return {}
+
+
+def _run_calls(calls: list, objects: dict[int, Any]) -> list:
+    """Run a message's calls in order on the service's ``objects``; the results to send back."""
+
+    def resolve(arg: Any) -> Any:
+        return objects[arg.key] if isinstance(arg, _Ref) else arg
+
+    replies = []
+    with numba_threads(1):
+        for func, per_block, shared, outs in calls:
+            results = [func(*map(resolve, args), **shared) for args in per_block]
+            if outs is None:
+                replies.append(results)
+            else:
+                objects.update(zip(outs, results, strict=True))
+    return replies
+
+
+class BlockService:
+    """The client side: one connection per service (per worker thread of the placed blocks),
+    and the interface of :class:`~viboost.dask.engine.BlockTasks` that the rounds use.
+
+    Parameters
+    ----------
+    tasks : BlockTasks
+        The scheduler's tasks, after :meth:`~viboost.dask.engine.BlockTasks.place`.
+    training : list of futures
+        The placed training blocks.
+
+    Attributes
+    ----------
+    training : list of Handle
+        The training blocks, as the services hold them.
+    """
+
+    def __init__(self, tasks: Any, training: list) -> None:
+        if tasks.homes is None or len(tasks.homes) != len(training):
+            raise ServiceLost("the blocks are not placed on worker threads")
+        self.tasks = tasks
+        self.timeout = tasks.timeout
+        self._counter = itertools.count()
+        homes: dict[tuple[str, int], list[int]] = {}
+        for b, home in enumerate(tasks.homes):
+            homes.setdefault(home, []).append(b)
+        self._members = list(homes.values())
+        self._service_of = [0] * len(training)
+        for s, members in enumerate(self._members):
+            for b in members:
+                self._service_of[b] = s
+        self._queues: list[list] = [[] for _ in self._members]
+        self._released: list[list[int]] = [[] for _ in self._members]
+        self._connections: list[Connection | None] = [None] * len(self._members)
+        self._closed = False
+        self._stopped = False
+        topic = f"viboost-service-{secrets.token_hex(8)}"
+        key = secrets.token_bytes(32)
+        self.training = [self._new_handle(self._service_of[b]) for b in range(len(training))]
+        client = tasks.client
+        self._futures = [
+            client.submit(
+                serve, topic, key, self.timeout, s,
+                [self.training[b].key for b in members], *[training[b] for b in members],
+                workers=[home[0]], allow_other_workers=False, pure=False,
+            )
+            for s, (home, members) in enumerate(homes.items())
+        ]  # fmt: skip
+        self._workers = [home[0] for home in homes]
+        self._topic, self._key = topic, key
+        try:
+            self._connect()
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self) -> None:
+        """Connect to every service as its socket is published; all within ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        while not all(self._connections):
+            self._connect_published()
+            failed = [f for f in self._futures if f.status in ("error", "cancelled", "lost")]
+            if failed:
+                raise ServiceLost(f"a service task ended before it started: {failed[0]!r}")
+            if time.monotonic() > deadline:
+                raise ServiceLost(
+                    f"the workers' services did not start within timeout={self.timeout:g} s"
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def _connect_published(self) -> None:
+        """Connect to the services that have published their sockets since the last look."""
+        from multiprocessing.connection import Client as connect
+
+        for _, event in self.tasks.client.get_events(self._topic):
+            s = int(event["index"])
+            if self._connections[s] is not None:
+                continue
+            try:
+                conn = connect((_host(self._workers[s]), int(event["port"])), authkey=None)
+                answer_challenge(conn, self._key)
+                deliver_challenge(conn, self._key)
+            except (OSError, EOFError) as error:
+                raise ServiceLost(
+                    f"cannot connect to the service on {self._workers[s]}: {error}"
+                ) from error
+            self._connections[s] = conn
+
+    # ------------------------------------------------------------------ handles
+    def _new_handle(self, service: int) -> Handle:
+        handle = Handle(service, next(self._counter))
+        weakref.finalize(handle, self._release, service, handle.key)
+        return handle
+
+    def _release(self, service: int, key: int) -> None:
+        if not self._closed:
+            self._released[service].append(key)
+
+    # ------------------------------------------------------------ block tasks
+    def _queue(self, func: Callable[..., Any], per_block: Sequence[Sequence[Any]],
+               shared: dict, store: bool) -> list[Handle] | None:  # fmt: skip
+        """Queue ``func`` on every block (its arguments ``per_block``, one sequence per
+        argument); new handles for its results when ``store``."""
+        calls = list(zip(*per_block, strict=True))
+        if len(calls) != len(self._service_of):
+            raise ValueError("one argument per block is expected")
+        handles = [self._new_handle(s) for s in self._service_of] if store else None
+        for s, members in enumerate(self._members):
+            args = [tuple(self._wire(arg, s) for arg in calls[b]) for b in members]
+            outs = None if handles is None else [handles[b].key for b in members]
+            self._queues[s].append((func, args, shared, outs))
+        return handles
+
+    @staticmethod
+    def _wire(arg: Any, service: int) -> Any:
+        if isinstance(arg, Handle):
+            if arg.service != service:
+                raise ValueError(f"{arg!r} lives on another service than its block")
+            return _Ref(arg.key)
+        return arg
+
+    def submit(self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any) -> list:
+        """``func(*args_of_block_b, **shared)`` for every block ``b``, kept on the services
+        (handles); sent with the next :meth:`run`."""
+        return self._queue(func, per_block, shared, store=True)
+
+    def run(self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any) -> list:
+        """``func(*args_of_block_b, **shared)`` for every block ``b`` (after every queued
+        call); the results, in block order."""
+        self._queue(func, per_block, shared, store=False)
+        replies = self._flush()
+        out: list = [None] * len(self._service_of)
+        for members, reply in zip(self._members, replies, strict=True):
+            for b, result in zip(members, reply[-1], strict=True):
+                out[b] = result
+        return out
+
+    run_grouped = run
+
+    def scatter(self, value: Any) -> Any:
+        """A block's argument as it goes to the workers: by value, with the call."""
+        return value
+
+    def _flush(self) -> list[list]:
+        """Send every service its queue (and the keys released since), and wait for the
+        replies, each within ``timeout``."""
+        if self._closed:
+            raise ServiceLost("the services are closed")
+        for s, conn in enumerate(self._connections):
+            message = (self._released[s], self._queues[s])
+            self._released[s], self._queues[s] = [], []
+            self._send(conn, message)
+        replies = []
+        for conn in self._connections:
+            reply = self._receive(conn)
+            if isinstance(reply, _Failure):
+                raise reply.error from RuntimeError(f"on the worker:\n{reply.trace}")
+            replies.append(reply)
+        return replies
+
+    def _send(self, conn: Connection, message: Any) -> None:
+        try:
+            conn.send(message)
+        except OSError as error:
+            raise ServiceLost(f"a worker's service is gone: {error}") from error
+
+    def _receive(self, conn: Connection) -> Any:
+        try:
+            if not conn.poll(self.timeout):
+                raise ServiceLost(
+                    f"a worker's service did not answer within timeout={self.timeout:g} s"
+                )
+            return conn.recv()
+        except (OSError, EOFError) as error:
+            raise ServiceLost(f"a worker's service is gone: {error}") from error
+
+    def finish(self, *outputs: list[Handle]) -> list[list]:
+        """Run what is queued, end the services and return ``outputs`` (lists of handles, one
+        per block) as lists of dask futures on the workers."""
+        if any(self._queues):
+            self._flush()
+        keys: list[list[int]] = [[] for _ in self._members]
+        for output in outputs:
+            for handle in output:
+                keys[handle.service].append(handle.key)
+        for s, conn in enumerate(self._connections):
+            self._send(conn, ("stop", keys[s]))
+        self._stopped = True
+        self.close()
+        client = self.tasks.client
+        return [
+            [
+                client.submit(_pick, self._futures[handle.service], handle.key, pure=False)
+                for handle in output
+            ]
+            for output in outputs
+        ]
+
+    def close(self) -> None:
+        """End the services, bounded: each connected one is told to stop, and those not yet
+        connected are cancelled (or, if they published a socket meanwhile, connected to and
+        told to stop), so that no service holds a worker thread for long."""
+        self._closed = True
+        if not self._stopped:
+            self._stopped = True
+            pending = [f for f, conn in zip(self._futures, self._connections, strict=True)
+                       if conn is None]  # fmt: skip
+            if pending:
+                self.tasks.client.cancel(pending)
+                try:
+                    self._connect_published()
+                except ServiceLost:
+                    pass
+            for conn in self._connections:
+                if conn is not None:
+                    try:
+                        conn.send(("stop", []))
+                    except OSError:
+                        pass
+        for conn in self._connections:
+            if conn is not None:
+                conn.close()
+
+    def __enter__(self) -> BlockService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _pick(exported: dict, key: int) -> Any:
+    """One object of what a service returned when it stopped."""
+    return exported[key]
