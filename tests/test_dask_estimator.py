@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -407,9 +408,13 @@ def test_a_cluster_without_workers_times_out_with_a_clear_error():
 
 
 @pytest.mark.timeout(240)
-def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
+@pytest.mark.parametrize(("transport", "n_rounds"), [("scheduler", 25), ("direct", 120)])
+def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch, transport, n_rounds):
+    """Through the scheduler, dask recomputes the lost blocks and the fit goes on; on direct
+    connections (fast: more rounds, so that the restart comes mid-fit), the fit warns and runs
+    again through the scheduler. Either way the same model, or a clear error."""
     X, y = _data(2000, seed=4)
-    want = VIBoostClassifier(25, preset="paper", random_state=0).fit(X, y)
+    want = VIBoostClassifier(n_rounds, preset="paper", random_state=0).fit(X, y)
     rounds = []  # rounds the client has run so far (the fit's booster runs in this process)
     add_round = Booster.add_round
 
@@ -425,17 +430,21 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
         distributed.Client(cluster, set_as_default=False) as client,
     ):
         model = DaskVIBoostClassifier(
-            25, preset="paper", client=client, random_state=0, block_size=500, timeout=120
-        )
+            n_rounds, preset="paper", client=client, random_state=0, block_size=500,
+            timeout=120, transport=transport,
+        )  # fmt: skip
         outcome: dict = {}
 
         def fit() -> None:
-            try:
-                outcome["model"] = model.fit(
-                    da.from_array(X, chunks=700), da.from_array(y, chunks=700)
-                )
-            except Exception as error:  # noqa: BLE001 - reported below
-                outcome["error"] = error
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    outcome["model"] = model.fit(
+                        da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+                    )
+                except Exception as error:  # noqa: BLE001 - reported below
+                    outcome["error"] = error
+            outcome["warnings"] = [str(w.message) for w in caught]
 
         thread = threading.Thread(target=fit, daemon=True)
         thread.start()
@@ -444,7 +453,7 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
             if not thread.is_alive():
                 break
             time.sleep(0.05)
-        assert thread.is_alive(), "the fit ended before a worker could be restarted"
+        assert thread.is_alive(), f"the fit ended before a worker could be restarted: {outcome}"
         worker = sorted(client.scheduler_info()["workers"])[0]
         client.restart_workers([worker], timeout=60)
         thread.join(timeout=150)
@@ -452,7 +461,10 @@ def test_a_worker_restarted_mid_fit_resumes_or_fails_clearly(monkeypatch):
     if "error" in outcome:
         assert isinstance(outcome["error"], RuntimeError), outcome["error"]
         assert "worker" in str(outcome["error"])
-    else:  # resumed: the lost blocks were recomputed, and the model is the same
+    else:  # resumed (or run again): the lost blocks were recomputed, the model is the same
+        if len(rounds) > n_rounds:  # the restart came mid-fit: it ran again
+            assert transport == "direct"
+            assert any("through the scheduler" in w for w in outcome["warnings"])
         assert outcome["model"].estimators_ == want.estimators_
         np.testing.assert_allclose(outcome["model"].alphas_, want.alphas_, rtol=RTOL)
 

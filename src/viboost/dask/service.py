@@ -45,6 +45,12 @@ __all__ = ["BlockService", "Handle", "ServiceLost", "serve"]
 
 #: Seconds between two looks for the services' addresses among the workers' events.
 _POLL_INTERVAL = 0.01
+#: At most this many seconds a service waits for the client to connect (it connects as soon
+#: as it sees the address; a service that waits longer was abandoned) ...
+_ACCEPT_TIMEOUT = 60.0
+#: ... and the client, closing, looks this long for services that started but had not yet
+#: published their addresses, to tell them to stop (else they would hold their threads).
+_CLOSE_GRACE = 5.0
 
 
 class ServiceLost(RuntimeError):
@@ -107,7 +113,7 @@ def serve(
     worker = get_worker()
     objects: dict[int, Any] = dict(zip(keys, blocks, strict=True))
     with socket.create_server((_host(worker.address), 0)) as server:
-        server.settimeout(timeout)
+        server.settimeout(min(timeout, _ACCEPT_TIMEOUT))
         worker.log_event(topic, {"index": index, "port": server.getsockname()[1]})
         try:
             sock, _ = server.accept()
@@ -355,14 +361,18 @@ class BlockService:
         self._closed = True
         if not self._stopped:
             self._stopped = True
-            pending = [f for f, conn in zip(self._futures, self._connections, strict=True)
-                       if conn is None]  # fmt: skip
-            if pending:
-                self.tasks.client.cancel(pending)
-                try:
-                    self._connect_published()
-                except ServiceLost:
-                    pass
+            unconnected = [s for s, conn in enumerate(self._connections) if conn is None]
+            if unconnected:
+                self.tasks.client.cancel([self._futures[s] for s in unconnected])
+                deadline = time.monotonic() + _CLOSE_GRACE
+                while time.monotonic() < deadline:
+                    try:
+                        self._connect_published()
+                    except ServiceLost:
+                        pass
+                    if all(self._connections[s] is not None for s in unconnected):
+                        break
+                    time.sleep(_POLL_INTERVAL)
             for conn in self._connections:
                 if conn is not None:
                     try:

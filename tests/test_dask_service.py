@@ -1,0 +1,218 @@
+"""viboost.dask.service: the direct connections to the workers' long-lived tasks (the wire
+protocol, the key, errors on a worker) and the estimator's transports (the same model either
+way, the fallback to the scheduler when a connection fails, the memory rule of "auto")."""
+
+from __future__ import annotations
+
+import threading
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client as connect
+from multiprocessing.connection import answer_challenge, deliver_challenge
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+from viboost.dask import DaskVIBoostClassifier  # noqa: E402
+from viboost.dask import service as service_module  # noqa: E402
+from viboost.dask.engine import BlockTasks  # noqa: E402
+from viboost.dask.service import BlockService, ServiceLost  # noqa: E402
+
+
+class _Worker:
+    """What :func:`~viboost.dask.service.serve` reads of its worker: the address (its host is
+    where the socket opens) and ``log_event`` (where the port is published)."""
+
+    address = "tcp://127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.published = threading.Event()
+
+    def log_event(self, topic: str, msg: dict) -> None:
+        self.events.append(msg)
+        self.published.set()
+
+
+def _serve_in_thread(
+    monkeypatch, key: bytes, blocks_: list
+) -> tuple[_Worker, dict, threading.Thread]:
+    worker = _Worker()
+    monkeypatch.setattr(distributed, "get_worker", lambda: worker)
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = service_module.serve("topic", key, 30.0, 0, [10, 11], *blocks_)
+        except BaseException as error:  # noqa: BLE001 - examined by the test
+            result["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert worker.published.wait(30)
+    return worker, result, thread
+
+
+def _add(block: np.ndarray, other: np.ndarray | None = None, scale: float = 1.0) -> np.ndarray:
+    return scale * (block + (0 if other is None else other))
+
+
+def _fail(block: np.ndarray) -> None:
+    raise ValueError("bad block on the worker")
+
+
+def test_a_service_runs_calls_on_its_objects_and_returns_what_it_is_asked_for(monkeypatch):
+    key = b"k" * 32
+    worker, result, thread = _serve_in_thread(monkeypatch, key, [np.ones(3), np.arange(3.0)])
+    conn = connect(("127.0.0.1", worker.events[0]["port"]), authkey=None)
+    answer_challenge(conn, key)
+    deliver_challenge(conn, key)
+    ref = service_module._Ref
+    # Store block + 1 under keys 20, 21; then send back (stored + block) * 2; release 10.
+    conn.send(([], [(_add, [(ref(10), 1.0), (ref(11), 1.0)], {}, [20, 21])]))
+    assert conn.recv() == []
+    conn.send(([10], [(_add, [(ref(20), ref(10)), (ref(21), ref(11))], {"scale": 2.0}, None)]))
+    (sent,) = conn.recv()
+    np.testing.assert_array_equal(sent[0], [6.0, 6.0, 6.0])
+    np.testing.assert_array_equal(sent[1], [2.0, 6.0, 10.0])
+    # A released object is gone (after the calls of the message that released it).
+    conn.send(([], [(_add, [(ref(10),), (ref(11),)], {}, None)]))
+    failure = conn.recv()
+    assert isinstance(failure, service_module._Failure)
+    assert isinstance(failure.error, KeyError)
+    # An error in a call comes back with its type and the worker's traceback; the service goes on.
+    conn.send(([], [(_fail, [(ref(11),), (ref(11),)], {}, None)]))
+    failure = conn.recv()
+    assert isinstance(failure.error, ValueError)
+    assert "bad block on the worker" in failure.trace
+    conn.send(("stop", [21]))
+    thread.join(30)
+    conn.close()
+    assert not thread.is_alive()
+    np.testing.assert_array_equal(result["value"][21], [1.0, 2.0, 3.0])
+
+
+def test_a_service_refuses_a_client_without_the_key(monkeypatch):
+    worker, result, thread = _serve_in_thread(monkeypatch, b"k" * 32, [np.ones(3), np.ones(3)])
+    with pytest.raises(AuthenticationError):
+        connect(("127.0.0.1", worker.events[0]["port"]), authkey=b"wrong key")
+    thread.join(30)
+    assert not thread.is_alive()
+    assert isinstance(result["error"], AuthenticationError)
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def _data(n: int = 2400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    X[rng.random((n, 4)) < 0.02] = np.nan
+    y = ((np.nan_to_num(X[:, 0]) * np.nan_to_num(X[:, 1]) > 0) ^ (rng.random(n) < 0.1)).astype(int)
+    return X, y
+
+
+def test_block_service_errors_reach_the_client_and_handles_stay_with_their_blocks(two_workers):
+    tasks = BlockTasks(two_workers, 30.0)
+    futures = [two_workers.scatter(np.full(4, float(b))) for b in range(4)]
+    placed = tasks.place(futures, [4, 4, 4, 4])
+    with BlockService(tasks, placed) as service:
+        doubled = service.submit(_add, service.training, service.training)
+        got = service.run(_add, doubled, [None] * 4, scale=0.5)
+        for b, values in enumerate(got):
+            np.testing.assert_array_equal(values, np.full(4, float(b)))
+        with pytest.raises(ValueError, match="bad block on the worker"):
+            service.run(_fail, service.training)
+        with pytest.raises(ValueError, match="one argument per block"):
+            service.run(_add, service.training[:3])
+        (exported,) = service.finish(doubled)
+    values = two_workers.gather(exported)
+    for b, value in enumerate(values):
+        np.testing.assert_array_equal(value, np.full(4, 2.0 * b))
+    with pytest.raises(ServiceLost, match="closed"):
+        service.run(_add, service.training)
+
+
+_PARAMS = [
+    {"n_estimators": 12, "preset": "paper"},
+    {"n_estimators": 12, "cv": 2, "n_iter_no_change": 10},
+    {"n_estimators": 6, "cv": 2, "max_leaf_nodes": 31, "n_iter_no_change": None},
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("params", _PARAMS, ids=["paper", "robust", "robust-31-leaves"])
+def test_both_transports_fit_the_same_model_bit_for_bit(two_workers, params):
+    X, y = _data()
+    dX, dy = da.from_array(X, chunks=700), da.from_array(y, chunks=700)
+    models = [
+        DaskVIBoostClassifier(
+            **params, random_state=0, client=two_workers, block_size=600, transport=transport
+        ).fit(dX, dy)
+        for transport in ("direct", "scheduler")
+    ]
+    direct, scheduler = models
+    assert direct.estimators_ == scheduler.estimators_
+    np.testing.assert_array_equal(direct.alphas_, scheduler.alphas_)
+    np.testing.assert_array_equal(direct.decision_function(X), scheduler.decision_function(X))
+    for name in ("clean_proba_", "mislabel_proba_", "true_class_proba_"):
+        np.testing.assert_array_equal(
+            getattr(direct, name).compute(), getattr(scheduler, name).compute(), err_msg=name
+        )
+    assert direct.noise_rate_ == scheduler.noise_rate_
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_failed_connection_warns_and_fits_through_the_scheduler(two_workers, monkeypatch):
+    """The services that started are told to stop (else the scheduler's tasks would wait
+    behind them), and the fit runs again through the scheduler: the same model."""
+    X, y = _data(2000, seed=1)
+    dX, dy = da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+    params = {"n_estimators": 10, "cv": 2, "random_state": 0, "block_size": 500}
+    want = DaskVIBoostClassifier(**params, client=two_workers, transport="scheduler").fit(dX, dy)
+    connect_published = BlockService._connect_published
+    calls = []
+
+    def refused(self):
+        connect_published(self)  # connect to those that started, then fail
+        calls.append(1)
+        if len(calls) > 1:
+            raise ServiceLost("refused by a firewall")
+
+    monkeypatch.setattr(BlockService, "_connect_published", refused)
+    model = DaskVIBoostClassifier(**params, client=two_workers, timeout=60)
+    with pytest.warns(RuntimeWarning, match="refused by a firewall.*through the scheduler"):
+        model.fit(dX, dy)
+    assert model.estimators_ == want.estimators_
+    np.testing.assert_array_equal(model.decision_function(X), want.decision_function(X))
+
+
+def test_auto_transport_is_direct_while_the_states_fit_half_the_memory_limit():
+    homes = [("w1", 0), ("w2", 0), ("w1", 0), ("w2", 0)]
+    sizes = (1000, 1000, 1000, 1000)
+
+    def tasks_with(limit: int) -> SimpleNamespace:
+        info = {"workers": {"w1": {"memory_limit": limit}, "w2": {"memory_limit": limit}}}
+        return SimpleNamespace(homes=homes, client=SimpleNamespace(scheduler_info=lambda **_: info))
+
+    model = DaskVIBoostClassifier()
+    # 2,000 rows a worker x (2 x 10 + 16 + 2 x 96) bytes = 456,000 bytes.
+    assert model._direct_transport(tasks_with(912_000), sizes, 10, 2)
+    assert not model._direct_transport(tasks_with(911_000), sizes, 10, 2)
+    assert model._direct_transport(tasks_with(0), sizes, 10, 2)  # no limit
+    model.set_params(transport="scheduler")
+    assert not model._direct_transport(tasks_with(0), sizes, 10, 2)
+    model.set_params(transport="direct")
+    assert model._direct_transport(tasks_with(1), sizes, 10, 2)
+    assert not model._direct_transport(SimpleNamespace(homes=None), sizes, 10, 2)
