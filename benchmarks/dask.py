@@ -47,11 +47,16 @@ Setting ``trees`` (31-leaf trees; the tree engine of ``benchmarks/speed.py``'s
 - ``lightgbm-dask-trees``: ``DaskLGBMClassifier(n_estimators=T, num_leaves=31,
   learning_rate=0.1, tree_learner="data", verbose=-1)``;
 - ``viboost-local-trees``: ``VIBoostClassifier`` with the parameters of ``viboost-dask-trees``,
-  in memory.
+  in memory;
+- ``viboost-dask-trees-scheduler``: ``viboost-dask-trees`` with ``transport="scheduler"`` (every
+  pass over the blocks dask tasks, as before the direct connections: the same model).
 
 Setting ``robust`` (each library's defaults, fitted once whatever ``--repeat`` says):
 ``viboost-dask-robust``, ``DaskVIBoostClassifier(random_state=0)`` (cross-fitted, it chooses
-its rounds, which the report gives), and ``lightgbm-dask-default``, ``DaskLGBMClassifier()``.
+its rounds, which the report gives), ``viboost-dask-robust-scheduler`` (the same with
+``transport="scheduler"``), and ``lightgbm-dask-default``, ``DaskLGBMClassifier()``. The
+report's note gives each DaskVIBoost fit's ``transport_`` (the default ``"auto"`` picks the
+direct connections on this cluster).
 The models above the trees are the setting ``stumps``.
 
 For each model: "fit s" is the wall-clock time of ``fit`` (``time.perf_counter``), the best of R
@@ -119,6 +124,8 @@ MODELS = {
     "viboost-local-trees": "VIBoostClassifier (in memory, 1 process)",
     "viboost-dask-robust": "DaskVIBoostClassifier",
     "lightgbm-dask-default": "LightGBM (DaskLGBMClassifier)",
+    "viboost-dask-trees-scheduler": "DaskVIBoostClassifier, through the scheduler",
+    "viboost-dask-robust-scheduler": "DaskVIBoostClassifier, through the scheduler",
 }
 NOTES = {
     "viboost-dask": "preset='paper'",
@@ -130,13 +137,18 @@ NOTES = {
     "viboost-local-trees": "as DaskVIBoost, 1 thread, not on the cluster",
     "viboost-dask-robust": "defaults (preset='robust': cross-fitted, chooses its rounds)",
     "lightgbm-dask-default": "defaults",
+    "viboost-dask-trees-scheduler": "as above, transport='scheduler' (every pass dask tasks)",
+    "viboost-dask-robust-scheduler": "as above, transport='scheduler' (every pass dask tasks)",
 }
 #: The settings, each a table of the report: its models and the one the fit times are over.
 SETTINGS = {
     "stumps": ("viboost-dask", "lightgbm-dask", "xgboost-dask", "viboost-local"),
-    "trees": ("viboost-dask-trees", "lightgbm-dask-trees", "viboost-local-trees"),
-    "robust": ("viboost-dask-robust", "lightgbm-dask-default"),
-}
+    "trees": (
+        "viboost-dask-trees", "viboost-dask-trees-scheduler", "lightgbm-dask-trees",
+        "viboost-local-trees",
+    ),
+    "robust": ("viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default"),
+}  # fmt: skip
 BASELINES = {
     "stumps": "lightgbm-dask",
     "trees": "lightgbm-dask-trees",
@@ -148,7 +160,7 @@ PAIRS = {
     "trees": ("viboost-dask-trees", "viboost-local-trees"),
 }
 #: Fitted once, whatever ``--repeat`` says (their own number of rounds).
-ONCE = ("viboost-dask-robust", "lightgbm-dask-default")
+ONCE = ("viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default")
 DASK_MODELS = tuple(key for key in MODELS if "-dask" in key)
 #: The in-memory tree engine of benchmarks/speed.py's ``viboost-trees`` row (T + 1 learners:
 #: the first is the intercept).
@@ -241,16 +253,20 @@ def model_factory(key: str, client: Client) -> Callable[[int], Any]:
         from viboost import VIBoostClassifier
 
         return lambda rounds: VIBoostClassifier(n_estimators=rounds, preset="paper", random_state=0)
-    if key == "viboost-dask-trees":
+    if key in ("viboost-dask-trees", "viboost-dask-trees-scheduler"):
         cls = import_viboost_dask()
-        return lambda rounds: cls(n_estimators=rounds + 1, client=client, **TREE_PARAMS)
+        transport = "scheduler" if key.endswith("-scheduler") else "auto"
+        return lambda rounds: cls(
+            n_estimators=rounds + 1, client=client, transport=transport, **TREE_PARAMS
+        )
     if key == "viboost-local-trees":
         from viboost import VIBoostClassifier
 
         return lambda rounds: VIBoostClassifier(n_estimators=rounds + 1, **TREE_PARAMS)
-    if key == "viboost-dask-robust":
+    if key in ("viboost-dask-robust", "viboost-dask-robust-scheduler"):
         cls = import_viboost_dask()
-        return lambda rounds: cls(random_state=0, client=client)
+        transport = "scheduler" if key.endswith("-scheduler") else "auto"
+        return lambda rounds: cls(random_state=0, client=client, transport=transport)
     if key in ("lightgbm-dask-trees", "lightgbm-dask-default"):
         from lightgbm.dask import DaskLGBMClassifier
 
@@ -310,6 +326,8 @@ def run_model(
     out["predict_s"] = min(predict_times)
     out["test_accuracy"] = float(np.mean(pred == data["y_test_np"]))
     out["rounds"] = _rounds(key, model, args.rounds)
+    if hasattr(model, "transport_"):
+        out["transport"] = model.transport_
     if key.startswith("viboost") and key not in ONCE:
         out["decision"] = to_numpy(model.decision_function(X_test)).astype(np.float64)
     return out
@@ -388,9 +406,12 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
                 lines.append(f"| {name} | - | - | - | - | - | {r['note']} |")
                 continue
             ratio = r["fit_s"] / base if base else None
+            note = NOTES[r["model"]]
+            if "transport" in r:
+                note += f"; transport_='{r['transport']}'"
             lines.append(
                 f"| {name} | {r['rounds']} | {fmt(r['fit_s'])} | {fmt(ratio)} "
-                f"| {fmt(r['predict_s'])} | {r['test_accuracy']:.4f} | {NOTES[r['model']]} |"
+                f"| {fmt(r['predict_s'])} | {r['test_accuracy']:.4f} | {note} |"
             )
         lines.append("")
         dask_key, local_key = PAIRS.get(setting, (None, None))

@@ -108,6 +108,13 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         fails (a worker lost mid-fit, a firewall), the fit warns and runs again through the
         scheduler.
 
+    Attributes
+    ----------
+    transport_ : {"direct", "scheduler"}
+        How the rounds of the last fit reached the blocks (see ``transport``).
+
+    The other fitted attributes are :class:`viboost.VIBoostClassifier`'s.
+
     Notes
     -----
     - K > 2 classes are fitted as in memory (one ensemble per class, cross-fitted, the robust
@@ -363,7 +370,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         if self._direct_transport(tasks, sizes, n_features, n_ensembles):
             try:
                 with BlockService(tasks, training) as service:
-                    return body(service, service.training)
+                    out = body(service, service.training)
+                self.transport_ = "direct"
+                return out
             except ServiceLost as error:
                 warnings.warn(
                     f"DaskVIBoostClassifier: the direct connection to the workers failed "
@@ -372,7 +381,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
                     RuntimeWarning,
                     stacklevel=3,
                 )
-        return body(tasks, training)
+        out = body(tasks, training)
+        self.transport_ = "scheduler"
+        return out
 
     def _direct_transport(
         self, tasks: BlockTasks, sizes: tuple[int, ...], n_features: int, n_ensembles: int
