@@ -313,14 +313,21 @@ def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...])
     return out
 
 
+def _leaf_of(
+    block: TrainingBlock, tree: BaseLearner, trees: TreeRows | None = None, k: int = 0
+) -> np.ndarray:
+    """The leaf of every row of the block in ``tree``: booster ``k``'s leaves that
+    :func:`round_rows` kept in ``trees`` when they are this tree's, else from the bins."""
+    leaf = None if trees is None else trees.leaves_of(k, tree)
+    return tree.leaf_index(block.binned.T) if leaf is None else leaf
+
+
 def _outputs(
     block: TrainingBlock, learner: BaseLearner, trees: TreeRows | None = None, k: int = 0
 ) -> np.ndarray:
-    """``h(x_n)`` of the block's rows: from booster ``k``'s leaf of every row that
-    :func:`round_rows` kept in ``trees`` when it is this tree's, else from the bins."""
-    leaf = None if trees is None else trees.leaves_of(k, learner)
-    if leaf is not None:
-        return learner.leaf_values[leaf]
+    """``h(x_n)`` of the block's rows (for a tree, by each row's leaf: :func:`_leaf_of`)."""
+    if hasattr(learner, "leaf_index"):
+        return learner.leaf_values[_leaf_of(block, learner, trees, k)]
     return learner.binned_outputs(block.binned.T)
 
 
@@ -354,6 +361,10 @@ def reweight(
         margins = booster.margins.copy()
         if update is None:
             weights = margins.scaled_weights(clean, tau, logistic)
+        elif getattr(update.learner, "per_leaf", False):  # as InMemoryRows.add: by leaf
+            leaf = _leaf_of(block, update.learner, trees, k)
+            values = update.learner.leaf_values
+            weights = margins.add(update.alpha, values, clean, tau, logistic, False, leaf)
         else:
             h = _outputs(block, update.learner, trees, k)
             weights = margins.add(update.alpha, h, clean, tau, logistic, unit=update.unit)

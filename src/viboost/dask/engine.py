@@ -16,11 +16,13 @@ cross-fitting, all stepped together, so every pass below serves all of them). A 
    :class:`~viboost.boosting.trees.TreeSearch`): each further pass sends the splits the growth
    needs and gets back, per block, the histograms of the smaller children (the larger ones
    are their parents' minus those), added in block order. The blocks split their partitions
-   in place (:class:`~viboost.dask.blocks.TreeRows`, every ensemble's tree in one pass). The
-   growth speculates, splitting in one pass every leaf that may still split, so a tree costs
-   about one pass per level (for 31 leaves, typically 9 to 12 passes) instead of one per
-   split. The first round of per-leaf trees, the intercept, needs no search (one pass for the
-   knot ranges);
+   in place (:class:`~viboost.dask.blocks.TreeRows`, every ensemble's tree in one pass).
+   Through the scheduler the growth speculates, splitting in one pass every leaf that may
+   still split, so a tree costs about one pass per level (for 31 leaves, typically 9 to 12
+   passes) instead of one per split; over direct connections
+   (:class:`~viboost.dask.service.BlockService`), whose passes are cheap, it splits one leaf
+   per pass and computes no histogram for nothing. The first round of per-leaf trees, the
+   intercept, needs no search (one pass for the knot ranges);
 2. **round rows**: each block returns the knot moments of its rows for the learner (by leaf
    for per-leaf weights), or, for at most
    :data:`~viboost.variational.compression.COMPRESS_ABOVE` weighted rows in all, the rows
@@ -75,6 +77,10 @@ __all__ = ["BlockRows", "BlockTasks"]
 
 class BlockTasks:
     """Submit one task per block and gather the results, each wait bounded by ``timeout``."""
+
+    #: Whether trees grow speculatively over these tasks (:class:`BlockRows`): a trip through
+    #: the scheduler costs more than the histograms of the extra nodes.
+    speculate = True
 
     def __init__(self, client: Any, timeout: float) -> None:
         self.client = client
@@ -263,6 +269,9 @@ class BlockRows:
         self._grids: list[KnotGrid | None] = []
         #: Round trips to the workers that grew the last round's trees (after the first pass).
         self.tree_trips = 0
+        #: Whether trees grow speculatively, a level per trip (the tasks say whether a trip
+        #: costs more than the extra nodes' histograms), or a split per trip.
+        self.speculate = bool(getattr(tasks, "speculate", True))
 
     @property
     def fits_intercept(self) -> bool:
@@ -321,9 +330,10 @@ class BlockRows:
         """Each ensemble's tree, grown best-first by :class:`~viboost.boosting.grower.
         TreeGrowth` from node histograms that the blocks compute over their rows
         (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.expand_trees`)
-        and the client adds in block order. The growths speculate (a trip splits every leaf
-        that may still split), so a tree costs about one trip per level, and all ensembles
-        share each trip."""
+        and the client adds in block order; all ensembles share each trip. With
+        ``speculate``, a trip splits every leaf that may still split, so a tree costs about one
+        trip per level; without (cheap trips: direct connections), a trip splits the one leaf
+        each growth needs next, and no histogram is computed for nothing."""
         settings = self.tree
         binner = self.binner
         trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)
@@ -339,7 +349,7 @@ class BlockRows:
                     binner.thresholds_,
                     settings,
                     settings.prior(scale.unnormalised_total),
-                    speculate=True,
+                    speculate=self.speculate,
                 )
             )
             scales.append(scale)

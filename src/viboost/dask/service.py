@@ -182,6 +182,12 @@ class BlockService:
         The training blocks, as the services hold them.
     """
 
+    #: Trees grow a split per trip (:class:`~viboost.dask.engine.BlockRows`): a trip here costs
+    #: about a millisecond, less than the histograms of the nodes a level-per-trip growth
+    #: splits for nothing (measured on 10^6 rows: 100 31-leaf trees 23.3 s against 25.0 s,
+    #: the robust default 78.8 s against 86.0 s).
+    speculate = False
+
     def __init__(self, tasks: Any, training: list) -> None:
         if tasks.homes is None or len(tasks.homes) != len(training):
             raise ServiceLost("the blocks are not placed on worker threads")
