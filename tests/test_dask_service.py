@@ -134,6 +134,10 @@ def test_block_service_errors_reach_the_client_and_handles_stay_with_their_block
             np.testing.assert_array_equal(values, np.full(4, float(b)))
         with pytest.raises(ValueError, match="bad block on the worker"):
             service.run(_fail, service.training)
+        # Every service's reply to the failed pass was read: the next pass gets its own.
+        again = service.run(_add, service.training, [None] * 4, scale=3.0)
+        for b, values in enumerate(again):
+            np.testing.assert_array_equal(values, np.full(4, 3.0 * b))
         with pytest.raises(ValueError, match="one argument per block"):
             service.run(_add, service.training[:3])
         (exported,) = service.finish(doubled)

@@ -132,8 +132,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
       ``mislabel_proba_`` and ``cv_decision_function_`` are dask arrays chunked as the
       training rows.
     - If a worker is lost mid-fit, dask recomputes its blocks from the input and the fit
-      goes on with the same result; if workers keep dying, or nothing arrives within
-      ``timeout``, ``fit`` raises a RuntimeError.
+      goes on with the same result (on direct connections, the fit warns and runs again
+      through the scheduler); if workers keep dying, or nothing arrives within ``timeout``,
+      ``fit`` raises a RuntimeError.
 
     Examples
     --------

@@ -322,12 +322,11 @@ class BlockService:
             message = (self._released[s], self._queues[s])
             self._released[s], self._queues[s] = [], []
             self._send(conn, message)
-        replies = []
-        for conn in self._connections:
-            reply = self._receive(conn)
+        # Every reply is read before an error is raised: none is left for the next pass.
+        replies = [self._receive(conn) for conn in self._connections]
+        for reply in replies:
             if isinstance(reply, _Failure):
                 raise reply.error from RuntimeError(f"on the worker:\n{reply.trace}")
-            replies.append(reply)
         return replies
 
     def _send(self, conn: Connection, message: Any) -> None:
