@@ -220,3 +220,27 @@ def test_auto_transport_is_direct_while_the_states_fit_half_the_memory_limit():
     model.set_params(transport="direct")
     assert model._direct_transport(tasks_with(1), sizes, 10, 2)
     assert not model._direct_transport(SimpleNamespace(homes=None), sizes, 10, 2)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_worker_with_two_threads_runs_two_services_on_their_own_blocks():
+    """Each thread of a worker gets a service of its own blocks (matched by the index each
+    publishes, not by the worker's address): the same model as through the scheduler."""
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster, set_as_default=False) as client,
+    ):
+        X, y = _data(1600, seed=2)
+        dX, dy = da.from_array(X, chunks=400), da.from_array(y, chunks=400)
+        params = {"n_estimators": 8, "cv": 2, "random_state": 0, "block_size": 400}
+        models = [
+            DaskVIBoostClassifier(**params, client=client, transport=transport).fit(dX, dy)
+            for transport in ("direct", "scheduler")
+        ]
+        assert models[0].transport_ == "direct"
+        assert models[0].estimators_ == models[1].estimators_
+        np.testing.assert_array_equal(
+            models[0].decision_function(X), models[1].decision_function(X)
+        )
