@@ -36,6 +36,7 @@ import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from typing import Any
 
@@ -252,9 +253,9 @@ class BlockService:
                 conn = _connection(socket.create_connection(address, timeout=self.timeout))
                 answer_challenge(conn, self._key)
                 deliver_challenge(conn, self._key)
-            except (OSError, EOFError) as error:
+            except (OSError, EOFError, AuthenticationError) as error:
                 raise ServiceLost(
-                    f"cannot connect to the service on {self._workers[s]}: {error}"
+                    f"cannot connect to the service on {self._workers[s]}: {error!r}"
                 ) from error
             self._connections[s] = conn
 
