@@ -120,6 +120,7 @@ class TreeSearch:
         if sample_weight is None:
             sample_weight = np.ones(n_samples)
         self._rows = np.flatnonzero(active).astype(np.int64)
+        self._inactive = np.flatnonzero(~active).astype(np.int64)
         self._last = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
@@ -267,6 +268,6 @@ class TreeSearch:
             return tree.leaf_index(self.binned_columns_)
         _, rows, positions = last
         self._last = None  # used once (a later call routes the bins): free the partition
-        out = partition_leaf_index(rows, tree, positions, self.binned_columns_)
+        out = partition_leaf_index(rows, tree, positions, self.binned_columns_, self._inactive)
         rows.release_rows()  # read: back to the scratch pool once every fold's is
         return out
