@@ -203,11 +203,11 @@ def test_a_failed_connection_warns_and_fits_through_the_scheduler(two_workers, m
 
 
 def test_auto_transport_is_direct_while_the_states_fit_half_the_memory_limit():
-    homes = [("w1", 0), ("w2", 0), ("w1", 0), ("w2", 0)]
+    homes = [("tcp://w1", 0), ("tcp://w2", 0), ("tcp://w1", 0), ("tcp://w2", 0)]
     sizes = (1000, 1000, 1000, 1000)
 
     def tasks_with(limit: int) -> SimpleNamespace:
-        info = {"workers": {"w1": {"memory_limit": limit}, "w2": {"memory_limit": limit}}}
+        info = {"workers": {w: {"memory_limit": limit} for w in ("tcp://w1", "tcp://w2")}}
         return SimpleNamespace(homes=homes, client=SimpleNamespace(scheduler_info=lambda **_: info))
 
     model = DaskVIBoostClassifier()
@@ -220,6 +220,12 @@ def test_auto_transport_is_direct_while_the_states_fit_half_the_memory_limit():
     model.set_params(transport="direct")
     assert model._direct_transport(tasks_with(1), sizes, 10, 2)
     assert not model._direct_transport(SimpleNamespace(homes=None), sizes, 10, 2)
+    # Workers reached over TLS: never direct (the sockets would not be encrypted).
+    homes[:] = [("tls://w1", 0), ("tls://w2", 0), ("tls://w1", 0), ("tls://w2", 0)]
+    with pytest.raises(ValueError, match="plain TCP.*tls://"):
+        model._direct_transport(tasks_with(0), sizes, 10, 2)
+    model.set_params(transport="auto")
+    assert not model._direct_transport(tasks_with(0), sizes, 10, 2)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

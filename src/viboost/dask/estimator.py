@@ -65,6 +65,9 @@ _DASK_PARAMETERS = ("client", "block_size", "timeout", "transport")
 #: Bytes per row and boosted ensemble that a block's state takes on its worker (margins, their
 #: cache, multiplicities, search weights, a tree's partition and statistics), for ``"auto"``.
 _STATE_BYTES_PER_ROW = 96
+#: The workers' protocols over which the rounds may take direct connections (plain TCP
+#: sockets): not "tls", whose traffic the direct connections would not encrypt.
+_DIRECT_SCHEMES = frozenset({"tcp", "inproc"})
 
 
 class DaskVIBoostClassifier(VIBoostClassifier):
@@ -100,7 +103,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         over a TCP connection from the client (:mod:`viboost.dask.service`; a pass costs well
         under a millisecond instead of a trip through the scheduler), as LightGBM's and
         XGBoost's Dask interfaces do; the client must be able to open connections to the
-        workers' hosts (it does for dask's own results too). ``"scheduler"``: every pass is
+        workers' hosts (it does for dask's own results too), and the workers must be
+        reached over plain TCP (on a TLS cluster the connections would not be encrypted:
+        ``"direct"`` is refused there). ``"scheduler"``: every pass is
         dask tasks; the blocks and their states stay in dask's memory, which may spill them
         to disk (out-of-core data). ``"auto"``: ``"direct"`` when the blocks and the
         boosters' states take at most half of every worker's memory limit, else
@@ -391,9 +396,22 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     ) -> bool:
         """Whether the rounds run on direct services: ``transport="direct"``, or ``"auto"``
         and every worker's blocks (binned twice, row- and column-major, with labels and
-        weights) and their ``n_ensembles`` states fit in half its memory limit."""
-        if self.transport != "auto" or tasks.homes is None:
-            return self.transport == "direct" and tasks.homes is not None
+        weights) and their ``n_ensembles`` states fit in half its memory limit; never for
+        workers reached over TLS (or another protocol than plain TCP)."""
+        if self.transport == "scheduler" or tasks.homes is None:
+            return False
+        schemes = {worker.split("://", 1)[0] for worker, _ in tasks.homes}
+        if not schemes <= _DIRECT_SCHEMES:
+            if self.transport == "direct":
+                raise ValueError(
+                    f"transport='direct' needs workers reached over plain TCP; this cluster's "
+                    f"use {', '.join(sorted(schemes - _DIRECT_SCHEMES))}:// (the direct "
+                    "connections would not be encrypted as its traffic is). Use "
+                    "transport='auto' or 'scheduler'."
+                )
+            return False
+        if self.transport == "direct":
+            return True
         rows: dict[str, int] = {}
         for size, (worker, _) in zip(sizes, tasks.homes, strict=True):
             rows[worker] = rows.get(worker, 0) + int(size)
