@@ -104,17 +104,6 @@ def test_a_service_refuses_a_client_without_the_key(monkeypatch):
     assert isinstance(result["error"], AuthenticationError)
 
 
-@pytest.fixture(scope="module")
-def two_workers():
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        yield client
-
-
 def _data(n: int = 2400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4))

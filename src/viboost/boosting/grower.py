@@ -432,26 +432,25 @@ def partition_leaf_index(
     tree: HistogramTree,
     node_positions: np.ndarray,
     binned_columns: np.ndarray,
-    outside: np.ndarray | None = None,
+    outside: np.ndarray,
 ) -> np.ndarray:
     """The leaf number (in leaf order) of every row of ``binned_columns`` (``[feature,
     row]``) in ``tree``, grown on ``partition``: a row of the partition from its node's range
-    (``node_positions``: :meth:`TreeGrowth.node_positions`); the other rows (``outside``, if
-    known: the rows not in the partition), and those of a node the tree split without
-    partitioning its rows (its last split), routed by their bins."""
+    (``node_positions``: :meth:`TreeGrowth.node_positions`); the rows ``outside`` it, and
+    those of a node the tree split without partitioning its rows (its last split), routed by
+    their bins."""
     number = tree.leaf_numbers
     is_leaf = tree.nodes["is_leaf"]
-    n_rows = binned_columns.shape[1]
-    out = np.empty(n_rows, dtype=np.int64) if outside is not None else np.full(n_rows, -1, np.int64)
+    out = np.empty(binned_columns.shape[1], dtype=np.int64)
     rows = partition.rows
-    routed = [] if outside is None else [outside]
+    routed = [outside]
     for node, (start, stop) in partition.leaf_ranges().items():
         position = node_positions[node]
         if is_leaf[position]:
             out[rows[start:stop]] = number[position]
-        elif outside is not None:  # split without partitioning its rows (the last split)
+        else:  # split without partitioning its rows (the tree's last split)
             routed.append(rows[start:stop])
-    routed_rows = np.flatnonzero(out < 0) if outside is None else np.concatenate(routed)
+    routed_rows = np.concatenate(routed)
     if routed_rows.size:
         out[routed_rows] = tree.leaf_index(binned_columns, routed_rows)
     return out

@@ -667,8 +667,10 @@ def round_rows(
         leaf = None
         if hasattr(learner, "leaf_index"):  # a tree: the leaf of every row
             if trees is not None and grown is not None:
-                partition = trees.partitions[k]
-                leaf = partition_leaf_index(partition, learner, positions[k], block.binned.T)
+                leaf = partition_leaf_index(
+                    trees.partitions[k], learner, positions[k], block.binned.T,
+                    np.flatnonzero(~booster.active),
+                )  # fmt: skip
             else:
                 leaf = learner.leaf_index(block.binned.T)
             leaves.append(leaf)
