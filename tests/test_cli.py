@@ -1005,6 +1005,19 @@ def test_k_class_fit_predict_inspect(three_csv, tmp_path, capsys):
     assert "noise_matrix.png" in out and (plots / "noise_matrix.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_k_class_fit_takes_mislabeled(three_csv, tmp_path, capsys):
+    model_path = tmp_path / "three.joblib"
+    args = ["fit", str(three_csv), "--target", "label", "--id", "id", "-o", str(model_path)]
+    assert main([*args, "--mislabeled", "weight", "--n-estimators", "20"]) == 0
+    model = joblib.load(model_path)
+    assert model.mislabeled == "weight" and model.cv_n_passes_ == 1
+    np.testing.assert_array_equal(model.refit_weight_, model.clean_proba_)
+    assert main([*args, "--mislabeled", "drop", "--n-estimators", "20"]) == 0
+    assert joblib.load(model_path).mislabeled == "drop"
+    assert main([*args, "--mislabeled", "remove"]) == 2
+    assert "--mislabeled" in capsys.readouterr().err
+
+
 def test_k_class_noise(three_csv, tmp_path, capsys):
     out_csv = tmp_path / "ranking.csv"
     args = ["noise", str(three_csv), "--target", "label", "--id", "id", "--top", "4"]

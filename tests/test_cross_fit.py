@@ -20,6 +20,7 @@ from viboost.noise_fit.cross_fit import (
     AUTO_CV_TRAIN_ROWS,
     CHECK_EVERY,
     CV_TOL,
+    SECOND_PASS_SHARE,
     CrossFitter,
     RoundCountSearch,
     auto_fold_count,
@@ -152,7 +153,9 @@ def _noisy_data(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def _cross_fitter(n_estimators: int, patience: int | None, verbose: int = 0) -> CrossFitter:
+def _cross_fitter(
+    n_estimators: int, patience: int | None, verbose: int = 0, drop_mislabeled: bool = False
+) -> CrossFitter:
     return CrossFitter(
         n_estimators=n_estimators,
         learning_rate=0.1,
@@ -162,6 +165,7 @@ def _cross_fitter(n_estimators: int, patience: int | None, verbose: int = 0) -> 
         noise_model=True,
         init_eta=(1.0, 1.0),
         verbose=verbose,
+        drop_mislabeled=drop_mislabeled,
     )
 
 
@@ -264,3 +268,91 @@ def test_refit_round_count_scales_by_the_weight_the_refit_fits():
     assert refit_round_count(0, s, folds, 1000) == 0
     # Folds that hold every row (a splitter that trains on all): the count as chosen.
     assert refit_round_count(7, s, [(np.arange(10), np.arange(10))], 1000) == 7
+
+
+def _refit_alone(X, y, multiplicity, n_rounds):
+    """A booster on every row counted ``multiplicity`` times, as the refit is built."""
+    search = BinnedStumpSearch(X)
+    booster = Booster(
+        InMemoryRows([search.restricted(multiplicity > 0)], y, [multiplicity]),
+        [initial_state(y, multiplicity, 1.0, (1.0, 1.0), ModelPriors())],
+        ModelPriors(),
+        RoundSettings(alpha="exact", noise_model=False),
+        learning_rate=0.1,
+    )
+    for _ in range(n_rounds):
+        booster.add_round()
+    return booster
+
+
+def test_drop_mislabeled_refits_without_the_flagged_rows_for_a_second_search():
+    """drop_mislabeled: the noise statistics are the first pass's (the same as without it);
+    the refit fits the rows of phi > 1/2 at weight s, for the count of a second search whose
+    fold boosters fit those rows only."""
+    X, y = _noisy_data()
+    s = np.random.default_rng(3).integers(1, 3, y.size).astype(float)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    weighted = _cross_fitter(200, patience=30).fit(_make_rows(X, y), y, s, folds)
+    dropped = _cross_fitter(200, patience=30, drop_mislabeled=True).fit(
+        _make_rows(X, y), y, s, folds
+    )
+    assert weighted.n_passes == 1
+    np.testing.assert_array_equal(weighted.refit_weight, s * weighted.clean_proba)
+    # The first pass and every noise statistic are unchanged.
+    np.testing.assert_array_equal(dropped.out_of_fold, weighted.out_of_fold)
+    np.testing.assert_array_equal(dropped.clean_proba, weighted.clean_proba)
+    np.testing.assert_array_equal(dropped.mislabel_proba, weighted.mislabel_proba)
+    np.testing.assert_array_equal(dropped.flip_rates, weighted.flip_rates)
+    kept = dropped.clean_proba > 0.5
+    assert 0.05 < np.mean(~kept) < 0.3  # 15% of the labels were flipped
+    assert dropped.n_passes == 2
+    np.testing.assert_array_equal(dropped.refit_weight, np.where(kept, s, 0.0))
+    # The second search: its fold boosters fit the kept rows only, so it scores another
+    # sequence of counts (more rounds before the kept labels are overfitted) ...
+    assert dropped.n_rounds > weighted.n_rounds and dropped.rounds[-1] < 200
+    assert not np.array_equal(dropped.scores[: len(weighted.scores)], weighted.scores)
+    # ... and the refit is the booster of the kept rows for that count, scaled.
+    trained = np.mean([np.sum((s * kept)[train]) for train, _ in folds])
+    assert dropped.refit_rounds == min(200, round(dropped.n_rounds * np.sum(s * kept) / trained))
+    alone = _refit_alone(X, y, np.where(kept, s, 0.0), dropped.refit_rounds)
+    np.testing.assert_array_equal(dropped.final.margins(), alone.margins())
+
+
+def test_drop_mislabeled_skips_the_second_pass_when_few_rows_are_flagged(monkeypatch):
+    """Flagged rows under SECOND_PASS_SHARE of the weight: no second search, the first
+    pass's count, and still no flagged row in the refit."""
+    monkeypatch.setattr(viboost.noise_fit.cross_fit, "SECOND_PASS_SHARE", 0.99)
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    weighted = _cross_fitter(200, patience=30).fit(_make_rows(X, y), y, s, folds)
+    dropped = _cross_fitter(200, patience=30, drop_mislabeled=True).fit(
+        _make_rows(X, y), y, s, folds
+    )
+    assert dropped.n_passes == 1 and dropped.n_rounds == weighted.n_rounds
+    np.testing.assert_array_equal(dropped.scores, weighted.scores)
+    kept = dropped.clean_proba > 0.5
+    assert not kept.all()
+    np.testing.assert_array_equal(dropped.refit_weight, kept.astype(float))
+    assert 0.0 < SECOND_PASS_SHARE < 0.05
+
+
+def test_drop_mislabeled_drops_nothing_when_a_class_would_lose_every_row():
+    fitter = _cross_fitter(10, patience=None, drop_mislabeled=True)
+    y = np.array([1.0, 1.0, -1.0, -1.0, -1.0])
+    s = np.array([1.0, 1.0, 1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(
+        fitter._kept(y, s, np.array([0.9, 0.2, 0.8, 0.7, 0.1])), [1.0, 0.0, 1.0, 1.0, 0.0]
+    )
+    # Every weighted row of class -1 flagged (the row of weight 0 does not count).
+    assert fitter._kept(y, s, np.array([0.9, 0.8, 0.4, 0.5, 0.9])) is None
+    # K classes: class indices.
+    k_fitter = CrossFitter(
+        10, 0.1, None, ModelPriors(), RoundSettings(), True, (1.0, 1.0), n_classes=3,
+        drop_mislabeled=True,
+    )  # fmt: skip
+    labels = np.array([0, 1, 2, 2])
+    assert k_fitter._kept(labels, np.ones(4), np.array([0.9, 0.3, 0.9, 0.9])) is None
+    np.testing.assert_array_equal(
+        k_fitter._kept(labels, np.ones(4), np.array([0.9, 0.9, 0.2, 0.9])), [1, 1, 0, 1]
+    )

@@ -670,3 +670,38 @@ def test_a_model_pickled_before_the_presets_loads_as_the_paper_preset():
     old.__setstate__(state)
     assert old.get_params()["preset"] == "paper"
     np.testing.assert_array_equal(old.decision_function(X), clf.decision_function(X))
+
+
+def test_two_classes_weight_their_rows_by_default_and_drop_on_request():
+    """mislabeled="auto" is "weight" for two classes (every row counted s phi, one pass);
+    "drop" leaves the rows of phi <= 1/2 out of the refit after a second search, with the
+    same noise statistics."""
+    X, y, flipped, _ = _noisy(n=400)
+    s = np.random.default_rng(0).integers(1, 3, y.size).astype(float)
+    default = VIBoostClassifier(random_state=0).fit(X, y, sample_weight=s)
+    weighted = VIBoostClassifier(random_state=0, mislabeled="weight").fit(X, y, sample_weight=s)
+    _same_fit(default, weighted, rtol=0)
+    assert default.cv_n_passes_ == 1
+    np.testing.assert_array_equal(default.refit_weight_, s * default.clean_proba_)
+    dropped = VIBoostClassifier(random_state=0, mislabeled="drop").fit(X, y, sample_weight=s)
+    assert dropped.cv_n_passes_ == 2
+    np.testing.assert_array_equal(dropped.mislabel_proba_, default.mislabel_proba_)
+    assert dropped.noise_rate_ == default.noise_rate_
+    kept = dropped.clean_proba_ > 0.5
+    np.testing.assert_array_equal(dropped.refit_weight_, np.where(kept, s, 0.0))
+    assert np.mean(flipped[~kept]) > 0.5
+    paper = VIBoostClassifier(5, preset="paper", mislabeled="drop").fit(X, y)
+    assert paper.refit_weight_ is None and paper.cv_n_passes_ == 0  # in-sample: no refit
+    with pytest.raises(ValueError, match="mislabeled"):
+        VIBoostClassifier(mislabeled="remove").fit(X, y)
+
+
+def test_a_model_pickled_before_mislabeled_loads_as_weighting_its_rows():
+    X, y, _, _ = _noisy(n=100)
+    clf = VIBoostClassifier(20, random_state=0).fit(X, y)
+    state = clf.__getstate__()
+    del state["mislabeled"]
+    old = VIBoostClassifier.__new__(VIBoostClassifier)
+    old.__setstate__(state)
+    assert old.get_params()["mislabeled"] == "weight"
+    np.testing.assert_array_equal(old.decision_function(X), clf.decision_function(X))

@@ -199,6 +199,19 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ``"auto"``: both are fitted to the out-of-fold margins and the one of the higher
         Laplace log evidence is kept (``noise_channel_`` says which). For two classes the
         paper's channel is already the general one and this is ignored.
+    mislabeled : {"auto", "weight", "drop"}, default="auto"
+        With cross-fitting: what the final booster does with the rows whose labels are likely
+        wrong. ``"weight"``: it fits every row, counted ``s_n phi_n`` times (S.4.1 under the
+        calibrated q(w), the paper's update). ``"drop"``: it leaves out the rows whose label is
+        more likely wrong than right (``phi_n <= 1/2``, the most probable w_n), as
+        CleanLearning drops its label issues, and fits the others counted ``s_n`` times. A refit
+        without the wrong labels overfits later than the fold boosters fitted to them, so its
+        round count comes from a second pass of fold boosters fitted without the flagged rows
+        (when these carry 1% of the weight or more); the noise statistics stay those of the
+        first pass, fitted to every label. On noisy labels this costs about twice the time of
+        ``"weight"`` (``refit_weight_`` holds each row's weight in the final booster;
+        :meth:`~viboost.noise_fit.cross_fit.CrossFitter.fit`). ``"auto"``: ``"drop"`` for K > 2
+        classes, ``"weight"`` for two (measured in ``docs/label_noise.md``).
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -263,6 +276,16 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_channel_ : str
         K > 2 classes: the channel the fit kept, ``"independent"`` or ``"class-conditional"``
         (see ``noise_channel``). Two classes: ``"independent"``.
+    refit_weight_ : ndarray of shape (n_samples,)
+        With cross-fitting, each training row's multiplicity in the final booster:
+        ``s_n phi_n``, or with ``mislabeled="drop"`` ``s_n`` for the rows kept and 0 for the
+        rows left out (see ``mislabeled``). None for in-sample fits.
+    cv_n_passes_ : int
+        With cross-fitting, how many times the fold boosters were fitted: 2 when
+        ``mislabeled="drop"`` fitted them again without the flagged rows (``cv_rounds_``,
+        ``cv_log_likelihood_`` and ``cv_best_rounds_`` then describe that second search;
+        ``noise_calibration_``, ``cv_decision_function_`` and the noise statistics the first
+        pass), else 1; 0 for in-sample fits.
     noise_calibration_ : NoiseCalibration, ClassNoiseCalibration or None
         The cross-fitted calibration (theta, xi, the scale of ``H``, their Laplace covariance;
         for K > 2 classes theta, pi and the scale); None for in-sample fits and the core
@@ -366,6 +389,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), None],
         "leaf_weights": [StrOptions({"per-leaf", "tied"}), None],
         "noise_channel": [StrOptions({"auto", "independent", "class-conditional"})],
+        "mislabeled": [StrOptions({"auto", "weight", "drop"})],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -399,6 +423,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         min_samples_leaf: int | None = None,
         leaf_weights: str | None = None,
         noise_channel: str = "auto",
+        mislabeled: str = "auto",
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -428,6 +453,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.leaf_weights = leaf_weights
         self.noise_channel = noise_channel
+        self.mislabeled = mislabeled
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -471,6 +497,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             ("min_samples_leaf", 1),
             ("leaf_weights", "tied"),
             ("noise_channel", "auto"),  # saved before K classes
+            ("mislabeled", "weight"),  # saved before: every fit weighted its rows by phi
         ):
             state.setdefault(name, value)
         super().__setstate__(state)
@@ -798,6 +825,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             random_state=self.random_state,
             n_classes=n_classes,
             channel=self.noise_channel,
+            drop_mislabeled=self.mislabeled == "drop"
+            or (self.mislabeled == "auto" and n_classes > 2),
         )
 
     def _store_search(self, result: CrossFitResult) -> None:
@@ -806,7 +835,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.cv_rounds_ = result.rounds
         self.cv_best_rounds_ = int(result.n_rounds)
         self.cv_n_splits_ = int(result.n_splits)
+        self.cv_n_passes_ = int(result.n_passes)
         self.cv_log_likelihood_ = result.scores
+        self.refit_weight_ = result.refit_weight
         self.noise_calibration_ = result.calibration
 
     def _store_cross_fit(
@@ -865,7 +896,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_best_rounds_ = 0
         self.cv_n_splits_ = 0
+        self.cv_n_passes_ = 0
         self.cv_log_likelihood_ = np.empty(0)
+        self.refit_weight_ = None
         self.cv_decision_function_ = np.full(y.shape[0], np.nan)
         self.noise_calibration_ = None
         self.mislabel_proba_ = mislabel_proba_in_sample(self.clean_proba_, y, margin)

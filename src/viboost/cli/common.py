@@ -287,6 +287,7 @@ def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoo
         min_samples_leaf=args.min_samples_leaf,
         leaf_weights=args.leaf_weights,
         noise_channel=args.noise_channel,
+        mislabeled=args.mislabeled,
         random_state=args.random_state,
         n_jobs=args.jobs,
         verbose=1,

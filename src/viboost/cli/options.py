@@ -228,6 +228,15 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         "evidence",
     )
     parser.add_argument(
+        "--mislabeled",
+        choices=["auto", "weight", "drop"],
+        default="auto",
+        help="with cross-fitting: the final model fits every row weighted by the probability "
+        "that its label is right (weight), or leaves out the rows whose label is more likely "
+        "wrong, after a second cross-fit without them (drop; about twice the time on noisy "
+        "labels); auto (default): drop for more than two classes, weight for two",
+    )
+    parser.add_argument(
         "--max-bins",
         type=_max_bins,
         default=255,

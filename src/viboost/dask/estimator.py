@@ -59,7 +59,10 @@ from viboost.variational.state import CleanLogOdds
 __all__ = ["DaskVIBoostClassifier"]
 
 #: The per-row fitted attributes, dask arrays chunked as the training rows.
-_PER_ROW = ("cv_decision_function_", "clean_proba_", "mislabel_proba_", "true_class_proba_")
+_PER_ROW = (
+    "cv_decision_function_", "clean_proba_", "mislabel_proba_", "true_class_proba_",
+    "refit_weight_",
+)  # fmt: skip
 #: The parameters of the distributed fit only (not :class:`viboost.VIBoostClassifier`'s).
 _DASK_PARAMETERS = ("client", "block_size", "timeout", "transport")
 #: Bytes per row and boosted ensemble that a block's state takes on its worker (margins, their
@@ -134,8 +137,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     - The robust preset gathers the out-of-fold margins of every row (with labels and
       weights: 24 bytes a row, 8 K + 16 for K classes) to the client every 10 rounds to
       calibrate the noise model; the features never leave the workers. ``clean_proba_``,
-      ``mislabel_proba_`` and ``cv_decision_function_`` are dask arrays chunked as the
-      training rows.
+      ``mislabel_proba_``, ``cv_decision_function_`` and ``refit_weight_`` are dask arrays
+      chunked as the training rows.
     - If a worker is lost mid-fit, dask recomputes its blocks from the input and the fit
       goes on with the same result (on direct connections, the fit warns and runs again
       through the scheduler); if workers keep dying, or nothing arrives within ``timeout``,
@@ -195,6 +198,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         min_samples_leaf: int | None = None,
         leaf_weights: str | None = None,
         noise_channel: str = "auto",
+        mislabeled: str = "auto",
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
@@ -229,6 +233,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             min_samples_leaf=min_samples_leaf,
             leaf_weights=leaf_weights,
             noise_channel=noise_channel,
+            mislabeled=mislabeled,
             n_jobs=n_jobs,
             random_state=random_state,
             verbose=verbose,
@@ -535,7 +540,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self.cv_rounds_ = np.empty(0, dtype=int)
         self.cv_best_rounds_ = 0
         self.cv_n_splits_ = 0
+        self.cv_n_passes_ = 0
         self.cv_log_likelihood_ = np.empty(0)
+        self.refit_weight_ = None
         self.noise_calibration_ = None
         self.cv_decision_function_ = self._rows_array(None, sizes, fill=np.nan)
         if self.noise_model:

@@ -7,7 +7,10 @@ ensembles); every :data:`CHECK_EVERY` rounds their out-of-fold margins are score
 marginal likelihood (:func:`viboost.noise_fit.calibration.calibrate_noise`) and the best round
 count is kept (:class:`RoundCountSearch`). The calibration at that count gives every row its
 phi_n, and the final booster is fitted on all rows, each counted ``s_n phi_n`` times (S.4.1
-under that q(w)). :class:`viboost.VIBoostClassifier` and the distributed
+under that q(w)), or, when the fitter drops mislabeled rows (``drop_mislabeled``), the final
+booster leaves out the rows of ``phi_n <= 1/2`` and counts the others ``s_n`` times, for a
+round count that a second pass of fold boosters, fitted without those rows, chooses
+(:meth:`CrossFitter.fit`). :class:`viboost.VIBoostClassifier` and the distributed
 :class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source they hand the driver,
 so the two fit the same model.
 """
@@ -54,6 +57,7 @@ __all__ = [
     "CHECK_EVERY",
     "CV_STANDARD_ERRORS",
     "CV_TOL",
+    "SECOND_PASS_SHARE",
     "CrossFitResult",
     "CrossFitter",
     "RoundCountSearch",
@@ -70,6 +74,9 @@ CHECK_EVERY = 10
 CV_TOL = 1e-5
 #: ... plus this many standard errors of the difference, paired over the scored rows.
 CV_STANDARD_ERRORS = 1.0
+#: ``drop_mislabeled``: the folds are fitted a second time only when the rows that the first
+#: pass flags carry at least this share of the sample weight (:meth:`CrossFitter.fit`).
+SECOND_PASS_SHARE = 0.01
 #: The round counts are scored on at most this many of the scored rows (a random subset fixed
 #: for the fit); the chosen count's calibration is then refitted on all of them.
 CALIBRATION_ROWS = 1 << 15
@@ -341,6 +348,12 @@ class CrossFitResult:
     eta, omega : ndarray or None
         K classes: q(theta) = Beta(eta) and q(pi) = Dirichlet(omega) from the calibrated phi
         (S.4.4 and S.4.2 with K classes).
+    refit_weight : ndarray of shape (n_samples,) or None
+        Each row's multiplicity in the final booster: ``s_n phi_n``, or with
+        ``drop_mislabeled`` ``s_n`` for the rows kept and 0 for those dropped.
+    n_passes : int
+        How many times the fold boosters were fitted: 2 when mislabeled rows were dropped
+        and fitted again without, else 1.
     """
 
     n_rounds: int
@@ -360,6 +373,8 @@ class CrossFitResult:
     joint: np.ndarray | None = None
     eta: np.ndarray | None = None
     omega: np.ndarray | None = None
+    refit_weight: np.ndarray | None = None
+    n_passes: int = 1
 
 
 class CrossFitter:
@@ -397,6 +412,11 @@ class CrossFitter:
         (a noisy label is drawn whatever the true class); ``"class-conditional"``: a full noise
         matrix (:mod:`viboost.noise_fit.channel_calibration`); ``"auto"``: the one of the
         higher log evidence. The round count is chosen under the paper's channel either way.
+    drop_mislabeled : bool, default=False
+        Whether the final booster leaves out the rows whose label is more likely wrong than
+        right (the MAP of w_n: ``phi_n <= 1/2``) instead of counting every row ``s_n phi_n``
+        times; the fold boosters are then fitted a second time without those rows, to choose
+        the refit's round count (:meth:`fit`).
     """
 
     def __init__(
@@ -413,6 +433,7 @@ class CrossFitter:
         random_state: RandomStateLike = None,
         n_classes: int = 2,
         channel: str = "independent",
+        drop_mislabeled: bool = False,
     ) -> None:
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
@@ -426,6 +447,7 @@ class CrossFitter:
         self.random_state = random_state
         self.n_classes = int(n_classes)
         self.channel = channel
+        self.drop_mislabeled = bool(drop_mislabeled)
 
     def _states(self, y: np.ndarray, multiplicities: np.ndarray) -> list[VariationalState]:
         """Every ensemble's state before its first round, every label true: one per row of
@@ -470,18 +492,36 @@ class CrossFitter:
         sample_weight: np.ndarray,
         folds: list[tuple[np.ndarray, np.ndarray]],
     ) -> CrossFitResult:
-        """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}."""
-        stopping, active = self._search_round_count(make_rows, y, sample_weight, folds)
-        n_rounds, _, (calibration, out_of_fold) = stopping.best
-        if calibration is not None and active.size > CALIBRATION_ROWS:
-            # The count was chosen on a subset of the scored rows: calibrate on all of them.
-            calibration = self._calibrate(
-                y[active], out_of_fold[active], sample_weight[active], calibration
-            )
-        if calibration is not None and self.n_classes > 2 and self.channel != "independent":
-            calibration = self._choose_channel(
-                calibration, y[active], out_of_fold[active], sample_weight[active]
-            )
+        """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}
+        (two classes) or class indices.
+
+        With ``drop_mislabeled``, the final booster leaves out the rows that the calibration
+        flags (``phi_n <= 1/2``). The fold boosters, fitted to every label, stop early on
+        noisy labels (they start to fit the wrong ones), and a refit without the flagged rows
+        overfits later than they do: so the fold boosters are fitted a second time on the
+        same folds without the flagged rows (every row still scored), and that search chooses
+        the refit's round count. The calibration, the out-of-fold margins and so every noise
+        statistic stay the first pass's, from boosters fitted to every label: boosters fitted
+        without the flagged rows would confirm the flags (an atypical but right label whose
+        like were left out looks wrong to them) and overstate the noise. When the flagged
+        rows carry less than :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the
+        count) the second pass is not run; when they would leave out every row of a class,
+        no row is left out."""
+        stopping, active = self._search_round_count(
+            make_rows, y, sample_weight, folds, sample_weight
+        )
+        calibration, out_of_fold = self._calibration_at_best(stopping, active, y, sample_weight)
+        search, train_weight, kept = stopping, sample_weight, None
+        if self.drop_mislabeled and calibration is not None:
+            kept = self._kept(y, sample_weight, calibration.clean_proba(y, out_of_fold))
+            flagged = 0.0 if kept is None else float(np.dot(sample_weight, 1.0 - kept))
+            if flagged >= SECOND_PASS_SHARE * float(sample_weight.sum()):
+                train_weight = sample_weight * kept
+                search, _ = self._search_round_count(
+                    make_rows, y, sample_weight, folds, train_weight, " (2nd pass)"
+                )
+        n_passes = 1 if search is stopping else 2
+        n_rounds = search.best[0]
         if n_rounds == self.n_estimators:
             warnings.warn(
                 f"The out-of-fold score was best at n_estimators={n_rounds}, the most rounds "
@@ -491,13 +531,14 @@ class CrossFitter:
                 stacklevel=3,  # the caller of the estimator's fit
             )
         n_rows = y.size
-        refit_rounds = refit_round_count(n_rounds, sample_weight, folds, self.n_estimators)
-        # The final booster on every row, each counted s_n phi_n times.
+        refit_rounds = refit_round_count(n_rounds, train_weight, folds, self.n_estimators)
+        # The final booster on every row, each counted s_n phi_n times (or s_n, without the
+        # flagged rows).
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
         else:
             clean = calibration.clean_proba(y, out_of_fold)
-        multiplicity = sample_weight * clean
+        multiplicity = sample_weight * clean if kept is None else sample_weight * kept
         settings = self.settings
         if self.n_classes > 2:  # K classes: no per-round log evidence is recorded
             settings = replace(settings, fixed_vi_iter=1)
@@ -524,13 +565,53 @@ class CrossFitter:
             out_of_fold=out_of_fold,
             clean_proba=clean,
             final=final,
-            rounds=stopping.rounds,
-            scores=stopping.scores,
+            rounds=search.rounds,
+            scores=search.scores,
             n_splits=len(folds),
+            refit_weight=multiplicity,
+            n_passes=n_passes,
         )
         if calibration is not None:
             self._noise_statistics(result, y, sample_weight)
         return result
+
+    def _kept(
+        self, y: np.ndarray, sample_weight: np.ndarray, clean: np.ndarray
+    ) -> np.ndarray | None:
+        """The rows whose label is more likely right than wrong (``phi_n > 1/2``), as 0/1;
+        None when a class of positive weight would keep none of its rows (its labels are then
+        all the data say of it, and no row is dropped)."""
+        kept = clean > 0.5
+        weighted = sample_weight > 0
+        n_classes = max(self.n_classes, 2)
+        labels = y if self.n_classes > 2 else (y > 0).astype(np.intp)
+        present = np.bincount(labels[weighted], minlength=n_classes) > 0
+        left = np.bincount(labels[weighted & kept], minlength=n_classes) > 0
+        if np.any(present & ~left):
+            return None
+        return kept.astype(np.float64)
+
+    def _calibration_at_best(
+        self,
+        stopping: RoundCountSearch,
+        active: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+    ) -> tuple[Any, np.ndarray]:
+        """The calibration at the search's chosen count (on all the scored rows ``active``,
+        with the channel of ``channel``; None for the core model) and the out-of-fold margins
+        at that count."""
+        _, _, (calibration, out_of_fold) = stopping.best
+        if calibration is not None and active.size > CALIBRATION_ROWS:
+            # The count was chosen on a subset of the scored rows: calibrate on all of them.
+            calibration = self._calibrate(
+                y[active], out_of_fold[active], sample_weight[active], calibration
+            )
+        if calibration is not None and self.n_classes > 2 and self.channel != "independent":
+            calibration = self._choose_channel(
+                calibration, y[active], out_of_fold[active], sample_weight[active]
+            )
+        return calibration, out_of_fold
 
     def _search_round_count(
         self,
@@ -538,16 +619,19 @@ class CrossFitter:
         y: np.ndarray,
         sample_weight: np.ndarray,
         folds: list[tuple[np.ndarray, np.ndarray]],
+        train_weight: np.ndarray,
+        pass_label: str = "",
     ) -> tuple[RoundCountSearch, np.ndarray]:
-        """The fold boosters in lockstep, scored every :data:`CHECK_EVERY` rounds until the
-        search stops; the search and the scored rows (those in a validation fold)."""
+        """The fold boosters in lockstep, each fitting its training rows counted
+        ``train_weight``, scored every :data:`CHECK_EVERY` rounds until the search stops; the
+        search and the scored rows (those in a validation fold)."""
         n_rows, n_folds = y.size, len(folds)
         in_train = np.zeros((n_folds, n_rows), dtype=bool)
         validation = np.zeros((n_folds, n_rows), dtype=bool)
         for k, (train, val) in enumerate(folds):
             in_train[k, train] = True
             validation[k, val] = True
-        fold_weights = np.where(in_train, sample_weight, 0.0)
+        fold_weights = np.where(in_train, train_weight, 0.0)
         # A fold's booster carries its validation rows at zero weight: their margins are the
         # out-of-fold H.
         states = self._states(y, fold_weights)
@@ -574,7 +658,7 @@ class CrossFitter:
         done = 0
         with tqdm(
             total=self.n_estimators,
-            desc="VIBoost cross-fit" + self.label,
+            desc="VIBoost cross-fit" + self.label + pass_label,
             unit="round",
             disable=not self.verbose,
             delay=2.0,
