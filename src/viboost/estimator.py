@@ -211,7 +211,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         first pass, fitted to every label. On noisy labels this costs about twice the time of
         ``"weight"`` (``refit_weight_`` holds each row's weight in the final booster;
         :meth:`~viboost.noise_fit.cross_fit.CrossFitter.fit`). ``"auto"``: ``"drop"`` for K > 2
-        classes, ``"weight"`` for two (measured in ``docs/label_noise.md``).
+        classes, ``"weight"`` for two (measured in ``docs/multiclass.md``).
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,

@@ -57,6 +57,7 @@ __all__ = [
     "CHECK_EVERY",
     "CV_STANDARD_ERRORS",
     "CV_TOL",
+    "SECOND_PASS_FOLDS",
     "SECOND_PASS_SHARE",
     "CrossFitResult",
     "CrossFitter",
@@ -75,8 +76,10 @@ CV_TOL = 1e-5
 #: ... plus this many standard errors of the difference, paired over the scored rows.
 CV_STANDARD_ERRORS = 1.0
 #: ``drop_mislabeled``: the folds are fitted a second time only when the rows that the first
-#: pass flags carry at least this share of the sample weight (:meth:`CrossFitter.fit`).
+#: pass flags carry at least this share of the sample weight (:meth:`CrossFitter.fit`) ...
 SECOND_PASS_SHARE = 0.01
+#: ... and then only the boosters of this many of the folds (the first ones).
+SECOND_PASS_FOLDS = 2
 #: The round counts are scored on at most this many of the scored rows (a random subset fixed
 #: for the fit); the chosen count's calibration is then refitted on all of them.
 CALIBRATION_ROWS = 1 << 15
@@ -415,8 +418,8 @@ class CrossFitter:
     drop_mislabeled : bool, default=False
         Whether the final booster leaves out the rows whose label is more likely wrong than
         right (the MAP of w_n: ``phi_n <= 1/2``) instead of counting every row ``s_n phi_n``
-        times; the fold boosters are then fitted a second time without those rows, to choose
-        the refit's round count (:meth:`fit`).
+        times; the boosters of :data:`SECOND_PASS_FOLDS` folds are then fitted a second time
+        without those rows, to choose the refit's round count (:meth:`fit`).
     """
 
     def __init__(
@@ -498,12 +501,18 @@ class CrossFitter:
         With ``drop_mislabeled``, the final booster leaves out the rows that the calibration
         flags (``phi_n <= 1/2``). The fold boosters, fitted to every label, stop early on
         noisy labels (they start to fit the wrong ones), and a refit without the flagged rows
-        overfits later than they do: so the fold boosters are fitted a second time on the
-        same folds without the flagged rows (every row still scored), and that search chooses
-        the refit's round count. The calibration, the out-of-fold margins and so every noise
-        statistic stay the first pass's, from boosters fitted to every label: boosters fitted
-        without the flagged rows would confirm the flags (an atypical but right label whose
-        like were left out looks wrong to them) and overstate the noise. When the flagged
+        overfits later than they do: so the boosters of the first :data:`SECOND_PASS_FOLDS`
+        folds are fitted a second time without the flagged rows (scoring every row of those
+        folds' validation sets), and that search chooses the refit's round count (a count
+        alone needs fewer boosters than a margin for every row: with all five folds the
+        second pass cost about 2.5 times as much, for 0.16 points less test error on
+        Satellite and 0.44 on scikit-learn's digits with 20% of the labels moved, five
+        splits each, and the same on DNA). The calibration, the out-of-fold margins and so
+        every noise statistic stay the first pass's, from boosters fitted to every label:
+        boosters fitted without the flagged rows would confirm the flags (an atypical but
+        right label whose like were left out looks wrong to them) and overstate the noise
+        (on scikit-learn's digits with 20% moved, a rate error of 0.032 against 0.010,
+        three splits). When the flagged
         rows carry less than :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the
         count) the second pass is not run; when they would leave out every row of a class,
         no row is left out."""
@@ -511,14 +520,15 @@ class CrossFitter:
             make_rows, y, sample_weight, folds, sample_weight
         )
         calibration, out_of_fold = self._calibration_at_best(stopping, active, y, sample_weight)
-        search, train_weight, kept = stopping, sample_weight, None
+        search, train_weight, kept, count_folds = stopping, sample_weight, None, folds
         if self.drop_mislabeled and calibration is not None:
             kept = self._kept(y, sample_weight, calibration.clean_proba(y, out_of_fold))
             flagged = 0.0 if kept is None else float(np.dot(sample_weight, 1.0 - kept))
             if flagged >= SECOND_PASS_SHARE * float(sample_weight.sum()):
                 train_weight = sample_weight * kept
+                count_folds = folds[:SECOND_PASS_FOLDS]
                 search, _ = self._search_round_count(
-                    make_rows, y, sample_weight, folds, train_weight, " (2nd pass)"
+                    make_rows, y, sample_weight, count_folds, train_weight, " (2nd pass)"
                 )
         n_passes = 1 if search is stopping else 2
         n_rounds = search.best[0]
@@ -531,7 +541,7 @@ class CrossFitter:
                 stacklevel=3,  # the caller of the estimator's fit
             )
         n_rows = y.size
-        refit_rounds = refit_round_count(n_rounds, train_weight, folds, self.n_estimators)
+        refit_rounds = refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators)
         # The final booster on every row, each counted s_n phi_n times (or s_n, without the
         # flagged rows).
         if calibration is None:  # core model: no noise statistics to calibrate
