@@ -153,6 +153,8 @@ MC_MODELS = {
     "seed=seed)",
     "ovr-viboost": "OneVsRestClassifier(VIBoostClassifier(random_state=seed, n_jobs=-1)) (the "
     "route before K-class fits; no noise statistics)",
+    "viboost-drop": "VIBoostClassifier(random_state=seed, n_jobs=-1, mislabeled='drop') (the "
+    "refit leaves out the flagged rows; its noise statistics are viboost's)",
 }
 MC_DETECTORS = ("viboost", "cleanlab")
 #: The peers of the error target: ``viboost``'s test error is at most the best of theirs.
@@ -383,6 +385,8 @@ def make_multiclass_model(name: str, seed: int, threads: int = -1) -> Any:
     its threads from the caller's threadpoolctl limit)."""
     if name == "viboost":
         return VIBoostClassifier(random_state=seed, n_jobs=threads)
+    if name == "viboost-drop":
+        return VIBoostClassifier(random_state=seed, n_jobs=threads, mislabeled="drop")
     if name == "ovr-viboost":
         from sklearn.multiclass import OneVsRestClassifier
 
@@ -628,6 +632,9 @@ def multiclass_table(summary: pd.DataFrame, dataset: str) -> str:
     columns += [(f"NM MAE {m}", m, "nm_mae", 4) for m in detectors]
     columns += [("cover viboost", "viboost", "covered", 2)] if "viboost" in present else []
     columns += [(f"fit s {m}", m, "fit_s", 1) for m in detectors]
+    columns += (
+        [("fit s viboost-drop", "viboost-drop", "fit_s", 1)] if "viboost-drop" in present else []
+    )
     return settings_table(part, columns, MULTICLASS)
 
 

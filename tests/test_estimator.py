@@ -673,9 +673,9 @@ def test_a_model_pickled_before_the_presets_loads_as_the_paper_preset():
 
 
 def test_two_classes_weight_their_rows_by_default_and_drop_on_request():
-    """mislabeled="auto" is "weight" for two classes (every row counted s phi, one pass);
-    "drop" leaves the rows of phi <= 1/2 out of the refit after a second search, with the
-    same noise statistics."""
+    """mislabeled="weight" (default): every row counted s phi, one pass; "drop" leaves the
+    rows of phi <= 1/2 out of the refit after a second search, with the same noise
+    statistics."""
     X, y, flipped, _ = _noisy(n=400)
     s = np.random.default_rng(0).integers(1, 3, y.size).astype(float)
     default = VIBoostClassifier(random_state=0).fit(X, y, sample_weight=s)

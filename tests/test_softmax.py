@@ -119,14 +119,15 @@ def test_same_fit_for_any_number_of_threads():
     np.testing.assert_array_equal(one.noise_rate_interval_, two.noise_rate_interval_)
 
 
-def test_k_classes_drop_the_flagged_rows_from_the_refit(fitted):
-    """mislabeled="auto" is "drop" for K classes: the noise statistics are the one-pass
-    fit's ("weight"), the refit leaves out the rows of phi <= 1/2 for the count of a second
-    search, and fits the true classes better than the weighted refit."""
-    clf, X, y, true, flipped, names = fitted
-    weighted = VIBoostClassifier(random_state=0, mislabeled="weight").fit(X, names[y])
-    assert (clf.cv_n_passes_, weighted.cv_n_passes_) == (2, 1)
+def test_k_classes_drop_the_flagged_rows_from_the_refit_on_request(fitted):
+    """mislabeled="weight" (default) refits every row at s phi; "drop" keeps the noise
+    statistics of that fit, and leaves the rows of phi <= 1/2 out of the refit, for the count
+    of a second search."""
+    weighted, X, y, true, flipped, names = fitted
+    assert weighted.cv_n_passes_ == 1
     np.testing.assert_array_equal(weighted.refit_weight_, weighted.clean_proba_)
+    clf = VIBoostClassifier(random_state=0, mislabeled="drop").fit(X, names[y])
+    assert clf.cv_n_passes_ == 2
     for name in ("clean_proba_", "mislabel_proba_", "cv_decision_function_", "noise_matrix_"):
         np.testing.assert_array_equal(getattr(clf, name), getattr(weighted, name), err_msg=name)
     assert clf.noise_rate_ == weighted.noise_rate_
@@ -135,12 +136,7 @@ def test_k_classes_drop_the_flagged_rows_from_the_refit(fitted):
     assert np.mean(flipped[~kept]) > 0.8 and np.mean(flipped[kept]) < 0.05
     # The second search ran longer than the first (the kept labels overfit later).
     assert clf.cv_best_rounds_ > weighted.cv_best_rounds_
-    explicit = VIBoostClassifier(random_state=0, mislabeled="drop").fit(X, names[y])
-    np.testing.assert_array_equal(explicit.decision_function(X), clf.decision_function(X))
-    X_test, _, true_test, _ = _three_class_data(n=3000, flip=0.0, seed=7)
-    assert np.mean(clf.predict(X_test) == names[true_test]) > np.mean(
-        weighted.predict(X_test) == names[true_test]
-    )
+    assert np.mean(clf.predict(X) == names[true]) > 0.85
 
 
 def test_zero_weights_are_rows_left_out():

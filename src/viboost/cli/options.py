@@ -229,12 +229,11 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
     )
     parser.add_argument(
         "--mislabeled",
-        choices=["auto", "weight", "drop"],
-        default="auto",
+        choices=["weight", "drop"],
+        default="weight",
         help="with cross-fitting: the final model fits every row weighted by the probability "
-        "that its label is right (weight), or leaves out the rows whose label is more likely "
-        "wrong, after a second cross-fit without them (drop; about twice the time on noisy "
-        "labels); auto (default): drop for more than two classes, weight for two",
+        "that its label is right (weight, the default), or leaves out the rows whose label is "
+        "more likely wrong, with a round count from a second search without them (drop)",
     )
     parser.add_argument(
         "--max-bins",

@@ -198,7 +198,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         min_samples_leaf: int | None = None,
         leaf_weights: str | None = None,
         noise_channel: str = "auto",
-        mislabeled: str = "auto",
+        mislabeled: str = "weight",
         n_jobs: int | None = None,
         random_state: int | np.random.RandomState | None = None,
         verbose: int = 0,
