@@ -213,7 +213,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         (:meth:`~viboost.noise_fit.cross_fit.CrossFitter.fit`). Measured on K classes
         (``docs/multiclass.md``): more accurate where the one-pass search stops within a few
         dozen rounds on noisy labels (Satellite with 10-30% of the labels moved, digits with
-        20%), less where it does not (digits with 10%, DNA, pairwise noise), and 1.0-1.7
+        20%), less where it does not (digits with 10%, DNA, pairwise noise), and 1.1-2.1
         times the time.
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with

@@ -511,8 +511,8 @@ class CrossFitter:
         every noise statistic stay the first pass's, from boosters fitted to every label:
         boosters fitted without the flagged rows would confirm the flags (an atypical but
         right label whose like were left out looks wrong to them) and overstate the noise
-        (on scikit-learn's digits with 20% moved, a rate error of 0.032 against 0.010,
-        three splits). When the flagged
+        (on scikit-learn's digits with 20% moved, a rate error of 0.03-0.05 against 0.010,
+        two and three splits). When the flagged
         rows carry less than :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the
         count) the second pass is not run; when they would leave out every row of a class,
         no row is left out."""
