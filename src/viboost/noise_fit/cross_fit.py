@@ -9,8 +9,9 @@ count is kept (:class:`RoundCountSearch`). The calibration at that count gives e
 phi_n, and the final booster is fitted on all rows, each counted ``s_n phi_n`` times (S.4.1
 under that q(w)), or, when the fitter drops mislabeled rows (``drop_mislabeled``), the final
 booster leaves out the rows of ``phi_n <= 1/2`` and counts the others ``s_n`` times, for a
-round count that a second pass of fold boosters, fitted without those rows, chooses
-(:meth:`CrossFitter.fit`). :class:`viboost.VIBoostClassifier` and the distributed
+round count that a second search, by the boosters of :data:`SECOND_PASS_FOLDS` of the folds
+fitted without those rows, chooses (:meth:`CrossFitter.fit`).
+:class:`viboost.VIBoostClassifier` and the distributed
 :class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source they hand the driver,
 so the two fit the same model.
 """
@@ -512,10 +513,10 @@ class CrossFitter:
         boosters fitted without the flagged rows would confirm the flags (an atypical but
         right label whose like were left out looks wrong to them) and overstate the noise
         (on scikit-learn's digits with 20% moved, a rate error of 0.03-0.05 against 0.010,
-        two and three splits). When the flagged
-        rows carry less than :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the
-        count) the second pass is not run; when they would leave out every row of a class,
-        no row is left out."""
+        two and three splits). When the flagged rows carry less than
+        :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the count) the second
+        pass is not run; when they would leave out every row of a class, no row is left
+        out."""
         stopping, active = self._search_round_count(
             make_rows, y, sample_weight, folds, sample_weight
         )
