@@ -387,27 +387,29 @@ class TreeGrowth:
                 left, right = self._split[index]
                 stack.append(right)
                 stack.append(left)
-        nodes = np.zeros(len(order), dtype=NODE_DTYPE)
+        # One tuple a node, made into the structured array at once (assigning a structured
+        # array item by item costs a few microseconds a node).
+        rows: list[tuple] = []
         error = 0.0
         for index in order:
             record = self._records[index]
-            at = position_of[index]
             sums = record["sums"]
             cover = float(sums[2])
-            if index in self._split:
+            children = self._split.get(index)
+            if children is not None:
                 gain, feature, position, missing_left, *_ = record["split"]
-                left, right = self._split[index]
                 edges = self.thresholds[feature]
                 threshold = float(edges[position - 1]) if position - 1 < edges.size else np.inf
-                nodes[at] = (
+                rows.append((
                     0.0, feature, threshold, position - 1, missing_left,
-                    position_of[left], position_of[right], False, gain, cover,
-                )  # fmt: skip
+                    position_of[children[0]], position_of[children[1]], False, gain, cover,
+                ))  # fmt: skip
             else:
                 value = leaf_value(float(sums[0]), float(sums[1]), self._code, self.prior)
                 if self._code != 0:
                     error += float(min(sums[0], sums[1]))
-                nodes[at] = (value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
+                rows.append((value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover))
+        nodes = np.array(rows, dtype=NODE_DTYPE)
         #: Position in the node arrays of each node of this growth (by its id), once grown.
         self.positions = position_of
         return nodes, error

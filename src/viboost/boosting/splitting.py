@@ -152,15 +152,18 @@ def best_node_splits(
         hists, n_bins, int(criterion), np.ascontiguousarray(priors, dtype=np.float64),
         float(min_leaf), np.ascontiguousarray(wanted, dtype=np.bool_),
     )  # fmt: skip
-    out: list[tuple | None] = []
-    for i in range(len(wanted)):
-        if not wanted[i]:
-            out.append(None)
-            continue
-        la, lb, lc = (float(v) for v in left_sums[i])
-        out.append((float(gains[i]), int(features[i]), int(positions[i]), bool(missing_left[i]),
-                    la, lb, lc))  # fmt: skip
-    return out
+    # Python scalars of every column at once (what float(), int() and bool() of each item
+    # give, without a conversion call per item).
+    columns = zip(
+        gains.tolist(), features.tolist(), positions.tolist(), missing_left.tolist(),
+        left_sums.tolist(), strict=True,
+    )  # fmt: skip
+    return [
+        (gain, feature, position, missing, *sums) if want else None
+        for want, (gain, feature, position, missing, sums) in zip(
+            np.asarray(wanted, dtype=bool).tolist(), columns, strict=True
+        )
+    ]
 
 
 # Rows per chunk of a parallel partition (boundaries from the node's row count only).
