@@ -54,7 +54,12 @@ Setting ``trees`` (31-leaf trees; the tree engine of ``benchmarks/speed.py``'s
 Setting ``robust`` (each library's defaults, fitted once whatever ``--repeat`` says):
 ``viboost-dask-robust``, ``DaskVIBoostClassifier(random_state=0)`` (cross-fitted, it chooses
 its rounds, which the report gives), ``viboost-dask-robust-scheduler`` (the same with
-``transport="scheduler"``), and ``lightgbm-dask-default``, ``DaskLGBMClassifier()``. The
+``transport="scheduler"``), ``lightgbm-dask-default``, ``DaskLGBMClassifier()``, and
+``cleanlab-dask``, the job the robust default does done the way cleanlab's
+``CleanLearning(LGBMClassifier())`` does it, with ``DaskLGBMClassifier()`` (cleanlab has no Dask
+interface; :class:`DaskCleanLearning`): 5-fold out-of-fold probabilities, cleanlab's
+``find_label_issues`` on the client, a refit on the rows without an issue. The report gives the
+robust default's fit time over this one's as a second ratio. The
 report's note gives each DaskVIBoost fit's ``transport_`` (the default ``"auto"`` picks the
 direct connections on this cluster).
 The models above the trees are the setting ``stumps``.
@@ -126,6 +131,7 @@ MODELS = {
     "lightgbm-dask-default": "LightGBM (DaskLGBMClassifier)",
     "viboost-dask-trees-scheduler": "DaskVIBoostClassifier, through the scheduler",
     "viboost-dask-robust-scheduler": "DaskVIBoostClassifier, through the scheduler",
+    "cleanlab-dask": "CleanLearning's recipe on Dask (DaskLGBMClassifier)",
 }
 NOTES = {
     "viboost-dask": "preset='paper'",
@@ -139,6 +145,10 @@ NOTES = {
     "lightgbm-dask-default": "defaults",
     "viboost-dask-trees-scheduler": "as above, transport='scheduler' (every pass dask tasks)",
     "viboost-dask-robust-scheduler": "as above, transport='scheduler' (every pass dask tasks)",
+    "cleanlab-dask": (
+        "5-fold out-of-fold DaskLGBMClassifier() probabilities, cleanlab's find_label_issues, "
+        "DaskLGBMClassifier() refit on the rows kept"
+    ),
 }
 #: The settings, each a table of the report: its models and the one the fit times are over.
 SETTINGS = {
@@ -147,7 +157,10 @@ SETTINGS = {
         "viboost-dask-trees", "viboost-dask-trees-scheduler", "lightgbm-dask-trees",
         "viboost-local-trees",
     ),
-    "robust": ("viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default"),
+    "robust": (
+        "viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default",
+        "cleanlab-dask",
+    ),
 }  # fmt: skip
 BASELINES = {
     "stumps": "lightgbm-dask",
@@ -159,9 +172,16 @@ PAIRS = {
     "stumps": ("viboost-dask", "viboost-local"),
     "trees": ("viboost-dask-trees", "viboost-local-trees"),
 }
+#: The robust default against the job it does: CleanLearning's (a second ratio in the report).
+JOB_PEERS = {"robust": ("viboost-dask-robust", "cleanlab-dask")}
 #: Fitted once, whatever ``--repeat`` says (their own number of rounds).
-ONCE = ("viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default")
+ONCE = (
+    "viboost-dask-robust", "viboost-dask-robust-scheduler", "lightgbm-dask-default",
+    "cleanlab-dask",
+)  # fmt: skip
 DASK_MODELS = tuple(key for key in MODELS if "-dask" in key)
+#: CleanLearning's folds (cleanlab.classification.CleanLearning's default cv_n_folds).
+CLEANLAB_FOLDS = 5
 #: The in-memory tree engine of benchmarks/speed.py's ``viboost-trees`` row (T + 1 learners:
 #: the first is the intercept).
 TREE_PARAMS = dict(
@@ -211,6 +231,49 @@ def import_viboost_dask() -> type:
     from viboost.dask import DaskVIBoostClassifier
 
     return DaskVIBoostClassifier
+
+
+class DaskCleanLearning:
+    """What cleanlab's ``CleanLearning(LGBMClassifier())`` does, on Dask arrays with
+    ``DaskLGBMClassifier()`` (cleanlab has no Dask interface): out-of-fold predicted
+    probabilities from :data:`CLEANLAB_FOLDS` stratified folds (``StratifiedKFold(shuffle=True,
+    random_state=0)``, CleanLearning's split with ``seed=0``), the label issues that
+    ``cleanlab.filter.find_label_issues`` finds in them with its defaults (as CleanLearning
+    calls it), and a final ``DaskLGBMClassifier()`` on the rows without an issue. The labels
+    and the out-of-fold probabilities (two floats a row) are gathered to the client for
+    cleanlab, as the issue detection needs them all at once; the features stay on the
+    workers. ``predict`` is the final model's."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def _model(self) -> Any:
+        from lightgbm.dask import DaskLGBMClassifier
+
+        return DaskLGBMClassifier(client=self.client)
+
+    def fit(self, X: da.Array, y: da.Array) -> DaskCleanLearning:
+        from cleanlab.filter import find_label_issues
+        from sklearn.model_selection import StratifiedKFold
+
+        labels = np.asarray(y.compute())
+        folds = StratifiedKFold(CLEANLAB_FOLDS, shuffle=True, random_state=0)
+        fold_of = np.empty(labels.size, dtype=np.int64)
+        for k, (_, held_out) in enumerate(folds.split(np.zeros(labels.size), labels)):
+            fold_of[held_out] = k
+        # Rows picked with numpy masks (known chunk sizes, which DaskLGBMClassifier needs).
+        proba = np.empty((labels.size, int(labels.max()) + 1))
+        for k in range(CLEANLAB_FOLDS):
+            train, held_out = fold_of != k, fold_of == k
+            model = self._model().fit(X[train], y[train])
+            proba[held_out] = np.asarray(model.predict_proba(X[held_out]).compute())
+        issues = find_label_issues(labels, proba)
+        self.model_ = self._model().fit(X[~issues], y[~issues])
+        self.n_issues_ = int(issues.sum())
+        return self
+
+    def predict(self, X: da.Array) -> da.Array:
+        return self.model_.predict(X)
 
 
 def model_factory(key: str, client: Client) -> Callable[[int], Any]:
@@ -281,6 +344,12 @@ def model_factory(key: str, client: Client) -> Callable[[int], Any]:
             verbose=-1,
             client=client,
         )
+    if key == "cleanlab-dask":
+        import cleanlab  # noqa: F401 - skipped with a note when it is missing
+        import lightgbm.dask  # noqa: F401
+
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        return lambda rounds: DaskCleanLearning(client)
     raise ValueError(f"unknown model {key!r}; choose from {', '.join(MODELS)}")
 
 
@@ -328,6 +397,8 @@ def run_model(
     out["rounds"] = _rounds(key, model, args.rounds)
     if hasattr(model, "transport_"):
         out["transport"] = model.transport_
+    if hasattr(model, "n_issues_"):
+        out["n_issues"] = model.n_issues_
     if key.startswith("viboost") and key not in ONCE:
         out["decision"] = to_numpy(model.decision_function(X_test)).astype(np.float64)
     return out
@@ -340,6 +411,8 @@ def _rounds(key: str, model: Any, rounds: int) -> int:
         return len(model.estimators_) - int(intercept)
     if key == "lightgbm-dask-default":
         return int(model.booster_.num_trees())
+    if key == "cleanlab-dask":  # the final model's
+        return int(model.model_.booster_.num_trees())
     return rounds
 
 
@@ -425,6 +498,16 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
                 f"|decision_function difference| {diff:.3g}, signs agree on {agree:.2%} of rows.",
                 "",
             ]
+        ours, peer = (by_key.get(key, {}) for key in JOB_PEERS.get(setting, (None, None)))
+        if "fit_s" in ours and "fit_s" in peer:
+            ratio = ours["fit_s"] / peer["fit_s"]
+            lines += [
+                f"DaskVIBoost's default against CleanLearning's recipe on Dask (the same job: "
+                f"cross-fitted models, label issues, a refit): {ratio:.2f}x "
+                f"its fit time ({fmt(ours['fit_s'])} s against {fmt(peer['fit_s'])} s); "
+                f"{peer['n_issues']:,} label issues left out of its refit.",
+                "",
+            ]
         if base is None:
             lines += ["DaskLGBMClassifier did not run in this setting: there is no ratio.", ""]
     lines += [
@@ -442,7 +525,11 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "benchmarks/speed.py's viboost-trees engine); DaskLGBMClassifier(n_estimators=T, "
         "num_leaves=31, learning_rate=0.1, tree_learner='data', verbose=-1). robust: "
         "DaskVIBoostClassifier(random_state=0) (cross-fitted, its rounds chosen) and "
-        "DaskLGBMClassifier() (100 rounds of 31 leaves), each fitted once. LightGBM and XGBoost "
+        "DaskLGBMClassifier() (100 rounds of 31 leaves), each fitted once; CleanLearning's "
+        "recipe on Dask: CleanLearning(LGBMClassifier(), seed=0)'s steps with "
+        "DaskLGBMClassifier() (StratifiedKFold(5, shuffle=True, random_state=0), out-of-fold "
+        "predict_proba, cleanlab.filter.find_label_issues with its defaults on the client, "
+        "DaskLGBMClassifier() on the rows without an issue), fitted once. LightGBM and XGBoost "
         "use one thread per worker (the worker's thread count). With shrinkage, LightGBM's and "
         "XGBoost's accuracy after T stumps is not their best; the comparison is of speed.",
         "",
