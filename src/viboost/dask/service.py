@@ -40,6 +40,7 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from typing import Any
 
+from viboost._utils.memory import retained_heap
 from viboost._utils.parallel import numba_threads
 
 __all__ = ["BlockService", "Handle", "ServiceLost", "serve"]
@@ -120,7 +121,9 @@ def serve(
             sock, _ = server.accept()
         except TimeoutError:
             return {}
-    with _connection(sock) as conn:
+    # The passes reuse the same temporaries: keep freed memory in the worker's heap meanwhile
+    # (viboost._utils.memory: a nanny's worker would fault each pass's arrays in anew).
+    with _connection(sock) as conn, retained_heap():
         deliver_challenge(conn, key)
         answer_challenge(conn, key)
         while conn.poll(timeout):
