@@ -81,6 +81,27 @@ def test_restores_the_values_the_process_started_with(fake_libc, monkeypatch):
     ]
 
 
+@pytest.mark.parametrize(
+    ("mmap", "trim", "restored"),
+    [
+        ("-5", "0", (GLIBC_DEFAULT_THRESHOLD, 0)),
+        # glibc refuses an mmap threshold above 32 MiB at start-up and keeps its default; a
+        # trim threshold past the int mallopt takes never trims, as the largest int does not.
+        (str(64 << 20), str(1 << 40), (GLIBC_DEFAULT_THRESHOLD, 2**31 - 1)),
+        (str(1 << 20), "300000", (1 << 20, 300000)),
+    ],
+)
+def test_restores_what_glibc_made_of_the_variables(fake_libc, monkeypatch, mmap, trim, restored):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", mmap)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", trim)
+    with retained_heap():
+        pass
+    assert fake_libc.calls[2:4] == [
+        ("mallopt", M_MMAP_THRESHOLD, restored[0]),
+        ("mallopt", M_TRIM_THRESHOLD, restored[1]),
+    ]
+
+
 def test_restores_even_when_the_block_raises(fake_libc):
     with pytest.raises(RuntimeError, match="boom"), retained_heap():
         raise RuntimeError("boom")

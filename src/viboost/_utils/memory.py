@@ -51,6 +51,8 @@ FIXING_VARIABLES = (
     "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_",
 )  # fmt: skip
 
+_INT_MAX = 2**31 - 1
+
 _lock = threading.Lock()
 _holders = 0
 
@@ -66,13 +68,17 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def _started_with(variable: str) -> int:
-    """The threshold the process started with: glibc reads ``variable`` at start-up."""
+def _started_with(variable: str, largest: int) -> int:
+    """The threshold the process started with: glibc reads ``variable`` at start-up and keeps
+    glibc's default for a value that is not a number in ``[0, largest]`` (mallopt takes an
+    int: a larger trim threshold, which never trims, is put back as the largest int)."""
     try:
         value = int(os.environ.get(variable, GLIBC_DEFAULT_THRESHOLD))
     except ValueError:
         return GLIBC_DEFAULT_THRESHOLD
-    return value if value >= 0 else GLIBC_DEFAULT_THRESHOLD
+    if value < 0 or (variable == "MALLOC_MMAP_THRESHOLD_" and value > largest):
+        return GLIBC_DEFAULT_THRESHOLD
+    return min(value, largest)
 
 
 def _set_thresholds(libc: ctypes.CDLL, mmap: int, trim: int) -> None:
@@ -111,7 +117,7 @@ def retained_heap() -> Iterator[bool]:
             if _holders == 0:
                 _set_thresholds(
                     libc,
-                    _started_with("MALLOC_MMAP_THRESHOLD_"),
-                    _started_with("MALLOC_TRIM_THRESHOLD_"),
+                    _started_with("MALLOC_MMAP_THRESHOLD_", RETAINED_MMAP_THRESHOLD),
+                    _started_with("MALLOC_TRIM_THRESHOLD_", _INT_MAX),
                 )
                 libc.malloc_trim(ctypes.c_size_t(0))
