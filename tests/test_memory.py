@@ -148,8 +148,12 @@ def test_does_nothing_without_glibc(monkeypatch):
 # In a fresh process started as a nanny starts dask's workers: an array of 8 MiB is an mmapped
 # block (glibc's mallinfo2: hblkhd) before, none while the heap is retained, one again after.
 MMAP_CHECK = """
-import ctypes, numpy as np
-from viboost._utils.memory import retained_heap
+import ctypes, importlib.util, sys, numpy as np
+# The module alone (it needs the standard library only), not the package's heavy imports.
+spec = importlib.util.spec_from_file_location("memory", sys.argv[1])
+memory = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(memory)
+retained_heap = memory.retained_heap
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
@@ -181,7 +185,8 @@ def test_an_8_mib_array_comes_from_the_heap_while_retained_in_a_nanny_worker():
     env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}
     env.pop("MALLOC_MMAP_THRESHOLD_", None)
     done = subprocess.run(
-        [sys.executable, "-c", MMAP_CHECK], env=env, capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", MMAP_CHECK, memory.__file__],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "[False,", "False,", "False]", "True"]
