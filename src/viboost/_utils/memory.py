@@ -69,17 +69,14 @@ def _glibc() -> ctypes.CDLL | None:
     return libc
 
 
-def _started_with(variable: str, largest: int) -> int:
-    """The threshold the process started with: glibc reads ``variable`` at start-up and keeps
-    glibc's default for a value that is not a number in ``[0, largest]`` (mallopt takes an
-    int: a larger trim threshold, which never trims, is put back as the largest int)."""
+def _started_with(variable: str) -> int:
+    """The value of ``variable`` the process started with (glibc reads it at start-up), or
+    glibc's default when it is unset, not a number or negative."""
     try:
         value = int(os.environ.get(variable, GLIBC_DEFAULT_THRESHOLD))
     except ValueError:
         return GLIBC_DEFAULT_THRESHOLD
-    if value < 0 or (variable == "MALLOC_MMAP_THRESHOLD_" and value > largest):
-        return GLIBC_DEFAULT_THRESHOLD
-    return min(value, largest)
+    return value if value >= 0 else GLIBC_DEFAULT_THRESHOLD
 
 
 def _set_thresholds(libc: ctypes.CDLL, mmap: int, trim: int) -> None:
@@ -117,9 +114,12 @@ def retained_heap() -> Iterator[bool]:
         with _lock:
             _holders -= 1
             if _holders == 0:
-                _set_thresholds(
-                    libc,
-                    _started_with("MALLOC_MMAP_THRESHOLD_", RETAINED_MMAP_THRESHOLD),
-                    _started_with("MALLOC_TRIM_THRESHOLD_", _INT_MAX),
-                )
+                mmap = _started_with("MALLOC_MMAP_THRESHOLD_")
+                # glibc refused an mmap threshold above its largest at start-up (keeping its
+                # default); mallopt takes an int, and the largest never trims, as a larger
+                # trim threshold did not.
+                if mmap > RETAINED_MMAP_THRESHOLD:
+                    mmap = GLIBC_DEFAULT_THRESHOLD
+                trim = min(_started_with("MALLOC_TRIM_THRESHOLD_"), _INT_MAX)
+                _set_thresholds(libc, mmap, trim)
                 libc.malloc_trim(ctypes.c_size_t(0))

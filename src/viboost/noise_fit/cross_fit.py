@@ -521,9 +521,14 @@ class CrossFitter:
             make_rows, y, sample_weight, folds, sample_weight
         )
         calibration, out_of_fold = self._calibration_at_best(stopping, active, y, sample_weight)
+        n_rows = y.size
+        if calibration is None:  # core model: no noise statistics to calibrate
+            clean = np.ones(n_rows)
+        else:
+            clean = calibration.clean_proba(y, out_of_fold)
         search, train_weight, kept, count_folds = stopping, sample_weight, None, folds
         if self.drop_mislabeled and calibration is not None:
-            kept = self._kept(y, sample_weight, calibration.clean_proba(y, out_of_fold))
+            kept = self._kept(y, sample_weight, clean)
             flagged = 0.0 if kept is None else float(np.dot(sample_weight, 1.0 - kept))
             if flagged >= SECOND_PASS_SHARE * float(sample_weight.sum()):
                 train_weight = sample_weight * kept
@@ -541,14 +546,9 @@ class CrossFitter:
                 ConvergenceWarning,
                 stacklevel=3,  # the caller of the estimator's fit
             )
-        n_rows = y.size
         refit_rounds = refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators)
         # The final booster on every row, each counted s_n phi_n times (or s_n, without the
         # flagged rows).
-        if calibration is None:  # core model: no noise statistics to calibrate
-            clean = np.ones(n_rows)
-        else:
-            clean = calibration.clean_proba(y, out_of_fold)
         multiplicity = sample_weight * clean if kept is None else sample_weight * kept
         settings = self.settings
         if self.n_classes > 2:  # K classes: no per-round log evidence is recorded
