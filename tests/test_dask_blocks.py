@@ -159,7 +159,7 @@ def _tree_data(seed: int = 0, n: int = 3000):
         ("tied", "error", 31, None),
     ],
 )
-@pytest.mark.parametrize("speculate", [False, True])
+@pytest.mark.parametrize("speculate", [False, True, 3])
 def test_growth_from_node_histograms_is_the_tree_search(
     leaf_weights, criterion, max_leaf_nodes, max_depth, speculate
 ):
@@ -167,7 +167,7 @@ def test_growth_from_node_histograms_is_the_tree_search(
     (the same histograms, the same splits in the same order); speculating, the same splits,
     with the sums of more leaves taken from their parents' splits (leaves it never needed to
     split; without speculation only the children of the last split and of nodes whose children
-    cannot split)."""
+    cannot split). ``speculate=3``: at most the best three leaves a trip."""
     X, y = _tree_data()
     rng = np.random.default_rng(1)
     active = rng.random(y.size) < 0.9
@@ -202,9 +202,27 @@ def test_growth_from_node_histograms_is_the_tree_search(
     if speculate:  # fewer exchanges than splits, each of several nodes
         assert len(trips) < want.n_leaves - 1
         np.testing.assert_allclose(error, want_error, rtol=1e-12)
+        if speculate is not True:  # at most that many a trip
+            assert max(trips) <= speculate
     else:  # one node a trip; the last split needs no histograms
         assert trips == [1] * len(trips) and len(trips) <= want.n_leaves - 1
         assert error == want_error
+
+
+@pytest.mark.parametrize("speculate", [0, -2, 2.5, "all", None])
+def test_growth_refuses_a_speculation_that_is_no_count(speculate):
+    X, y = _tree_data()
+    binner = FeatureBinner().fit(X)
+    binned = binner.transform(X)
+    settings = TreeSettings(8, None, 5, "tied", "error", 1.0)
+    weights = np.full(y.size, 1.0 / y.size)
+    first, second = settings.statistics(weights, y, None)
+    rows = RowPartition(binned, np.arange(y.size), first, second, np.ones(y.size))
+    with pytest.raises(ValueError, match="speculate must be a bool or an int >= 1"):
+        TreeGrowth(
+            rows.histogram(), binner.n_bins_, binner.thresholds_, settings, 1.0,
+            speculate=speculate,
+        )  # fmt: skip
 
 
 def test_growth_counts_rows_as_their_sample_weights():

@@ -20,11 +20,13 @@ two sums of the round's per-row statistics and the row count). This module split
 With ``speculate=True`` a request also splits, besides the node the growth needs now, every
 leaf that could still be split before the tree is full (the best ``max_leaf_nodes - leaves``
 ones): one exchange of histograms then serves a whole level of the tree, not one node, which is
-what a distributed fit needs (a round trip to the workers costs far more than a histogram). The
-tree is the same: the growth still splits the leaves in best-first order, and the histograms of
-the nodes it splits are the same. The extra work is bounded: a node split speculatively but
-never by the growth is a leaf of the final tree, and the leaves are disjoint, so the extra
-histograms cover at most half of the rows once per tree.
+what a distributed fit needs when a round trip to the workers costs far more than a histogram.
+``speculate=m`` (an int) splits the best ``m`` leaves per request: about ``m`` times fewer
+exchanges, and a histogram is computed for nothing only where one of them is never split (the
+tree fills up first). Either way the tree is the same: the growth still splits the leaves in
+best-first order, and the histograms of the nodes it splits are the same. The extra work is
+bounded: a node split speculatively but never by the growth is a leaf of the final tree, and
+the leaves are disjoint, so the extra histograms cover at most half of the rows once per tree.
 
 :func:`grow` runs a growth against a function that answers requests; :class:`TreeSettings`
 holds the settings and the per-row statistics of a split score
@@ -194,9 +196,10 @@ class TreeGrowth:
     settings : TreeSettings
     prior : float
         :meth:`TreeSettings.prior` of the round's weights.
-    speculate : bool, default=False
-        Whether a request also splits every leaf that may still be split (one exchange per
-        level of the tree instead of per node; the same tree).
+    speculate : bool or int, default=False
+        Which leaves a request splits: False (or 1) only the one the growth splits next; an
+        int ``m`` the best ``m``; True every leaf that may still be split (one exchange per
+        level of the tree instead of per node). The same tree whichever.
     """
 
     def __init__(
@@ -212,7 +215,13 @@ class TreeGrowth:
         self.thresholds = thresholds
         self.settings = settings
         self.prior = float(prior)
-        self.speculate = bool(speculate)
+        if isinstance(speculate, bool):
+            self._per_request = settings.max_leaf_nodes if speculate else 1
+        elif isinstance(speculate, int | np.integer) and speculate >= 1:
+            self._per_request = int(speculate)
+        else:
+            raise ValueError(f"speculate must be a bool or an int >= 1, got {speculate!r}")
+        self.speculate = speculate
         self._code = settings.code
         self._min_leaf = max(1e-300, float(settings.min_samples_leaf))
         self._max_depth = np.inf if settings.max_depth is None else settings.max_depth
@@ -309,11 +318,10 @@ class TreeGrowth:
             raise RuntimeError("the previous requests have not been answered")
         if self.done:
             return []
-        if self.speculate:
-            # At most this many more splits: a leaf ranked lower can never be split.
-            wanted = heapq.nsmallest(self.settings.max_leaf_nodes - self._n_leaves, self._heap)
-        else:
-            wanted = self._heap[:1]
+        # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
+        wanted = heapq.nsmallest(
+            min(self._per_request, self.settings.max_leaf_nodes - self._n_leaves), self._heap
+        )
         out = []
         for _, _, index in wanted:
             record = self._records[index]
