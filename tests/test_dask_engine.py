@@ -53,7 +53,7 @@ def test_block_histograms_combine_bit_for_bit_as_written_out(seed):
 def test_block_histograms_combine_from_views_and_refuse_a_wrong_count():
     rng = np.random.default_rng(9)
     big = rng.standard_normal((2, 5, 11, 3))
-    hists = [big[0], big[1][:, :, :]]
+    hists = [np.asfortranarray(big[0]), big[1][:, ::-1, :]]
     scale = BlockScale.of([((h,), 0.0, 1.0, (0.0, 1.0)) for h in hists])
     np.testing.assert_array_equal(
         scale.combine(hists), _reference(hists, scale.factors, scale.total)

@@ -561,7 +561,7 @@ class BlockScale:
         bits)."""
         if len(hists) != self.factors.size:
             raise ValueError(f"{len(hists)} histograms for {self.factors.size} blocks")
-        out = np.empty_like(hists[0], dtype=np.float64)
+        out = np.empty(np.shape(hists[0]))  # C order, whatever the first one's layout
         flat = out.reshape(-1, 3)
         for b, (hist, factor) in enumerate(zip(hists, self.factors, strict=True)):
             part = np.ascontiguousarray(hist, dtype=np.float64).reshape(-1, 3)
