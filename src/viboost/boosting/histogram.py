@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.scratch import ScratchArrays
@@ -45,6 +48,10 @@ _NODE_MAX_CHUNKS = 16
 # (55), but 33 ns against 28 at 40%. The choice changes no sum (see _node_histograms).
 _DENSE_NODE = 0.3
 _FEATURE_BLOCK = 4
+# A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
+# (_add_to_slot); a smaller one, whose slots would cost more to clear and copy than the wide
+# additions save, into the histogram itself.
+_WIDE_ROWS_PER_SLOT = 4
 
 
 def histogram_slots(n_bins: int) -> int:
@@ -176,9 +183,38 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
     return first, size
 
 
+@intrinsic
+def _add_to_slot(typingctx, hist, offset, a, b, c):  # pragma: no cover - compiled
+    """``hist[offset:offset + 4] += (a, b, c, 0)`` as one 4-lane load, add and store (one
+    read-modify-write of a slot where three scalar ones would each wait on memory). Each lane is
+    an IEEE addition, the same as the scalar one, so the sums are bit for bit those of three
+    scalar additions (the fourth lane, a pad, adds 0 to 0). ``hist``: a C-contiguous 1-d float64
+    array with at least ``offset + 4`` items."""
+    if not (
+        isinstance(hist, types.Array)
+        and hist.ndim == 1
+        and hist.layout == "C"
+        and hist.dtype == types.float64
+    ):
+        return None
+    sig = types.void(hist, types.int64, types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        lanes = ir.VectorType(ir.DoubleType(), 4)
+        stats = ir.Constant(lanes, [0.0, 0.0, 0.0, 0.0])
+        for lane, value in enumerate(args[2:]):
+            stats = builder.insert_element(stats, value, ir.Constant(ir.IntType(32), lane))
+        pointer = builder.bitcast(builder.gep(array.data, [args[1]]), lanes.as_pointer())
+        builder.store(builder.fadd(builder.load(pointer, align=8), stats), pointer, align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @threaded_kernel(cache=True)
 def _node_histograms(
-    binned, columns, rows, starts, stops, first, size, stats, counted, partial, out
+    binned, columns, rows, starts, stops, first, size, stats, counted, partial, wide, out
 ):  # pragma: no cover - compiled
     """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
     order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
@@ -193,8 +229,13 @@ def _node_histograms(
 
     A chunk of a dense node (at least :data:`_DENSE_NODE` of all rows) is read row by row from
     ``binned``; one of a sparse node reads ``columns`` (``binned.T``, C-contiguous; empty:
-    never) a few features at a time, as LightGBM's column-wise histograms do. Either way each
-    (feature, slot) adds the chunk's rows in their order, so the sums are the same."""
+    never) a few features at a time, as LightGBM's column-wise histograms do. A chunk of at
+    least :data:`_WIDE_ROWS_PER_SLOT` rows a slot adds each row's three statistics to a slot
+    in one 4-lane operation (:func:`_add_to_slot`) into its row of ``wide`` (shape ``(chunks,
+    d * n_slots * 4)``, any values), then copies the three lanes into its partial; a smaller
+    chunk adds them one by one into its partial (the wide slots would cost more to clear and
+    copy than they save). Either way each (feature, slot) adds the chunk's rows in their
+    order, so the sums are the same."""
     n_samples, d = binned.shape
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
@@ -213,6 +254,37 @@ def _node_histograms(
         lo = starts[r] + (unit - first[r]) * size[r]
         hi = min(stops[r], lo + size[r])
         h = partial[unit]
+        if hi - lo >= _WIDE_ROWS_PER_SLOT * n_slots:
+            w = wide[unit]
+            w[:] = 0.0
+            if by_columns and stops[r] - starts[r] < _DENSE_NODE * n_samples:
+                for j0 in range(0, d, _FEATURE_BLOCK):
+                    j1 = min(d, j0 + _FEATURE_BLOCK)
+                    for k in range(lo, hi):
+                        i = rows[k]
+                        n_k = stats[k, 2] if counted else 0.0
+                        for j in range(j0, j1):
+                            slot = np.int64(columns[j, i])
+                            if slot == 255:
+                                slot = missing_slot
+                            _add_to_slot(w, (j * n_slots + slot) * 4, stats[k, 0], stats[k, 1], n_k)
+            else:
+                for k in range(lo, hi):
+                    a, b = stats[k, 0], stats[k, 1]
+                    n_k = stats[k, 2] if counted else 0.0
+                    row = binned[rows[k]]
+                    for j in range(d):
+                        slot = np.int64(row[j])
+                        if slot == 255:
+                            slot = missing_slot
+                        _add_to_slot(w, (j * n_slots + slot) * 4, a, b, n_k)
+            for j in range(d):
+                for slot in range(n_slots):
+                    at = (j * n_slots + slot) * 4
+                    h[j, slot, 0] = w[at]
+                    h[j, slot, 1] = w[at + 1]
+                    h[j, slot, 2] = w[at + 2]
+            continue
         h[:] = 0.0
         if by_columns and stops[r] - starts[r] < _DENSE_NODE * n_samples:
             for j0 in range(0, d, _FEATURE_BLOCK):
@@ -280,6 +352,10 @@ def node_histograms(
     C-contiguous), lets sparse nodes be read by columns (faster, the same sums). With
     ``counted=False`` the counts are not summed (their slots hold 0): for nodes whose count
     histogram the caller already has (a search's root, whose rows are the same every round).
+    A chunk of at least four rows a slot adds a row's three statistics to a slot in one 4-lane
+    operation (the same sums; measured on a 2-core Intel Xeon, one thread, a tree's non-root
+    nodes on 5 x 10^5 random rows x 20: 1.45-3.7 ns a (row, feature) against 2.0-4.6, and the
+    binary features of DNA 1.35 against 1.84).
     """
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
@@ -296,19 +372,26 @@ def node_histograms(
     if columns is None or not columns.flags.c_contiguous:  # every node read row by row
         columns = np.empty((0, 0), dtype=binned.dtype)
     lent = None  # partial sums taken from scratch for this call only
+    # The 4-lane slots of the chunks that use them (any values; see _node_histograms).
+    any_wide = int(np.max(size, initial=0)) >= _WIDE_ROWS_PER_SLOT * int(n_slots)
+    wide_shape = (n_units if any_wide else 0, shape[0] * shape[1] * 4)
     if scratch is None:
         partial = np.empty((n_units, *shape))
         out = np.empty((0 if one_chunk_each else n_nodes, *shape))
+        wide = np.empty(wide_shape)
     elif one_chunk_each:
         partial = scratch.take((n_units, *shape), hold=True)
         out = partial[:0]
+        wide = scratch.take(wide_shape)
     else:
         partial = lent = scratch.take((n_units, *shape))
         out = scratch.take((n_nodes, *shape), hold=True)
+        wide = scratch.take(wide_shape)
     try:
         return kernel(
-            binned, columns, rows, starts, stops, first, size, stats, bool(counted), partial, out
-        )
+            binned, columns, rows, starts, stops, first, size, stats, bool(counted), partial,
+            wide, out,
+        )  # fmt: skip
     finally:
-        if lent is not None:
-            scratch.give(lent)
+        if scratch is not None:
+            scratch.give(lent, wide)
