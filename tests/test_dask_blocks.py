@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pickle
 
+import numba
 import numpy as np
 import pytest
 
-from viboost._utils.parallel import numba_threads
+from viboost._utils.parallel import max_threads, numba_threads
 from viboost.boosting.binning import FeatureBinner
 from viboost.boosting.booster import Booster, InMemoryRows
 from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
@@ -448,6 +449,46 @@ def test_round_rows_of_block_rows_for_per_leaf_weights_sort_by_leaf():
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     leaf_covers = np.bincount(search.leaf_index(tree), weights=weight, minlength=6)
     np.testing.assert_allclose(covered.nodes["cover"][covered.leaves], leaf_covers)
+
+
+@pytest.mark.skipif(max_threads() < 2, reason="numba's pool has one thread")
+def test_the_clients_share_of_a_pass_runs_its_kernels_on_one_thread(monkeypatch):
+    # The split search and the round rows' combination run between two trips, while the
+    # workers wait or start the next pass: one thread whatever the caller's count, and the
+    # caller's count back afterwards.
+    import viboost.boosting.grower as grower_module
+    import viboost.dask.engine as engine_module
+
+    seen = {"search": [], "combine": []}
+
+    def recorded(name, func):
+        def wrapper(*args, **kwargs):
+            seen[name].append(numba.get_num_threads())
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    monkeypatch.setattr(
+        grower_module, "best_node_splits", recorded("search", grower_module.best_node_splits)
+    )
+    monkeypatch.setattr(
+        engine_module, "_sum_in_order", recorded("combine", engine_module._sum_in_order)
+    )
+    X, y = _tree_data(5, n=1500)
+    weight = np.ones(1500)
+    settings = TreeSettings(max_leaf_nodes=6, min_samples_leaf=10)
+    search = TreeSearch(X, max_leaf_nodes=6, min_samples_leaf=10)
+    rows = BlockRows(
+        _LocalTasks(), _blocks_of(X, y, weight, search.binner_, 400), search.binner_, [1500],
+        tree=settings,
+    )  # fmt: skip
+    with numba_threads(2):
+        rows.start([CleanLogOdds.constant(1.0)], 1.0, True)
+        (tree,) = rows.best()
+        rows.round_rows([tree])
+        assert numba.get_num_threads() == 2
+    assert seen["search"] and set(seen["search"]) == {1}
+    assert seen["combine"] and set(seen["combine"]) == {1}
 
 
 def _class_blocks_of(X, y, weight, binner, size, n_classes):
