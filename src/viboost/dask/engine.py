@@ -44,8 +44,9 @@ margins ``F`` and, after every round, reset every class's margins to ``G_k`` of 
 (:func:`~viboost.dask.blocks.reweight_classes`); the passes above serve all of the ensembles.
 
 The client's share of a pass (adding the blocks' histograms, the split search, combining the
-moments) runs its compiled kernels on one thread (:func:`~viboost._utils.parallel.
-numba_threads`): it is a few nodes' histograms between two trips, and numba's OpenMP threads,
+moments) runs its compiled kernels on one thread
+(:func:`~viboost._utils.parallel.numba_threads`): it is a few nodes' histograms between two
+trips, and numba's OpenMP threads,
 woken for it and spinning after it, took a core from the workers as they started the next pass
 (measured on a 2-worker LocalCluster on 2 cores, 30 trees of 31 leaves on 10^6 rows: 8.5-9.6 s
 against 10.9-11.2 s with two client threads, in alternating pairs; the split search itself 0.27
