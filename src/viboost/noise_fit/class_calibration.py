@@ -41,7 +41,12 @@ from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
+from viboost.noise_fit.laplace import (
+    dirichlet_laplace_gap,
+    laplace_covariance,
+    newton_polish,
+    objective_hessian,
+)
 from viboost.variational.priors import ModelPriors
 
 __all__ = [
@@ -267,9 +272,10 @@ class ClassNoiseCalibration:
     log_likelihood : float
         The weighted marginal log-likelihood ``sum_n s_n log p(y_n | H_n)`` at the optimum.
     log_evidence : float
-        Laplace approximation of the log marginal likelihood of the labels, the priors
-        included (to compare with another channel's,
-        :mod:`viboost.noise_fit.channel_calibration`).
+        Log marginal likelihood of the labels, the priors included (to compare with another
+        channel's, :mod:`viboost.noise_fit.channel_calibration`): the Laplace approximation
+        plus what it misses of q(theta) and q(pi)
+        (:func:`~viboost.noise_fit.laplace.dirichlet_laplace_gap`).
     """
 
     theta: float
@@ -608,9 +614,13 @@ def calibrate_class_noise(
     hessian = objective_hessian(_objective, result.x, args)
     params = newton_polish(_objective, result.x, hessian, bounds, args)
     covariance = laplace_covariance(hessian, total)
-    log_likelihood = total * float(share @ _row_terms(params, y, margin)[0])
+    row, clean, _ = _row_terms(params, y, margin)
+    log_likelihood = total * float(share @ row)
     # The log evidence: the log posterior at the mode with the priors' normalising constants
-    # (Beta(zeta), Dirichlet(mu_0' 1), log b's normal), plus the Laplace volume.
+    # (Beta(zeta), Dirichlet(mu_0' 1), log b's normal), plus the Laplace volume, plus what
+    # that volume misses of q(theta) = Beta(eta) and q(pi) = Dirichlet(omega), the posteriors
+    # given phi (S.4.2): the Laplace approximation in these coordinates is theirs with
+    # Stirling's formula for each Gamma (laplace.dirichlet_laplace_gap).
     zeta1, zeta2 = priors.clean
     mu = priors.noise_grade
     log_normalizer = (
@@ -619,8 +629,15 @@ def calibrate_class_noise(
         - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
     )  # fmt: skip
     log_joint = -total * _objective(params, *args)[0] + log_normalizer
+    noise = weight * (1.0 - clean)
+    eta = np.array([zeta1 + float(weight @ clean), zeta2 + float(noise.sum())])
+    omega = mu + np.bincount(y, weights=noise, minlength=n_classes)
     log_evidence = (
-        log_joint + 0.5 * params.size * np.log(2.0 * np.pi) + 0.5 * np.linalg.slogdet(covariance)[1]
+        log_joint
+        + 0.5 * params.size * np.log(2.0 * np.pi)
+        + 0.5 * np.linalg.slogdet(covariance)[1]
+        + dirichlet_laplace_gap(eta)
+        + dirichlet_laplace_gap(omega)
     )
     return ClassNoiseCalibration.from_params(
         params, covariance, log_likelihood, log_evidence=float(log_evidence)

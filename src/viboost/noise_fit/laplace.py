@@ -5,7 +5,9 @@ Both calibrations (:mod:`viboost.noise_fit.calibration` for two classes,
 compute in closed form. This module turns such an objective into a posterior: the Hessian by
 central differences of the gradient (:func:`objective_hessian`), Newton steps from L-BFGS's
 answer to the optimum itself (:func:`newton_polish`), and the covariance of the normal
-approximation (:func:`laplace_covariance`).
+approximation (:func:`laplace_covariance`). Both K-class calibrations also compare two models by
+their log evidence; :func:`dirichlet_laplace_gap` is what the normal approximation of a
+Dirichlet (or Beta) part of such a posterior misses there.
 """
 
 from __future__ import annotations
@@ -13,8 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy.special import gammaln
 
-__all__ = ["laplace_covariance", "newton_polish", "objective_hessian"]
+__all__ = [
+    "dirichlet_laplace_gap",
+    "laplace_covariance",
+    "newton_polish",
+    "objective_hessian",
+    "stirling_gap",
+]
+
+#: From this argument on, :func:`stirling_gap` sums its asymptotic series (four terms, error
+#: below 2e-13) instead of subtracting Stirling's formula from ``gammaln`` (which cancels).
+_SERIES_FROM = 12.0
 
 #: ``objective(params, *args) -> (value, gradient)``: minus the log posterior, divided by the
 #: total weight of the rows.
@@ -79,3 +92,54 @@ def laplace_covariance(hessian: np.ndarray, total: float) -> np.ndarray:
     values, vectors = np.linalg.eigh(hessian)
     values = np.maximum(values, 1e-6) * total  # the objective was divided by the total weight
     return (vectors / values) @ vectors.T
+
+
+def stirling_gap(a: np.ndarray | float) -> np.ndarray:
+    """``log Gamma(a)`` minus Stirling's formula ``(a - 1/2) log a - a + log(2 pi) / 2``, for
+    ``a > 0``: 0.0810 at ``a = 1``, 0.322 at 0.2, about ``1 / (12 a)`` for large ``a``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> np.round(stirling_gap(np.array([0.2, 1.0, 100.0])), 6)
+    array([0.322294, 0.081061, 0.000833])
+    """
+    a = np.asarray(a, dtype=np.float64)
+    if np.any(~(a > 0.0)):
+        raise ValueError("stirling_gap needs positive arguments")
+    small = np.minimum(a, _SERIES_FROM)
+    direct = gammaln(small) - ((small - 0.5) * np.log(small) - small + 0.5 * np.log(2.0 * np.pi))
+    inverse = 1.0 / np.maximum(a, _SERIES_FROM)
+    square = inverse * inverse
+    series = inverse * (1 / 12 - square * (1 / 360 - square * (1 / 1260 - square / 1680)))
+    return np.where(a < _SERIES_FROM, direct, series)
+
+
+def dirichlet_laplace_gap(alpha: np.ndarray, axis: int = -1) -> float:
+    """How much the Laplace approximation in softmax coordinates underestimates the log
+    normaliser of Dirichlet densities: ``log B(alpha)`` minus its approximation, summed over
+    the Dirichlets laid out along the other axes (a Beta is a Dirichlet of two).
+
+    In the coordinates ``v_j = log(p_j / p_0)`` a Dirichlet(alpha) density is proportional to
+    ``prod_j p_j^alpha_j`` (the Jacobian is ``prod_j p_j``), and its Laplace approximation
+    there equals ``B(alpha) = prod_j Gamma(alpha_j) / Gamma(sum_j alpha_j)`` with every Gamma
+    replaced by Stirling's formula (MacKay, "Choice of basis for Laplace approximation",
+    1998). So the gap is ``sum_j stirling_gap(alpha_j) - stirling_gap(sum_j alpha_j)``: small
+    where every ``alpha_j`` is large, and about 0.32 nats for each entry of ``alpha_j = 0.2``
+    (an entry of a noise matrix with next to no rows behind it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import gammaln
+    >>> alpha = np.array([0.2, 0.2, 30.0])
+    >>> exact = gammaln(alpha).sum() - gammaln(alpha.sum())
+    >>> mode = alpha / alpha.sum()  # the Laplace approximation in softmax coordinates:
+    >>> hessian = alpha.sum() * (np.diag(mode[1:]) - np.outer(mode[1:], mode[1:]))
+    >>> log_det = np.linalg.slogdet(hessian)[1]
+    >>> laplace = (alpha * np.log(mode)).sum() + np.log(2 * np.pi) - 0.5 * log_det
+    >>> bool(abs(exact - laplace - dirichlet_laplace_gap(alpha)) < 1e-10)
+    True
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    return float(stirling_gap(alpha).sum() - stirling_gap(alpha.sum(axis=axis)).sum())

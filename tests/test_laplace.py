@@ -1,0 +1,65 @@
+"""The Laplace approximation's helpers (viboost.noise_fit.laplace): Stirling's error against
+mpmath, and what the normal approximation of a Dirichlet in softmax coordinates misses against
+the closed form of its normaliser, the approximation computed here numerically."""
+
+import mpmath
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import gammaln, log_softmax
+
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, stirling_gap
+
+
+@pytest.mark.parametrize(
+    "a", [1e-3, 0.05, 0.2, 1.0, 3.5, 7.999, 8.0, 11.999, 12.0, 12.001, 50.0, 1e4, 1e9]
+)
+def test_stirling_gap_against_mpmath(a):
+    with mpmath.workdps(60):
+        x = mpmath.mpf(a)
+        want = mpmath.loggamma(x) - ((x - 0.5) * mpmath.log(x) - x + mpmath.log(2 * mpmath.pi) / 2)
+    assert stirling_gap(a) == pytest.approx(float(want), rel=1e-10, abs=1e-14)
+
+
+def test_stirling_gap_rejects_what_is_not_positive():
+    for bad in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="positive"):
+            stirling_gap(np.array([1.0, bad]))
+
+
+def _softmax_laplace(alpha: np.ndarray) -> float:
+    """The Laplace approximation of log B(alpha) = log int prod_j p_j^alpha_j dv with
+    ``p = softmax(0, v)``: the mode by BFGS (from near the closed-form one), the Hessian by
+    central differences."""
+
+    def log_density(v):
+        return float(alpha @ log_softmax(np.concatenate([[0.0], v])))
+
+    size = alpha.size - 1
+    start = np.log(alpha[1:] / alpha[0]) + 0.1
+    mode = minimize(lambda v: -log_density(v), start, method="BFGS", tol=1e-12).x
+    step = 1e-4
+    hessian = np.empty((size, size))
+    for i, e_i in enumerate(np.eye(size) * step):
+        for j, e_j in enumerate(np.eye(size) * step):
+            hessian[i, j] = (
+                log_density(mode + e_i + e_j) - log_density(mode + e_i - e_j)
+                - log_density(mode - e_i + e_j) + log_density(mode - e_i - e_j)
+            ) / (4 * step**2)  # fmt: skip
+    return log_density(mode) + 0.5 * size * np.log(2 * np.pi) - 0.5 * np.linalg.slogdet(-hessian)[1]
+
+
+@pytest.mark.parametrize(
+    "alpha", [[0.3, 5.0], [1.0, 1.0], [0.2, 0.2, 0.2, 40.0], [2.5, 0.05, 900.0], [1e3, 3e3]]
+)
+def test_dirichlet_gap_is_what_the_softmax_laplace_misses(alpha):
+    alpha = np.array(alpha)
+    exact = gammaln(alpha).sum() - gammaln(alpha.sum())
+    assert exact - _softmax_laplace(alpha) == pytest.approx(dirichlet_laplace_gap(alpha), abs=2e-6)
+
+
+def test_dirichlet_gap_sums_the_columns_of_a_matrix():
+    columns = np.array([[1.0, 0.2, 0.2], [0.2, 30.0, 0.2], [0.2, 0.2, 4.0]])
+    gaps = [dirichlet_laplace_gap(columns[:, i]) for i in range(3)]
+    assert dirichlet_laplace_gap(columns, axis=0) == pytest.approx(sum(gaps), rel=1e-14)
+    assert dirichlet_laplace_gap(columns.T) == pytest.approx(sum(gaps), rel=1e-14)
