@@ -155,7 +155,11 @@ def _noisy_data(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cross_fitter(
-    n_estimators: int, patience: int | None, verbose: int = 0, drop_mislabeled: bool = False
+    n_estimators: int,
+    patience: int | None,
+    verbose: int = 0,
+    drop_mislabeled: bool = False,
+    average_folds: bool = False,
 ) -> CrossFitter:
     return CrossFitter(
         n_estimators=n_estimators,
@@ -167,6 +171,7 @@ def _cross_fitter(
         init_eta=(1.0, 1.0),
         verbose=verbose,
         drop_mislabeled=drop_mislabeled,
+        average_folds=average_folds,
     )
 
 
@@ -318,6 +323,50 @@ def test_drop_mislabeled_refits_without_the_flagged_rows_for_a_second_search():
     assert dropped.refit_rounds == min(200, round(dropped.n_rounds * np.sum(s * kept) / trained))
     alone = _refit_alone(X, y, np.where(kept, s, 0.0), dropped.refit_rounds)
     np.testing.assert_array_equal(dropped.final.margins(), alone.margins())
+
+
+def test_average_folds_is_the_mean_of_each_folds_booster_on_its_weighted_training_rows():
+    """average_folds: the noise statistics are the refit's; the model is one booster per fold
+    on the fold's training rows counted s_n phi_n times, for the chosen count, averaged."""
+    X, y = _noisy_data()
+    s = np.random.default_rng(4).integers(1, 3, y.size).astype(float)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    refit = _cross_fitter(200, patience=30).fit(_make_rows(X, y), y, s, folds)
+    average = _cross_fitter(200, patience=30, average_folds=True).fit(_make_rows(X, y), y, s, folds)
+    assert (refit.n_averaged, average.n_averaged) == (1, 3)
+    np.testing.assert_array_equal(average.out_of_fold, refit.out_of_fold)
+    np.testing.assert_array_equal(average.mislabel_proba, refit.mislabel_proba)
+    np.testing.assert_array_equal(average.refit_weight, refit.refit_weight)
+    assert average.refit_rounds == average.n_rounds == refit.n_rounds
+    (records,) = average.records
+    assert len(records.learners) == 3 * average.n_rounds
+    margins = []
+    for k, (train, _) in enumerate(folds):
+        multiplicity = np.zeros(y.size)
+        multiplicity[train] = (s * refit.clean_proba)[train]
+        alone = _refit_alone(X, y, multiplicity, average.n_rounds)
+        margins.append(alone.margins())
+        np.testing.assert_array_equal(average.final.margins(k), alone.margins())
+        # Fold k's rounds sit at k, k + 3, ... of the average, each weight divided by 3.
+        np.testing.assert_array_equal(records.learners[k::3], alone.records[0].learners)
+        np.testing.assert_allclose(np.array(records.alphas[k::3]) * 3, alone.records[0].alphas)
+    (refit_records,) = refit.records
+    assert refit_records is refit.final.records[0]
+    h = np.zeros(y.size)
+    for learner, alpha in zip(records.learners, records.alphas, strict=True):
+        h += alpha * learner.predict(X)
+    np.testing.assert_allclose(h, np.mean(margins, axis=0), rtol=1e-12, atol=1e-12)
+
+
+def test_average_records_needs_equal_groups():
+    from viboost.boosting.booster import BoosterRecords, average_records
+
+    one = BoosterRecords(learners=["a"], alphas=[1.0])
+    two = BoosterRecords(learners=["b", "c"], alphas=[1.0, 1.0])
+    with pytest.raises(ValueError, match="equal groups"):
+        average_records([one, one, one], 2)
+    with pytest.raises(ValueError, match="different numbers of rounds"):
+        average_records([one, two], 2)
 
 
 def test_drop_mislabeled_skips_the_second_pass_when_few_rows_are_flagged(monkeypatch):

@@ -379,6 +379,21 @@ def test_k_classes_drop_the_flagged_rows_as_in_memory(two_workers):
     )
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # few rounds
+def test_k_classes_average_the_fold_boosters_as_in_memory(two_workers):
+    """final_model="fold-average" on the blocks: the same fold boosters as in memory."""
+    X, y = _three_classes(seed=4)
+    params = {"n_estimators": 30, "cv": 3, "random_state": 0, "final_model": "fold-average"}
+    want = VIBoostClassifier(**params).fit(X, y)
+    got = DaskVIBoostClassifier(client=two_workers, block_size=150, **params).fit(
+        da.from_array(X, chunks=(200, 4)), da.from_array(y, chunks=200)
+    )
+    assert len(got.estimators_) == len(want.estimators_) == 3 * want.cv_best_rounds_
+    np.testing.assert_allclose(
+        got.decision_function(X), want.decision_function(X), rtol=RTOL, atol=1e-12
+    )
+
+
 def test_k_classes_refuse_a_class_of_one_row_as_in_memory(two_workers):
     X, y = _three_classes(300, seed=2)
     y[y == 2] = 1

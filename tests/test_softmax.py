@@ -139,6 +139,36 @@ def test_k_classes_drop_the_flagged_rows_from_the_refit_on_request(fitted):
     assert np.mean(clf.predict(X) == names[true]) > 0.85
 
 
+def test_k_classes_average_the_fold_boosters_on_request(fitted):
+    """final_model="fold-average": the noise statistics of the refit's fit; the model is the
+    average of one ensemble per fold, its learners interleaved round by round."""
+    refit, X, y, true, flipped, names = fitted
+    clf = VIBoostClassifier(random_state=0, final_model="fold-average").fit(X, names[y])
+    for name in ("clean_proba_", "mislabel_proba_", "cv_decision_function_", "refit_weight_"):
+        np.testing.assert_array_equal(getattr(clf, name), getattr(refit, name), err_msg=name)
+    n_folds = clf.cv_n_splits_
+    assert len(clf.estimators_) == n_folds * clf.cv_best_rounds_
+    margin = clf.decision_function(X)
+    # Each fold's ensemble: every n_folds-th round, weights times n_folds; their mean is F.
+    folds = []
+    for k in range(n_folds):
+        f = np.zeros_like(margin)
+        rounds = zip(clf.estimators_[k::n_folds], clf.alphas_[k::n_folds], strict=True)
+        for learners, alphas in rounds:
+            columns = [a * n_folds * h.predict(X) for h, a in zip(learners, alphas, strict=True)]
+            f += np.column_stack(columns)
+        folds.append(f)
+    np.testing.assert_allclose(margin, np.mean(folds, axis=0), rtol=1e-10, atol=1e-10)
+    # The fold ensembles differ (each left out a fold), and the average is a good classifier.
+    assert np.abs(folds[0] - folds[1]).max() > 1e-3
+    assert np.mean(clf.predict(X) == names[true]) > 0.85
+    np.testing.assert_allclose(list(clf.staged_decision_function(X))[-1], margin, rtol=1e-12)
+    shap = clf.predict_contributions(X[:20])
+    np.testing.assert_allclose(shap.sum(axis=1), margin[:20], rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match="final_model"):
+        VIBoostClassifier(final_model="bag").fit(X, y)
+
+
 def test_zero_weights_are_rows_left_out():
     X, y, *_ = _three_class_data(n=600, seed=2)
     weight = np.ones(y.size)

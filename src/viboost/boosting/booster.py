@@ -47,7 +47,14 @@ from viboost.variational import (
 from viboost.variational.compression import COMPRESS_ABOVE
 from viboost.variational.state import CleanLogOdds
 
-__all__ = ["Booster", "BoosterRecords", "InMemoryRows", "RowSource", "run_rounds"]
+__all__ = [
+    "Booster",
+    "BoosterRecords",
+    "InMemoryRows",
+    "RowSource",
+    "average_records",
+    "run_rounds",
+]
 
 
 class RowSource(Protocol):
@@ -118,6 +125,47 @@ class BoosterRecords:
 
     def __len__(self) -> int:
         return len(self.learners)
+
+
+def average_records(records: Sequence[BoosterRecords], n_groups: int) -> list[BoosterRecords]:
+    """The records of the average of ``n_groups`` groups of ensembles, as one ensemble per
+    member of a group.
+
+    ``records`` holds the groups one after the other, each of the same number of ensembles (1,
+    or one per class), all of the same number of rounds. The average of the groups' margins is
+    one ensemble of all their learners, each weight divided by ``n_groups``; its rounds are
+    interleaved, round ``t`` of every group before round ``t + 1`` of any, so that after every
+    ``n_groups`` rounds the margins are the average of the groups' after that many.
+
+    Examples
+    --------
+    >>> first = BoosterRecords(learners=["a0", "a1"], alphas=[1.0, 0.5])
+    >>> second = BoosterRecords(learners=["b0", "b1"], alphas=[1.0, 0.25])
+    >>> (average,) = average_records([first, second], 2)
+    >>> average.learners, average.alphas
+    (['a0', 'b0', 'a1', 'b1'], [0.5, 0.5, 0.25, 0.125])
+    """
+    if n_groups < 1 or len(records) % n_groups:
+        raise ValueError(f"{len(records)} ensembles do not make {n_groups} equal groups")
+    per_group = len(records) // n_groups
+    groups = [records[g * per_group : (g + 1) * per_group] for g in range(n_groups)]
+    n_rounds = len(records[0])
+    if any(len(r) != n_rounds for r in records):
+        raise ValueError("the ensembles to average have different numbers of rounds")
+    averaged = []
+    for member in range(per_group):
+        these = [group[member] for group in groups]
+        out = BoosterRecords()
+        for t in range(n_rounds):
+            for r in these:
+                out.learners.append(r.learners[t])
+                out.alphas.append(r.alphas[t] / n_groups)
+                for name in ("elbo", "n_iter", "snr_path", "noise_grade_path"):
+                    values = getattr(r, name)
+                    if values:
+                        getattr(out, name).append(values[t])
+        averaged.append(out)
+    return averaged
 
 
 class Booster:

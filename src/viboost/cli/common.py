@@ -288,6 +288,7 @@ def build_estimator(args: argparse.Namespace, noise_model: bool = True) -> VIBoo
         leaf_weights=args.leaf_weights,
         noise_channel=args.noise_channel,
         mislabeled=args.mislabeled,
+        final_model=args.final_model,
         random_state=args.random_state,
         n_jobs=args.jobs,
         verbose=1,

@@ -33,7 +33,13 @@ from sklearn.model_selection import StratifiedKFold, check_cv
 from tqdm.auto import tqdm
 
 from viboost._utils.validation import RandomStateLike, check_random_state, spawn_generator
-from viboost.boosting.booster import Booster, RowSource, run_rounds
+from viboost.boosting.booster import (
+    Booster,
+    BoosterRecords,
+    RowSource,
+    average_records,
+    run_rounds,
+)
 from viboost.boosting.softmax import class_labels
 from viboost.noise_fit.calibration import (
     NoiseCalibration,
@@ -323,7 +329,8 @@ class CrossFitResult:
     n_rounds : int
         The chosen round count (of the fold boosters).
     refit_rounds : int
-        The final booster's rounds (:func:`refit_round_count`).
+        The rounds of each final booster: :func:`refit_round_count`, or ``n_rounds`` with
+        ``average_folds``.
     calibration : NoiseCalibration or None
         The calibration at that count (None for the core model).
     out_of_fold : ndarray of shape (n_samples,)
@@ -331,7 +338,8 @@ class CrossFitResult:
     clean_proba : ndarray of shape (n_samples,)
         phi_n from the calibration at those margins (ones for the core model).
     final : Booster
-        The final booster, fitted on every row counted ``s_n phi_n`` times.
+        The final booster, fitted on every row counted ``s_n phi_n`` times (with
+        ``average_folds``, one ensemble (per class) for each fold, on its training rows).
     rounds, scores : ndarray
         The round counts scored and their out-of-fold scores.
     n_splits : int
@@ -358,6 +366,12 @@ class CrossFitResult:
     n_passes : int
         How many times the fold boosters were fitted: 2 when mislabeled rows were dropped
         and fitted again without, else 1.
+    records : list of BoosterRecords
+        The fitted model's rounds: one ensemble, or one per class; with ``average_folds`` the
+        average of the fold ensembles (:func:`~viboost.boosting.booster.average_records`).
+    n_averaged : int
+        How many ensembles (per class) the model averages: the number of folds with
+        ``average_folds``, else 1.
     """
 
     n_rounds: int
@@ -379,6 +393,8 @@ class CrossFitResult:
     omega: np.ndarray | None = None
     refit_weight: np.ndarray | None = None
     n_passes: int = 1
+    records: list[BoosterRecords] | None = None
+    n_averaged: int = 1
 
 
 class CrossFitter:
@@ -421,6 +437,11 @@ class CrossFitter:
         right (the MAP of w_n: ``phi_n <= 1/2``) instead of counting every row ``s_n phi_n``
         times; the boosters of :data:`SECOND_PASS_FOLDS` folds are then fitted a second time
         without those rows, to choose the refit's round count (:meth:`fit`).
+    average_folds : bool, default=False
+        Whether the final model is the average of one booster per fold, each fitted to its
+        fold's training rows with the same multiplicities as the refit, for the chosen round
+        count (the count chosen for boosters of that size), instead of one booster on every
+        row for :func:`refit_round_count` rounds (:meth:`fit`).
     """
 
     def __init__(
@@ -438,6 +459,7 @@ class CrossFitter:
         n_classes: int = 2,
         channel: str = "independent",
         drop_mislabeled: bool = False,
+        average_folds: bool = False,
     ) -> None:
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
@@ -452,6 +474,7 @@ class CrossFitter:
         self.n_classes = int(n_classes)
         self.channel = channel
         self.drop_mislabeled = bool(drop_mislabeled)
+        self.average_folds = bool(average_folds)
 
     def _states(self, y: np.ndarray, multiplicities: np.ndarray) -> list[VariationalState]:
         """Every ensemble's state before its first round, every label true: one per row of
@@ -546,32 +569,45 @@ class CrossFitter:
                 ConvergenceWarning,
                 stacklevel=3,  # the caller of the estimator's fit
             )
-        refit_rounds = refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators)
         # The final booster on every row, each counted s_n phi_n times (or s_n, without the
-        # flagged rows).
+        # flagged rows), or one such booster per fold on the fold's training rows.
         multiplicity = sample_weight * clean if kept is None else sample_weight * kept
+        if self.average_folds:
+            multiplicities = np.zeros((len(folds), n_rows))
+            for k, (train, _) in enumerate(folds):
+                multiplicities[k, train] = multiplicity[train]
+            final_rounds, desc = n_rounds, "VIBoost fold boosters"
+        else:
+            multiplicities = multiplicity[None, :]
+            final_rounds, desc = (
+                refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators),
+                "VIBoost refit",
+            )
         settings = self.settings
         if self.n_classes > 2:  # K classes: no per-round log evidence is recorded
             settings = replace(settings, fixed_vi_iter=1)
         final = Booster(
-            make_rows(multiplicity[None, :], None),
-            self._states(y, multiplicity[None, :]),
+            make_rows(multiplicities, None),
+            self._states(y, multiplicities),
             self.priors,
             settings,
             self.learning_rate,
         )
-        run_rounds(final, refit_rounds, "VIBoost refit" + self.label, self.verbose)
+        run_rounds(final, final_rounds, desc + self.label, self.verbose)
+        n_final = multiplicities.shape[0]
+        records = final.records if n_final == 1 else average_records(final.records, n_final)
         # Rows in no validation fold (those of zero weight, which no booster fitted, or rows a
-        # given cv leaves out) get the final ensemble's margin.
+        # given cv leaves out) get the final model's margin.
         unscored = np.ones(n_rows, dtype=bool)
         unscored[active] = False
         if unscored.any():
-            out_of_fold[unscored] = final.margins()[unscored]
+            margin = sum(final.margins(k) for k in range(n_final)) / n_final
+            out_of_fold[unscored] = margin[unscored]
             if calibration is not None:
                 clean = calibration.clean_proba(y, out_of_fold)
         result = CrossFitResult(
             n_rounds=n_rounds,
-            refit_rounds=refit_rounds,
+            refit_rounds=final_rounds,
             calibration=calibration,
             out_of_fold=out_of_fold,
             clean_proba=clean,
@@ -581,6 +617,8 @@ class CrossFitter:
             n_splits=len(folds),
             refit_weight=multiplicity,
             n_passes=n_passes,
+            records=records,
+            n_averaged=n_final,
         )
         if calibration is not None:
             self._noise_statistics(result, y, sample_weight)
