@@ -1018,6 +1018,20 @@ def test_k_class_fit_takes_mislabeled(three_csv, tmp_path, capsys):
     assert "--mislabeled" in capsys.readouterr().err
 
 
+def test_k_class_fit_takes_final_model(three_csv, tmp_path, capsys):
+    model_path = tmp_path / "three.joblib"
+    args = ["fit", str(three_csv), "--target", "label", "--id", "id", "-o", str(model_path)]
+    assert main([*args, "--final-model", "fold-average", "--n-estimators", "20"]) == 0
+    model = joblib.load(model_path)
+    assert model.final_model == "fold-average"
+    assert len(model.estimators_) == model.cv_n_splits_ * model.cv_best_rounds_
+    assert "fold boosters" in capsys.readouterr().out
+    assert main(["inspect", str(model_path)]) == 0
+    assert f"the average of {model.cv_n_splits_} fold boosters" in capsys.readouterr().out
+    assert main([*args, "--final-model", "bag"]) == 2
+    assert "--final-model" in capsys.readouterr().err
+
+
 def test_k_class_noise(three_csv, tmp_path, capsys):
     out_csv = tmp_path / "ranking.csv"
     args = ["noise", str(three_csv), "--target", "label", "--id", "id", "--top", "4"]

@@ -223,8 +223,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         boosters of that size), and the model is the average of their margins (bagging over
         the folds; ``estimators_`` holds every booster's learners, round by round, each weight
         divided by the number of folds). It costs about ``(cv - 1) / 1.25`` times a refit (3.2
-        with 5 folds); measured on K classes (``docs/multiclass.md``), it is the more
-        accurate on Satellite, most of all under pairwise noise, and no better on DNA.
+        with 5 folds; 1.0-1.5 times the whole fit on DNA and Satellite); measured on K
+        classes (``docs/multiclass.md``), it is the more accurate on Satellite in every setting
+        (by 1.2 points under pairwise noise), mixed on DNA.
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -245,7 +246,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         The base learners h_t (:class:`~viboost.boosting.learners.BaseLearner`): stumps
         (feature, threshold in the units of X, polarity, side of missing values) or trees. For
         K > 2 classes, one list of K learners per round (class k's at position k), as
-        scikit-learn's HGB keeps its predictors.
+        scikit-learn's HGB keeps its predictors. With ``final_model="fold-average"``, the
+        learners of every fold booster, round ``t`` of each fold before round ``t + 1`` of any
+        (``alphas_`` divided by the number of folds: the margins are the folds' average).
     plan_ : FitPlan
         The settings this fit used (:mod:`viboost.presets`): the preset's values with those set
         explicitly, and ``noise_fit`` after any fallback to "in-sample".

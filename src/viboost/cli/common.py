@@ -384,6 +384,12 @@ def rounds_phrase(model: VIBoostClassifier) -> str:
     n_rounds = len(model.estimators_)
     if not is_cross_fitted(model):
         return f"{n_rounds} rounds"
+    if getattr(model, "final_model", "refit") == "fold-average":
+        return (
+            f"{n_rounds} rounds (the average of {model.cv_n_splits_} fold boosters of the "
+            f"{model.cv_best_rounds_} rounds chosen by cross-fitting, at most "
+            f"{model.plan_.n_estimators}, interleaved)"
+        )
     return (
         f"{n_rounds} rounds (refitted on all rows from the {model.cv_best_rounds_} chosen by "
         f"cross-fitting, at most {model.plan_.n_estimators})"
