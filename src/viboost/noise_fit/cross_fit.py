@@ -10,8 +10,9 @@ phi_n, and the final booster is fitted on all rows, each counted ``s_n phi_n`` t
 under that q(w)), or, when the fitter drops mislabeled rows (``drop_mislabeled``), the final
 booster leaves out the rows of ``phi_n <= 1/2`` and counts the others ``s_n`` times, for a
 round count that a second search, by the boosters of :data:`SECOND_PASS_FOLDS` of the folds
-fitted without those rows, chooses (:meth:`CrossFitter.fit`).
-:class:`viboost.VIBoostClassifier` and the distributed
+fitted without those rows, chooses (:meth:`CrossFitter.fit`). With ``average_folds`` the
+final model is instead the average of one booster per fold, each on its fold's training rows
+so counted, for the chosen count. :class:`viboost.VIBoostClassifier` and the distributed
 :class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source they hand the driver,
 so the two fit the same model.
 """
