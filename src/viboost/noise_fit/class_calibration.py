@@ -48,6 +48,7 @@ from viboost.noise_fit.laplace import (
     objective_hessian,
 )
 from viboost.variational.priors import ModelPriors
+from viboost.variational.updates import update_eta
 
 __all__ = [
     "INTERVAL_ROWS",
@@ -58,6 +59,7 @@ __all__ = [
     "expected_joints",
     "joint_of",
     "joint_rates",
+    "noise_posteriors",
     "rate_interval",
     "true_class_log_proba",
 ]
@@ -547,6 +549,32 @@ def joint_rates(joint: np.ndarray) -> np.ndarray:
     return np.concatenate([[1.0 - np.trace(joint) / joint.sum()], flips])
 
 
+def noise_posteriors(
+    y: np.ndarray,
+    sample_weight: np.ndarray,
+    clean_proba: np.ndarray,
+    priors: ModelPriors,
+    n_classes: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """q(theta) = Beta(eta) and q(pi) = Dirichlet(omega) given each label's phi_n: ``eta``
+    by S.4.4 and ``omega_k = mu_0' + sum_n s_n (1 - phi_n) 1{y_n = k}`` (S.4.2 with K
+    classes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> eta, omega = noise_posteriors(
+    ...     np.array([0, 1, 2, 2]), np.ones(4), np.array([1.0, 0.5, 0.75, 1.0]), ModelPriors(), 3
+    ... )
+    >>> eta.tolist(), omega.tolist()
+    ([4.25, 1.75], [1.0, 1.5, 1.25])
+    """
+    noise = 1.0 - clean_proba
+    eta = update_eta(sample_weight, clean_proba, noise, priors.clean)
+    omega = priors.noise_grade + np.bincount(y, weights=sample_weight * noise, minlength=n_classes)
+    return eta, omega
+
+
 def calibrate_class_noise(
     y: np.ndarray,
     margin: np.ndarray,
@@ -629,9 +657,7 @@ def calibrate_class_noise(
         - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
     )  # fmt: skip
     log_joint = -total * _objective(params, *args)[0] + log_normalizer
-    noise = weight * (1.0 - clean)
-    eta = np.array([zeta1 + float(weight @ clean), zeta2 + float(noise.sum())])
-    omega = mu + np.bincount(y, weights=noise, minlength=n_classes)
+    eta, omega = noise_posteriors(y, weight, clean, priors, n_classes)
     log_evidence = (
         log_joint
         + 0.5 * params.size * np.log(2.0 * np.pi)

@@ -53,6 +53,7 @@ from viboost.noise_fit.class_calibration import (
     calibrate_class_noise,
     class_log_likelihood,
     joint_rates,
+    noise_posteriors,
 )
 from viboost.variational import RoundSettings, VariationalState, initial_state
 from viboost.variational.priors import ModelPriors
@@ -739,9 +740,8 @@ class CrossFitter:
         noise = 1.0 - clean
         if isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration):
             margin = result.out_of_fold
-            result.eta = update_eta(sample_weight, clean, noise, self.priors.clean)
-            result.omega = self.priors.noise_grade + np.bincount(
-                y, weights=sample_weight * noise, minlength=self.n_classes
+            result.eta, result.omega = noise_posteriors(
+                y, sample_weight, clean, self.priors, self.n_classes
             )
             result.true_class_proba = calibration.true_class_proba(y, margin)
             result.mislabel_proba = calibration.mislabel_proba(y, margin)
