@@ -196,8 +196,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         label drawn from one distribution pi whatever the true class. ``"class-conditional"``:
         a full noise matrix ``P(given j | true i)``, each column with a Dirichlet prior (noise
         that mistakes one class for one other; :mod:`viboost.noise_fit.channel_calibration`).
-        ``"auto"``: both are fitted to the out-of-fold margins and the one of the higher
-        Laplace log evidence is kept (``noise_channel_`` says which). For two classes the
+        ``"auto"``: both are fitted to the out-of-fold margins and the one of the higher log
+        evidence is kept (``noise_channel_`` says which). For two classes the
         paper's channel is already the general one and this is ignored.
     mislabeled : {"weight", "drop"}, default="weight"
         With cross-fitting: what the final booster does with the rows whose labels are likely
@@ -222,7 +222,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         fold's training rows for the chosen count (the count that the search chose for
         boosters of that size), and the model is the average of their margins (bagging over
         the folds; ``estimators_`` holds every booster's learners, round by round, each weight
-        divided by the number of folds). It costs about ``(cv - 1) / 1.25`` times a refit (3.2
+        divided by the number of folds). It costs about ``(cv - 1)**2 / cv`` times a refit (3.2
         with 5 folds; 1.0-1.5 times the whole fit on DNA and Satellite); measured on K
         classes (``docs/multiclass.md``), it is the more accurate on Satellite in every setting
         (by 1.2 points under pairwise noise), mixed on DNA; on two classes (Spambase,
