@@ -4,7 +4,9 @@
 - :func:`log_sigmoid` and :func:`normalised_density`: a density normalised by direct quadrature,
   the oracle of the ELBO and update tests;
 - :func:`compiled_log_gamma_draws`: ``n`` draws of the compiled ``log_gamma_variate`` from one
-  seeded Generator (the log-gamma and Gibbs-step tests).
+  seeded Generator (the log-gamma and Gibbs-step tests);
+- :func:`laplace_log_integral`: the Laplace approximation of a log integral, the Hessian by
+  central differences (the Laplace and channel-calibration tests).
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def normalised_density(log_kernel):
         lambda t: np.exp(log_kernel(t)), -np.inf, np.inf, epsabs=0, epsrel=1e-12, limit=500
     )[0]
     return (lambda t: np.exp(log_kernel(t)) / z), (lambda t: log_kernel(t) - np.log(z))
+
+
+def laplace_log_integral(log_f, mode: np.ndarray, step: float = 1e-4) -> float:
+    """The Laplace approximation of ``log int exp(log_f(v)) dv`` at ``mode``, with the Hessian
+    of ``log_f`` by central second differences."""
+    size = mode.size
+    hessian = np.empty((size, size))
+    for i, e_i in enumerate(np.eye(size) * step):
+        for j, e_j in enumerate(np.eye(size) * step):
+            hessian[i, j] = (
+                log_f(mode + e_i + e_j) - log_f(mode + e_i - e_j)
+                - log_f(mode - e_i + e_j) + log_f(mode - e_i - e_j)
+            ) / (4 * step**2)  # fmt: skip
+    return log_f(mode) + 0.5 * size * np.log(2 * np.pi) - 0.5 * np.linalg.slogdet(-hessian)[1]
 
 
 @njit

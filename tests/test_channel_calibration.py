@@ -3,6 +3,7 @@ written out here, simulated labels, and the paper's channel it generalises."""
 
 import numpy as np
 import pytest
+from oracles import laplace_log_integral
 from scipy.special import softmax
 
 from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
@@ -155,20 +156,6 @@ def _log_joint_paper(y, margin, weight, zeta, mu, u, v, log_b):
     return total
 
 
-def _laplace(log_joint, mode):
-    """The plain Laplace approximation of log int exp(log_joint), at ``mode``, with the Hessian
-    by central differences."""
-    size, step = mode.size, 1e-4
-    hessian = np.empty((size, size))
-    for i, e_i in enumerate(np.eye(size) * step):
-        for j, e_j in enumerate(np.eye(size) * step):
-            hessian[i, j] = (
-                log_joint(mode + e_i + e_j) - log_joint(mode + e_i - e_j)
-                - log_joint(mode - e_i + e_j) + log_joint(mode - e_i - e_j)
-            ) / (4 * step**2)  # fmt: skip
-    return log_joint(mode) + 0.5 * size * np.log(2 * np.pi) - 0.5 * np.linalg.slogdet(-hessian)[1]
-
-
 def _quadrature(log_joint, axes):
     """log int exp(log_joint) on the grid ``axes`` (a Riemann sum: the integrand is smooth and
     negligible at the grid's edges)."""
@@ -198,7 +185,7 @@ def test_log_evidences_add_the_dirichlet_gap_to_laplace_and_approach_quadrature(
     def log_joint(*p):
         return _log_joint_full(y, margin, weight, zeta, *p)
 
-    laplace = _laplace(lambda p: log_joint(*p), full.params)
+    laplace = laplace_log_integral(lambda p: log_joint(*p), full.params)
     counts = full.joint(y, margin, weight) * weight.sum()
     alpha = np.array([[zeta[0], zeta[1]], [zeta[1], zeta[0]]])
     gap = dirichlet_laplace_gap(alpha + counts, axis=0)
@@ -215,7 +202,7 @@ def test_log_evidences_add_the_dirichlet_gap_to_laplace_and_approach_quadrature(
     def log_joint_paper(*p):
         return _log_joint_paper(y, margin, weight, zeta, mu, *p)
 
-    laplace = _laplace(lambda p: log_joint_paper(*p), paper.params)
+    laplace = laplace_log_integral(lambda p: log_joint_paper(*p), paper.params)
     phi = paper.clean_proba(y, margin)
     noise = weight * (1 - phi)
     gap = dirichlet_laplace_gap(np.array([zeta[0] + weight @ phi, zeta[1] + noise.sum()]))

@@ -384,7 +384,7 @@ def rounds_phrase(model: VIBoostClassifier) -> str:
     n_rounds = len(model.estimators_)
     if not is_cross_fitted(model):
         return f"{n_rounds} rounds"
-    if getattr(model, "final_model", "refit") == "fold-average":
+    if model.final_model == "fold-average":
         return (
             f"{n_rounds} rounds (the average of {model.cv_n_splits_} fold boosters of the "
             f"{model.cv_best_rounds_} rounds chosen by cross-fitting, at most "
