@@ -71,8 +71,9 @@ def test_node_histograms_are_the_same_from_scratch(rows_per_node: int) -> None:
 
 
 def test_a_grown_partition_gives_its_arrays_back() -> None:
-    """Stacked partitions on a pool: release() returns the statistics and buffers, and the
-    shared rows come back once every partition has released them."""
+    """Stacked partitions on a pool: release() returns the statistics (both sides) and the
+    partition's decisions, and the shared rows (both sides) come back once every partition
+    has released them."""
     from viboost.boosting.grower import Expansion, RowPartition, expand_together
 
     rng = np.random.default_rng(0)
@@ -84,16 +85,32 @@ def test_a_grown_partition_gives_its_arrays_back() -> None:
     stats[:] = rng.random((n, 3))
     parts = RowPartition.stacked(binned, rows, stats, 9, scratch=scratch)
     split = [Expansion(0, 1, 2, 0, 4, False, True)]
-    expand_together(parts, [split, split])  # the roots hold every row: the buffers swap in
-    left = parts[0].rows[: parts[0].ranges[1][1]]
-    assert np.all(binned[left, 0] < 4) and np.all(binned[parts[0].rows[left.size :], 0] >= 4)
+    expand_together(parts, [split, split])  # the children land on the buffers' side
+    left, right = parts[0].node_rows(1), parts[0].node_rows(2)
+    assert left.size + right.size == 1_000
+    assert np.all(binned[left, 0] < 4) and np.all(binned[right, 0] >= 4)
     scratch.reclaim()
     n_free = len(scratch._free)
-    parts[0].release()
+    parts[0].release()  # the statistics (both sides) and the partition's decisions
     assert len(scratch._free) == n_free + 3
     parts[0].release_rows()
     assert len(scratch._free) == n_free + 3  # the second partition still reads the rows
     parts[1].release_rows()
-    assert len(scratch._free) == n_free + 4
+    assert len(scratch._free) == n_free + 5  # the rows of both sides
     with pytest.raises(RuntimeError, match="released"):
-        _ = parts[1].rows
+        parts[1].node_rows(1)
+
+
+def test_byte_arrays_share_the_pool() -> None:
+    """take() hands out uint8 arrays (the partition's decisions) on the same 8-byte buffers:
+    a buffer given back serves a later array of either kind, and no other item size is
+    taken."""
+    scratch = ScratchArrays()
+    decisions = scratch.take((13,), np.uint8)
+    assert decisions.shape == (13,) and decisions.dtype == np.uint8
+    decisions[:] = 7  # every item is writable
+    scratch.give(decisions)
+    again = scratch.take((1,))
+    assert np.shares_memory(decisions, again)
+    with pytest.raises(ValueError, match="8-byte or 1-byte"):
+        scratch.take((4,), np.int32)

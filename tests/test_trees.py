@@ -432,15 +432,32 @@ def test_partition_is_stable_and_the_same_for_any_thread_count(n):
     want_rows, want_stats = rows.copy(), stats.copy()
     want_rows[start:stop], want_stats[start:stop] = part[order], stats[start:stop][order]
     for threads in (1, 2):
-        got_rows, got_stats = rows.copy(), stats.copy()
+        given_rows, given_stats = rows.copy(), stats.copy()
+        # The children land on the other side (the buffers), at the node's positions; the
+        # positions outside the node are left as they were.
+        got_rows, got_stats = want_rows.copy(), want_stats.copy()
+        got_rows[start:stop], got_stats[start:stop] = -1, np.nan
         with numba_threads(threads):
             (n_left,) = partition_nodes(
-                binned.T, got_rows, got_stats, [start], [stop], [1], [100], [True],
-                np.empty(rows.size, np.int64), np.empty((rows.size, 3)),
+                binned.T, given_rows, given_stats, [start], [stop], [1], [100], [True],
+                got_rows, got_stats,
             )  # fmt: skip
         assert n_left == left.sum()
         np.testing.assert_array_equal(got_rows, want_rows)
         np.testing.assert_array_equal(got_stats, want_stats)
+        np.testing.assert_array_equal(given_rows, rows)  # the source side is not written
+        np.testing.assert_array_equal(given_stats, stats)
+        # And back: the same partition read from the buffers (side 1) lands in the arrays.
+        back_rows, back_stats = rows.copy(), stats.copy()
+        back_rows[start:stop], back_stats[start:stop] = -1, np.nan
+        with numba_threads(threads):
+            (n_back,) = partition_nodes(
+                binned.T, back_rows, back_stats, [start], [stop], [1], [100], [True],
+                given_rows, given_stats, sides=[1],
+            )  # fmt: skip
+        assert n_back == n_left
+        np.testing.assert_array_equal(back_rows, want_rows)
+        np.testing.assert_array_equal(back_stats, want_stats)
 
 
 def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
@@ -458,20 +475,29 @@ def test_nodes_of_several_trees_partition_and_histogram_as_one_each():
     starts = np.array([0, 30_000 + 100, 55_000])
     stops = np.array([30_000, 55_000, 55_005])
     features, positions, missing = np.array([0, 2, 1]), np.array([50, 120, 7]), [True, False, True]
-    together, together_stats = rows.copy(), stats.copy()
+    together, together_stats = np.empty_like(rows), np.empty_like(stats)
     with numba_threads(2):
         n_left = partition_nodes(
-            np.ascontiguousarray(binned.T), together, together_stats, starts, stops, features,
-            positions, missing,
-            np.empty_like(rows), np.empty_like(stats),
+            np.ascontiguousarray(binned.T), rows, stats, starts, stops, features,
+            positions, missing, together, together_stats,
         )  # fmt: skip
         hists = node_histograms(binned, together, starts, starts + n_left, together_stats, 201)
+        # The same nodes read from the other side: the same histograms.
+        other = node_histograms(
+            binned, rows, starts, starts + n_left, stats, 201,
+            other_side=(together, together_stats), sides=np.ones(3, dtype=np.int8),
+        )  # fmt: skip
+    assert np.array_equal(hists, other)
+    with pytest.raises(ValueError, match="other_side"):
+        node_histograms(binned, rows, starts, stops, stats, 201, sides=np.ones(3, np.int8))
+    with pytest.raises(ValueError, match="one entry per node"):
+        node_histograms(binned, rows, starts, stops, stats, 201, sides=np.ones(2, np.int8))
     for r in range(3):
-        alone, alone_stats = rows.copy(), stats.copy()
+        alone, alone_stats = np.empty_like(rows), np.empty_like(stats)
         (count,) = partition_nodes(
-            binned.T, alone, alone_stats, starts[r : r + 1], stops[r : r + 1],
+            binned.T, rows, stats, starts[r : r + 1], stops[r : r + 1],
             features[r : r + 1], positions[r : r + 1], missing[r : r + 1],
-            np.empty_like(rows), np.empty_like(stats),
+            alone, alone_stats,
         )  # fmt: skip
         assert count == n_left[r]
         span = slice(starts[r], stops[r])
@@ -529,9 +555,10 @@ def test_node_histograms_by_columns_equal_by_rows_and_a_reference(share: float) 
         node_histograms(binned, rows, starts, stops, stats, 41, columns=binned)
 
 
-def test_partition_without_copy_back_leaves_the_same_order_in_the_buffers() -> None:
-    """partition_nodes(copy_back=False) (the roots' split, after which the grower swaps the
-    buffers in) leaves in the buffers exactly what copy_back=True writes back."""
+def test_partition_moves_each_node_between_the_two_sides() -> None:
+    """partition_nodes reads each node from its side (``sides``) and writes its children to
+    the other side: nodes of both sides in one call, split there and back, give each node's
+    stable partition, and leave every other position of both sides as it was."""
     from viboost.boosting.splitting import partition_nodes
 
     rng = np.random.default_rng(5)
@@ -540,27 +567,41 @@ def test_partition_without_copy_back_leaves_the_same_order_in_the_buffers() -> N
     columns[0, rng.random(n) < 0.1] = 255
     rows = rng.permutation(n).astype(np.int64)
     stats = rng.standard_normal((n, 3))
-    starts, stops = np.array([0, 20_000]), np.array([20_000, n])
-    args = (np.array([0, 2]), np.array([10, 15]), np.array([True, False]))
-    kept_rows, kept_stats = rows.copy(), stats.copy()
-    buffers = (np.empty_like(rows), np.empty_like(stats))
-    n_left = partition_nodes(columns, kept_rows, kept_stats, starts, stops, *args, *buffers)
-    swapped = (np.empty_like(rows), np.empty_like(stats))
-    untouched_rows, untouched_stats = rows.copy(), stats.copy()
-    n_left_2 = partition_nodes(
-        columns, untouched_rows, untouched_stats, starts, stops, *args, *swapped,
-        copy_back=False,
-    )  # fmt: skip
-    assert np.array_equal(n_left, n_left_2)
-    assert np.array_equal(swapped[0], kept_rows) and np.array_equal(swapped[1], kept_stats)
-    assert np.array_equal(untouched_rows, rows)  # the input is left as it was
-    # A stable partition: each node's left rows first, in their order.
-    for r, (start, stop) in enumerate(zip(starts, stops, strict=True)):
-        node = rows[start:stop]
-        bins = columns[args[0][r], node]
-        left = np.where(bins == 255, args[2][r], bins < args[1][r])
-        want = np.concatenate([node[left], node[~left]])
-        assert np.array_equal(kept_rows[start:stop], want) and n_left[r] == left.sum()
+    starts, stops = np.array([0, 20_000, 45_000]), np.array([20_000, 41_000, n])
+    features, positions = np.array([0, 2, 1]), np.array([10, 15, 3])
+    missing = np.array([True, False, False])
+    sides = np.array([0, 1, 0], dtype=np.int8)
+    # Side 0 holds the first and third nodes, side 1 the second.
+    side_rows = [rows.copy(), rng.permutation(n).astype(np.int64)]
+    side_stats = [stats.copy(), rng.standard_normal((n, 3))]
+    before = [a.copy() for a in (*side_rows, *side_stats)]
+    for threads in (1, 2):
+        got = [a.copy() for a in before]
+        with numba_threads(threads):
+            n_left = partition_nodes(
+                columns, got[0], got[2], starts, stops, features, positions, missing,
+                got[1], got[3], sides=sides,
+            )  # fmt: skip
+        for r, (start, stop) in enumerate(zip(starts, stops, strict=True)):
+            source, target = int(sides[r]), 1 - int(sides[r])
+            node = before[source][start:stop]
+            node_stats = before[2 + source][start:stop]
+            bins = columns[features[r], node]
+            left = np.where(bins == 255, missing[r], bins < positions[r])
+            order = np.concatenate([np.flatnonzero(left), np.flatnonzero(~left)])
+            assert n_left[r] == left.sum()
+            assert np.array_equal(got[target][start:stop], node[order])
+            assert np.array_equal(got[2 + target][start:stop], node_stats[order])
+            # The source side of the node is not written.
+            assert np.array_equal(got[source][start:stop], node)
+        # Positions in no node (41,000 to 45,000) are left as they were on both sides.
+        for now, then in zip(got, before, strict=True):
+            assert np.array_equal(now[41_000:45_000], then[41_000:45_000])
+    with pytest.raises(ValueError, match="one entry per node"):
+        partition_nodes(
+            columns, rows, stats, starts, stops, features, positions, missing,
+            np.empty_like(rows), np.empty_like(stats), sides=[0, 1],
+        )  # fmt: skip
 
 
 def test_tree_search_reuses_its_roots_count_histogram() -> None:

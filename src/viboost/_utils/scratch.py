@@ -24,7 +24,7 @@ __all__ = ["ScratchArrays"]
 
 
 class ScratchArrays:
-    """A pool of reusable float64 and int64 buffers (one fit's temporaries, one thread).
+    """A pool of reusable float64, int64 and uint8 buffers (one fit's temporaries, one thread).
 
     Examples
     --------
@@ -43,14 +43,16 @@ class ScratchArrays:
     def take(
         self, shape: tuple[int, ...], dtype: type = np.float64, hold: bool = False
     ) -> np.ndarray:
-        """An uninitialised array of ``shape`` and ``dtype`` (``np.float64`` or ``np.int64``),
-        on the smallest free buffer that holds it, or on a new one. ``hold=True``: it comes back
-        with every other held array at :meth:`reclaim` (for arrays that many hands keep, such
-        as a tree's node histograms, until the tree is grown)."""
+        """An uninitialised array of ``shape`` and ``dtype`` (``np.float64``, ``np.int64`` or
+        ``np.uint8``), on the smallest free buffer that holds it, or on a new one.
+        ``hold=True``: it comes back with every other held array at :meth:`reclaim` (for
+        arrays that many hands keep, such as a tree's node histograms, until the tree is
+        grown)."""
         dtype = np.dtype(dtype)
-        if dtype.itemsize != 8:
-            raise ValueError(f"scratch buffers hold 8-byte items, not {dtype}")
-        size = int(np.prod(shape, dtype=np.int64))
+        if dtype.itemsize not in (1, 8):
+            raise ValueError(f"scratch buffers hold 8-byte or 1-byte items, not {dtype}")
+        items = int(np.prod(shape, dtype=np.int64))
+        size = -(-items // (8 // dtype.itemsize))  # in 8-byte items
         fitting = [k for k, buf in enumerate(self._free) if buf.size >= size]
         if fitting:
             buf = self._free.pop(min(fitting, key=lambda k: self._free[k].size))
@@ -58,7 +60,7 @@ class ScratchArrays:
             buf = np.empty(max(size, 1), dtype=np.float64)
         if hold:
             self._held.append(buf)
-        return buf[:size].view(dtype).reshape(shape)
+        return buf[:size].view(dtype)[:items].reshape(shape)
 
     def reclaim(self) -> None:
         """Take back every array taken with ``hold=True``; none of them may be used after."""

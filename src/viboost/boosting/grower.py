@@ -452,14 +452,13 @@ def partition_leaf_index(
     number = tree.leaf_numbers
     is_leaf = tree.nodes["is_leaf"]
     out = np.empty(binned_columns.shape[1], dtype=np.int64)
-    rows = partition.rows
     routed = [outside]
-    for node, (start, stop) in partition.leaf_ranges().items():
+    for node in partition.leaf_ranges():
         position = node_positions[node]
         if is_leaf[position]:
-            out[rows[start:stop]] = number[position]
+            out[partition.node_rows(node)] = number[position]
         else:  # split without partitioning its rows (the tree's last split)
-            routed.append(rows[start:stop])
+            routed.append(partition.node_rows(node))
     routed_rows = np.concatenate(routed)
     if routed_rows.size:
         out[routed_rows] = tree.leaf_index(binned_columns, routed_rows)
@@ -490,7 +489,11 @@ class RowPartition:
         The same bins by feature (C-contiguous: the splits read them 4x faster on 10^6 rows);
         ``binned.T`` when None.
 
-    ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays.
+    ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays. A
+    split moves a node's rows (and their statistics) to the children's ranges in a second
+    array (:func:`~viboost.boosting.splitting.partition_nodes`), and the next split of a child
+    moves them back: each node's rows lie on one of two sides (``sides``), and
+    :meth:`node_rows` reads them there.
     :meth:`stacked` makes the partitions of several trees over the same bins (the folds of a
     cross-fit) whose rows share one array, so that :func:`expand_together` splits and
     histograms the nodes of all of them in one parallel pass.
@@ -518,6 +521,7 @@ class RowPartition:
         self.first, self.second, self.counts = per_row
         if ranges is not None:
             self.ranges = dict(ranges)
+            self.sides = dict.fromkeys(self.ranges, 0)
 
     @classmethod
     def stacked(
@@ -558,45 +562,41 @@ class RowPartition:
             part._offset = int(offsets[k])
             part._size = int(sizes[k])
             part.ranges = {0: (0, sizes[k])}
+            part.sides = {0: 0}
             out.append(part)
         return out
 
-    @property
-    def rows(self) -> np.ndarray:
-        """The rows, each node's a contiguous range (:meth:`leaf_ranges`), a view of the array
-        that the partitions stacked with this one share."""
-        if self._store.rows is None:
+    def node_rows(self, node: int) -> np.ndarray:
+        """The rows of node ``node`` (a current leaf: :meth:`leaf_ranges`), a view of the side
+        that holds them."""
+        store = self._store
+        side = store.rows if self.sides[node] == 0 else store.row_buffer
+        if side is None:
             raise RuntimeError("the partition's rows were released")
-        return self._store.rows[self._offset : self._offset + self._size]
-
-    @property
-    def stats(self) -> np.ndarray:
-        """The rows' statistics, ordered with ``rows`` (and moved with them by :meth:`expand`),
-        shape ``(rows.size, 3)``."""
-        if self._store.stats is None:
-            raise RuntimeError("the partition's statistics were released")
-        return self._store.stats[self._offset : self._offset + self.rows.size]
+        start, stop = self.ranges[node]
+        return side[self._offset + start : self._offset + stop]
 
     def histogram(self, node: int = 0) -> np.ndarray:
         """The histogram of a node's rows, shape ``(n_features, n_slots, 3)``."""
         return histograms_together([self], [node])[0]
 
     def release(self) -> None:
-        """Free the statistics and the buffers of this partition and those stacked with it,
-        keeping the rows and ranges (no more splits or histograms after this)."""
+        """Free the statistics of this partition and those stacked with it, keeping the rows
+        and ranges (no more splits or histograms after this)."""
         store = self._store
         if store.scratch is not None:
-            store.scratch.give(store.stats, store.row_buffer, store.stat_buffer)
-        store.stats = store.row_buffer = store.stat_buffer = None
+            store.scratch.give(store.stats, store.stat_buffer, store.decisions)
+        store.stats = store.stat_buffer = store.decisions = None
 
     def release_rows(self) -> None:
         """Done with this partition's rows (after :meth:`release`): once every partition
-        stacked with it is, their shared array goes back to the scratch pool, if any."""
+        stacked with it is, their shared arrays (both sides) go back to the scratch pool, if
+        any."""
         store = self._store
         store.readers -= 1
         if store.readers == 0 and store.scratch is not None and store.stats is None:
-            store.scratch.give(store.rows)
-            store.rows = None
+            store.scratch.give(store.rows, store.row_buffer)
+            store.rows = store.row_buffer = None
 
     def leaf_ranges(self) -> dict[int, tuple[int, int]]:
         """The range of ``rows`` that holds each current leaf's rows, by node id."""
@@ -609,9 +609,11 @@ class RowPartition:
 
 @dataclass
 class _Store:
-    """The rows and statistics that stacked partitions share, with the partition's buffers
-    (from ``scratch``, to which :meth:`RowPartition.release` returns them with the
-    statistics)."""
+    """The rows and statistics that stacked partitions share, on two sides: ``rows`` and
+    ``stats``, and the buffers of the same shapes (a node's rows lie on one side or the
+    other: :attr:`RowPartition.sides`), with the partition's scratch ``decisions`` (all from
+    ``scratch``, if any, to which :meth:`RowPartition.release` and
+    :meth:`RowPartition.release_rows` return them)."""
 
     rows: np.ndarray
     stats: np.ndarray
@@ -623,9 +625,11 @@ class _Store:
         if self.scratch is None:
             self.row_buffer = np.empty_like(self.rows)
             self.stat_buffer = np.empty_like(self.stats)
+            self.decisions = np.empty(self.rows.shape, dtype=np.uint8)
         else:
             self.row_buffer = self.scratch.take(self.rows.shape, np.int64)
             self.stat_buffer = self.scratch.take(self.stats.shape)
+            self.decisions = self.scratch.take(self.rows.shape, np.uint8)
 
 
 def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
@@ -652,10 +656,12 @@ def histograms_together(
         ],
         dtype=np.int64,
     ).reshape(-1, 2)
+    sides = np.array([p.sides[node] for p, node in zip(partitions, nodes, strict=True)])
     part = partitions[0]
     hists = node_histograms(
         part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
         scratch=store.scratch, columns=part.columns, counted=counts is None,
+        other_side=(store.row_buffer, store.stat_buffer), sides=sides,
     )  # fmt: skip
     if counts is not None:
         for hist, count in zip(hists, counts, strict=True):
@@ -676,23 +682,19 @@ def expand_together(
     if not flat:
         return [[] for _ in partitions]
     bounds = np.array([[p._offset + i for i in p.ranges.pop(e.node)] for p, e in flat])
-    # When the nodes hold every row of the store (the roots' split), the buffers become the
-    # rows and statistics, and the old arrays the buffers: no copy back.
-    whole = int(np.sum(bounds[:, 1] - bounds[:, 0])) == store.rows.size
+    sides = np.array([p.sides.pop(e.node) for p, e in flat], dtype=np.int8)
     n_left = partition_nodes(
         partitions[0].columns, store.rows, store.stats, bounds[:, 0], bounds[:, 1],
         np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
         np.array([e.missing_left for _, e in flat]), store.row_buffer, store.stat_buffer,
-        copy_back=not whole,
+        sides=sides, decisions=store.decisions,
     )  # fmt: skip
-    if whole:
-        store.rows, store.row_buffer = store.row_buffer, store.rows
-        store.stats, store.stat_buffer = store.stat_buffer, store.stats
     smaller = []
-    for (p, e), (start, stop), count in zip(flat, bounds, n_left, strict=True):
+    for (p, e), (start, stop), count, side in zip(flat, bounds, n_left, sides, strict=True):
         start, stop, mid = start - p._offset, stop - p._offset, start - p._offset + count
         p.ranges[e.left] = (int(start), int(mid))
         p.ranges[e.right] = (int(mid), int(stop))
+        p.sides[e.left] = p.sides[e.right] = 1 - int(side)
         smaller.append(e.left if e.small_left else e.right)
     hists = histograms_together([p for p, _ in flat], smaller)
     out: list[list[np.ndarray]] = [[] for _ in partitions]

@@ -228,11 +228,14 @@ def _add_row(h, w, to_wide, counted, j, slot, a, b, n_k):  # pragma: no cover - 
 
 @threaded_kernel(cache=True)
 def _node_histograms(
-    binned, columns, rows, starts, stops, first, size, stats, counted, partial, wide, out
-):  # pragma: no cover - compiled
+    binned, columns, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
+    counted, partial, wide, out
+):  # pragma: no cover - compiled  # fmt: skip
     """Per node ``r`` and (feature, slot): the sums of the three columns of ``stats`` (in the
     order of ``rows``) over positions ``starts[r]:stops[r]``, shape ``(n_nodes, d, n_slots,
-    3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. Without ``counted`` the
+    3)``; bin ``b`` in slot ``b``, the missing bin in the last slot. A node with ``sides[r]``
+    = 1 reads ``other_rows`` and ``other_stats`` instead (the rows' other side:
+    :func:`~viboost.boosting.splitting.partition_nodes`). Without ``counted`` the
     third column (the rows' counts) is not summed and its sums are left 0 (a quarter less
     time a row). Every node's fixed chunks
     (``first``, ``size``: :func:`_node_chunks`) are filled in one parallel loop, each into its
@@ -269,6 +272,8 @@ def _node_histograms(
         lo = starts[r] + (unit - first[r]) * size[r]
         hi = min(stops[r], lo + size[r])
         h = partial[unit]
+        node_rows = rows if sides[r] == 0 else other_rows
+        node_stats = stats if sides[r] == 0 else other_stats
         # Loop-invariant, unswitched by the compiler as ``counted`` is.
         to_wide = hi - lo >= _WIDE_ROWS_PER_SLOT * n_slots
         w = wide[unit] if to_wide else no_wide
@@ -280,9 +285,9 @@ def _node_histograms(
             for j0 in range(0, d, _FEATURE_BLOCK):
                 j1 = min(d, j0 + _FEATURE_BLOCK)
                 for k in range(lo, hi):
-                    i = rows[k]
-                    a, b = stats[k, 0], stats[k, 1]
-                    n_k = stats[k, 2] if counted else 0.0
+                    i = node_rows[k]
+                    a, b = node_stats[k, 0], node_stats[k, 1]
+                    n_k = node_stats[k, 2] if counted else 0.0
                     for j in range(j0, j1):
                         slot = np.int64(columns[j, i])
                         if slot == 255:
@@ -290,9 +295,9 @@ def _node_histograms(
                         _add_row(h, w, to_wide, counted, j, slot, a, b, n_k)
         else:
             for k in range(lo, hi):
-                a, b = stats[k, 0], stats[k, 1]
-                n_k = stats[k, 2] if counted else 0.0
-                row = binned[rows[k]]
+                a, b = node_stats[k, 0], node_stats[k, 1]
+                n_k = node_stats[k, 2] if counted else 0.0
+                row = binned[node_rows[k]]
                 for j in range(d):
                     slot = np.int64(row[j])
                     if slot == 255:
@@ -325,6 +330,8 @@ def node_histograms(
     scratch: ScratchArrays | None = None,
     columns: np.ndarray | None = None,
     counted: bool = True,
+    other_side: tuple[np.ndarray, np.ndarray] | None = None,
+    sides: np.ndarray | None = None,
 ) -> np.ndarray:
     """The histograms of tree nodes: per node ``r`` and (feature, slot), the sums of the three
     per-row statistics (two of the split score and the rows' count) over positions
@@ -349,9 +356,21 @@ def node_histograms(
     operation (the same sums; measured on a 2-core Intel Xeon, one thread, a tree's non-root
     nodes on 5 x 10^5 random rows x 20: 1.45-3.7 ns a (row, feature) against 2.0-4.6, and the
     binary features of DNA 1.35 against 1.84).
+    ``other_side``, ``(rows, stats)`` of the rows' other side, and ``sides`` (per node, 1
+    where its rows are on that side, 0 where in ``rows`` and ``stats``) serve rows that
+    :func:`~viboost.boosting.splitting.partition_nodes` moves between two sides.
     """
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
+    if sides is None:
+        sides = np.zeros(starts.shape[0], dtype=np.int8)
+    else:
+        sides = np.ascontiguousarray(sides, dtype=np.int8)
+        if sides.shape != starts.shape:
+            raise ValueError(f"sides must have one entry per node, got shape {sides.shape}")
+        if other_side is None and np.any(sides):
+            raise ValueError("a node on the other side needs other_side=(rows, stats)")
+    other_rows, other_stats = (rows, stats) if other_side is None else other_side
     kernel = _node_histograms
     if int(np.sum(stops - starts)) <= _NODE_CHUNK_ROWS:
         kernel = _node_histograms.serial
@@ -382,8 +401,8 @@ def node_histograms(
         wide = scratch.take(wide_shape)
     try:
         return kernel(
-            binned, columns, rows, starts, stops, first, size, stats, bool(counted), partial,
-            wide, out,
+            binned, columns, rows, stats, other_rows, other_stats, sides, starts, stops, first,
+            size, bool(counted), partial, wide, out,
         )  # fmt: skip
     finally:
         if scratch is not None:
