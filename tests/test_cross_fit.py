@@ -19,6 +19,7 @@ from viboost.boosting.stumps import BinnedStumpSearch
 from viboost.noise_fit.cross_fit import (
     AUTO_CV_TRAIN_ROWS,
     CHECK_EVERY,
+    CV_RELATIVE_TOL,
     CV_TOL,
     SECOND_PASS_FOLDS,
     SECOND_PASS_SHARE,
@@ -74,6 +75,35 @@ def test_round_count_search_stops_once_gains_are_within_a_standard_error():
     assert not again.update(20, float(np.dot(weights, base + 0.1)), 20, base + 0.1)
     assert not again.update(30, float(np.dot(weights, base + 0.1)), 30, base + 0.1)
     assert again.update(40, float(np.dot(weights, base + 0.1)), 40, base + 0.1)
+
+
+def test_round_count_search_stops_on_a_steady_creep_below_the_relative_tolerance():
+    """A creep of many paired standard errors (every row gains the same, as on nearly separable
+    data) extends the search only while each gain within ``patience`` rounds is at least
+    CV_RELATIVE_TOL of the score's size; a smaller one still chooses the count."""
+    n = 1000
+    weights = np.ones(n)
+    base = np.full(n, -0.15)
+    base[::2] = -0.25  # rows differ, but every row gains the same: the paired SE is 0
+
+    def search_with(step: float) -> tuple[bool, RoundCountSearch]:
+        search = RoundCountSearch(patience=20, total_weight=float(n), weights=weights)
+        stopped = False
+        for k, rounds in enumerate(range(10, 60, 10)):
+            rows = base + k * step
+            stopped = search.update(rounds, float(rows.sum()), rounds, rows)
+            if stopped:
+                break
+        return stopped, search
+
+    size = -float(base.sum()) / n  # the score's size per row: 0.2 nats
+    below = 0.4 * CV_RELATIVE_TOL * size  # two checks (20 rounds) gain 0.8 of the tolerance
+    assert below > CV_TOL  # above the absolute tolerance: the relative one decides
+    stopped, search = search_with(below)
+    assert stopped and search.rounds[-1] == 30  # 20 rounds after the first check
+    assert search.best[0] == 30  # each check still beats the best: it chooses the count
+    stopped, search = search_with(0.6 * CV_RELATIVE_TOL * size)  # two checks: 1.2 of it
+    assert not stopped and search.rounds[-1] == 50
 
 
 def test_round_count_search_without_patience_never_stops():

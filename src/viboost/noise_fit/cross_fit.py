@@ -64,6 +64,7 @@ __all__ = [
     "AUTO_CV_TRAIN_ROWS",
     "CALIBRATION_ROWS",
     "CHECK_EVERY",
+    "CV_RELATIVE_TOL",
     "CV_STANDARD_ERRORS",
     "CV_TOL",
     "SECOND_PASS_FOLDS",
@@ -84,6 +85,9 @@ CHECK_EVERY = 10
 CV_TOL = 1e-5
 #: ... plus this many standard errors of the difference, paired over the scored rows.
 CV_STANDARD_ERRORS = 1.0
+#: A gain extends the search only if it is also at least this fraction of the score's size
+#: (a relative tolerance on the objective, as iterative solvers use; see RoundCountSearch).
+CV_RELATIVE_TOL = 1e-3
 #: ``drop_mislabeled``: the folds are fitted a second time only when the rows that the first
 #: pass flags carry at least this share of the sample weight (:meth:`CrossFitter.fit`) ...
 SECOND_PASS_SHARE = 0.01
@@ -240,10 +244,19 @@ class RoundCountSearch:
     the best by more than :data:`CV_TOL` nats per unit of weight (so that fits on separable
     data, whose log-likelihood creeps towards 0, stop). The search stops once ``patience``
     rounds (None: never) have passed without a *significant* gain: a score that beats the last
-    significant one by more than that margin plus :data:`CV_STANDARD_ERRORS` standard errors of
-    their difference, paired over the scored rows (when their log-likelihoods are given). On a
-    million rows the score creeps up by 1e-5 nats a row per check long after the test error
-    has stopped moving; those gains still choose the count, but no longer extend the search.
+    significant one by more than that margin (or, if larger, :data:`CV_RELATIVE_TOL` times the
+    size of that score) plus :data:`CV_STANDARD_ERRORS` standard errors of their difference,
+    paired over the scored rows (when their log-likelihoods are given). On a million rows the
+    score creeps up by 1e-5 nats a row per check long after the test error has stopped moving;
+    those gains still choose the count, but no longer extend the search. On nearly separable
+    data with many classes the creep is larger and as steady: on scikit-learn's digits (10
+    classes, half the rows to fit) the out-of-fold log-likelihood, about -0.15 nats a row,
+    still gained 3e-5 a row per check at 1,000 rounds, each gain three or four paired standard
+    errors, while the test error had stopped moving at about 300 (2.89% at 1,000 rounds, 65
+    s). The relative tolerance (a gain of 0.1% of the score in ``patience`` rounds) stops that
+    search at 415 rounds (29 s, 2.95%; 2 splits), and changed no chosen count on Spambase,
+    DNA or a 200,000-row two-class problem (3, 3 and 1 splits; it ended the last one's search
+    20 rounds sooner), and one on Satellite by 10 rounds (2 splits, 8.61% against 8.64%).
 
     Parameters
     ----------
@@ -299,7 +312,8 @@ class RoundCountSearch:
             noise = 0.0
             if rows is not None and anchor[2] is not None:
                 noise = CV_STANDARD_ERRORS * self.standard_error(rows, anchor[2])
-            significant = score > anchor[1] + self._margin_of_gain + noise
+            margin = max(self._margin_of_gain, CV_RELATIVE_TOL * abs(anchor[1]))
+            significant = score > anchor[1] + margin + noise
         if significant:
             self._anchor = (rounds, score, rows)
             return False
