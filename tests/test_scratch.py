@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from viboost._utils.scratch import ScratchArrays
+from viboost._utils.scratch import ALIGNMENT, ScratchArrays, aligned_empty
 from viboost.boosting.histogram import node_histograms
 
 
@@ -23,6 +23,27 @@ def test_take_reuses_the_smallest_free_buffer_that_fits() -> None:
     assert ints[-1] == 49
     fresh = scratch.take((400,))  # nothing free is large enough
     assert not np.shares_memory(fresh, big) and not np.shares_memory(fresh, again)
+
+
+def test_every_array_starts_on_a_cache_line() -> None:
+    # The histograms' 4-lane slots must not straddle cache lines: new and reused buffers, of
+    # every dtype, start on a 64-byte boundary, and a reused buffer still holds what it must.
+    scratch = ScratchArrays()
+    taken = [scratch.take((n, 3)) for n in (1, 7, 1000, 40_000)]
+    taken += [scratch.take((999,), np.int64), scratch.take((12_345,), np.uint8)]
+    for array in taken:
+        assert array.ctypes.data % ALIGNMENT == 0 and array.flags.c_contiguous
+    scratch.give(*taken)
+    for n in (40_000 * 3, 1, 3 * 1000 + 1, 12_345 * 2):
+        array = scratch.take((n,))
+        assert array.ctypes.data % ALIGNMENT == 0 and array.shape == (n,)
+        array[:] = 1.0  # the whole of it is writable memory of the buffer
+        scratch.give(array)
+    for shape, dtype in (((3, 5), np.float64), (17, np.uint8), ((2, 2, 2), np.int64)):
+        array = aligned_empty(shape, dtype)
+        assert array.ctypes.data % ALIGNMENT == 0
+        assert array.shape == np.empty(shape).shape and array.dtype == dtype
+        assert array.flags.c_contiguous and array.flags.writeable
 
 
 def test_held_arrays_come_back_at_reclaim_only() -> None:

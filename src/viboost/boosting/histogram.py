@@ -17,7 +17,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from viboost._utils.parallel import threaded_kernel
-from viboost._utils.scratch import ScratchArrays
+from viboost._utils.scratch import ScratchArrays, aligned_empty
 
 __all__ = [
     "HISTOGRAM_SLOTS",
@@ -390,7 +390,7 @@ def node_histograms(
     if scratch is None:
         partial = np.empty((n_units, *shape))
         out = np.empty((0 if one_chunk_each else n_nodes, *shape))
-        wide = np.empty(wide_shape)
+        wide = aligned_empty(wide_shape)
     elif one_chunk_each:
         partial = scratch.take((n_units, *shape), hold=True)
         out = partial[:0]
