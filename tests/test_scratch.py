@@ -39,6 +39,18 @@ def test_every_array_starts_on_a_cache_line() -> None:
         assert array.ctypes.data % ALIGNMENT == 0 and array.shape == (n,)
         array[:] = 1.0  # the whole of it is writable memory of the buffer
         scratch.give(array)
+    # Arrays dropped without being given back free their buffers; new buffers (which may reuse
+    # their ids) and buffers of another pool given to this one start aligned too.
+    for _ in range(3):
+        dropped = [scratch.take((n,)) for n in (5, 50, 500, 5000)]
+        del dropped
+        fresh = scratch.take((70_000,))
+        assert fresh.ctypes.data % ALIGNMENT == 0
+        scratch.give(fresh)
+    other = ScratchArrays().take((3_333,))
+    scratch.give(other)
+    again = scratch.take((3_333,))
+    assert again.ctypes.data % ALIGNMENT == 0 and np.shares_memory(again, other)
     for shape, dtype in (((3, 5), np.float64), (17, np.uint8), ((2, 2, 2), np.int64)):
         array = aligned_empty(shape, dtype)
         assert array.ctypes.data % ALIGNMENT == 0

@@ -29,6 +29,8 @@ rows' bins, not on the slots).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["ALIGNMENT", "ScratchArrays", "aligned_empty"]
@@ -77,6 +79,14 @@ class ScratchArrays:
     def __init__(self) -> None:
         self._free: list[np.ndarray] = []
         self._held: list[np.ndarray] = []
+        # Per buffer in the pool (by id): its first aligned item, noted when the buffer is made
+        # or given back (reading an array's address costs microseconds, and a fit takes
+        # thousands); an id that a freed buffer left behind is overwritten then.
+        self._starts: dict[int, int] = {}
+
+    def _note(self, buf: np.ndarray) -> np.ndarray:
+        self._starts[id(buf)] = _aligned_start(buf)
+        return buf
 
     def take(
         self, shape: tuple[int, ...], dtype: type = np.float64, hold: bool = False
@@ -90,16 +100,17 @@ class ScratchArrays:
         dtype = np.dtype(dtype)
         if dtype.itemsize not in (1, 8):
             raise ValueError(f"scratch buffers hold 8-byte or 1-byte items, not {dtype}")
-        items = int(np.prod(shape, dtype=np.int64))
+        items = math.prod(int(n) for n in shape)  # (np.prod costs several microseconds)
         size = -(-items // (8 // dtype.itemsize))  # in 8-byte items
-        fitting = [k for k, buf in enumerate(self._free) if buf.size - _aligned_start(buf) >= size]
+        starts = self._starts
+        fitting = [k for k, buf in enumerate(self._free) if buf.size - starts[id(buf)] >= size]
         if fitting:
             buf = self._free.pop(min(fitting, key=lambda k: self._free[k].size))
         else:
-            buf = np.empty(max(size, 1) + _SLACK, dtype=np.float64)
+            buf = self._note(np.empty(max(size, 1) + _SLACK, dtype=np.float64))
         if hold:
             self._held.append(buf)
-        start = _aligned_start(buf)
+        start = starts[id(buf)]
         return buf[start : start + size].view(dtype)[:items].reshape(shape)
 
     def reclaim(self) -> None:
@@ -119,4 +130,4 @@ class ScratchArrays:
                 raise ValueError("give() takes arrays from take() only")
             if any(buf is base for buf in self._free):
                 raise ValueError("this buffer was given back already")
-            self._free.append(base)
+            self._free.append(self._note(base))
