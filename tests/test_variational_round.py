@@ -80,6 +80,28 @@ def test_weighted_rows_drop_the_rows_of_zero_weight():
         np.testing.assert_array_equal(got, want[keep])
 
 
+@pytest.mark.parametrize("n_leaves", [1, 3, 40])
+def test_weighted_rows_by_leaf_are_the_active_rows_stably_sorted_by_leaf(n_leaves):
+    # Oracle: numpy's stable argsort of the active rows' leaves, and bincount for the offsets.
+    rng = np.random.default_rng(n_leaves)
+    y, _, margin, weight = _round(500)
+    weight = np.where(rng.random(500) < 0.2, 0.0, weight)
+    leaf = rng.integers(0, n_leaves, 500)
+    leaf[leaf == n_leaves - 1] = 0  # (with 3 or 40 leaves: the last one empty)
+    rows = RoundRows.weighted(y, None, margin, weight, leaf, n_leaves)
+    act = weight > 0
+    order = np.argsort(leaf[act], kind="stable")
+    np.testing.assert_array_equal(rows.y, y[act][order])
+    np.testing.assert_array_equal(rows.margin, margin[act][order])
+    np.testing.assert_array_equal(rows.sample_weight, weight[act][order])
+    np.testing.assert_array_equal(rows.h, np.ones(act.sum()))
+    counts = np.bincount(leaf[act], minlength=n_leaves)
+    np.testing.assert_array_equal(rows.leaf_offsets, np.concatenate([[0], np.cumsum(counts)]))
+    assert rows.leaf_offsets.dtype == np.int64 and rows.per_leaf
+    with pytest.raises(ValueError, match="outside"):
+        RoundRows.weighted(y, None, margin, weight, np.full(500, n_leaves), n_leaves)
+
+
 @pytest.mark.parametrize("k", [1, 2, 5])
 def test_fixed_vi_iter_runs_exactly_k_iterations_with_an_empty_trace(k):
     y, h, margin, weight = _round(400, seed=1)

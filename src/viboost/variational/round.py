@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from viboost.variational.compression import compress_round
@@ -73,19 +74,19 @@ class RoundRows:
         n_leaves: int = 1,
     ) -> RoundRows:
         """The rows of positive weight themselves (sorted by ``leaf`` when given)."""
-        act = sample_weight > 0
         if leaf is None:
+            act = sample_weight > 0
             return cls(y[act], h[act], margin[act], sample_weight[act])
-        leaf = leaf[act]
-        # A stable sort of small integers is numpy's radix sort (3x quicker at 3,000 rows);
-        # the order is the same, as any stable sort's.
-        keys = leaf.astype(np.int16) if n_leaves <= np.iinfo(np.int16).max else leaf
-        order = np.argsort(keys, kind="stable")
-        offsets = _offsets(leaf, n_leaves)
-        return cls(
-            y[act][order], np.ones(order.size), margin[act][order], sample_weight[act][order],
-            offsets,
-        )  # fmt: skip
+        # One compiled counting sort of the rows of positive weight by leaf (stable, so the
+        # order of numpy's stable argsort; a few numpy calls a round cost more at small data).
+        y_s, margin_s, weight_s, offsets = _rows_by_leaf(
+            np.ascontiguousarray(y, dtype=np.float64),
+            np.ascontiguousarray(margin, dtype=np.float64),
+            np.ascontiguousarray(sample_weight, dtype=np.float64),
+            np.ascontiguousarray(leaf, dtype=np.int64),
+            int(n_leaves),
+        )
+        return cls(y_s, np.ones(y_s.size), margin_s, weight_s, offsets)
 
     @classmethod
     def pseudo(
@@ -108,6 +109,28 @@ class RoundRows:
             n_leaves=n_leaves,
         )  # fmt: skip
         return cls(y_p, h_p, margin_p, weight_p, _offsets(leaf_p, n_leaves))
+
+
+@numba.njit(cache=True)
+def _rows_by_leaf(y, margin, sample_weight, leaf, n_leaves):  # pragma: no cover - compiled
+    """The rows of positive weight, sorted by ``leaf`` (stably), and each leaf's offsets."""
+    offsets = np.zeros(n_leaves + 1, dtype=np.int64)
+    for i in range(leaf.shape[0]):
+        if leaf[i] < 0 or leaf[i] >= n_leaves:
+            raise ValueError("a row's leaf is outside 0..n_leaves - 1")
+        if sample_weight[i] > 0:
+            offsets[leaf[i] + 1] += 1
+    for k in range(n_leaves):
+        offsets[k + 1] += offsets[k]
+    n = offsets[n_leaves]
+    y_s, margin_s, weight_s = np.empty(n), np.empty(n), np.empty(n)
+    at = offsets[:n_leaves].copy()
+    for i in range(leaf.shape[0]):
+        if sample_weight[i] > 0:
+            k = at[leaf[i]]
+            at[leaf[i]] = k + 1
+            y_s[k], margin_s[k], weight_s[k] = y[i], margin[i], sample_weight[i]
+    return y_s, margin_s, weight_s, offsets
 
 
 def _offsets(sorted_or_not: np.ndarray, n_leaves: int) -> np.ndarray:
