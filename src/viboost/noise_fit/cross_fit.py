@@ -257,8 +257,8 @@ class RoundCountSearch:
     search at 415 rounds (29 s, 2.95%; 2 splits), and changed no chosen count on Spambase,
     DNA or a 200,000-row two-class problem (3, 3 and 1 splits; it ended the last one's search
     20 rounds sooner), and one on Satellite by 10 rounds (2 splits, 8.61% against 8.64%); on
-the 10^6-row problem of ``benchmarks/speed.py --models default`` (2 folds) the count fell
-from 150 to 110 rounds, with the same test error (9.52%).
+    the 10^6-row problem of ``benchmarks/speed.py --models default`` (2 folds) the count fell
+    from 150 to 110 rounds, with the same test error (9.52%).
 
     Parameters
     ----------
