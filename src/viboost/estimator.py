@@ -150,8 +150,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         has not risen significantly for this many rounds (by more than 1e-5 nats per unit of
         sample weight, and at least 0.1% of the score's size, plus one standard error of the
         rise, paired over the rows: :class:`~viboost.noise_fit.cross_fit.RoundCountSearch`);
-        the round count of the highest
-        score is chosen (``cv_best_rounds_``). None tries all ``n_estimators``.
+        the round count of the highest score is chosen (``cv_best_rounds_``). None tries all
+        ``n_estimators``.
     tol : float, default=1e-8
         The inner loop stops once an iteration raises the ELBO by at most ``tol * |ELBO|``
         (a fall also stops it; falls are recorded, see ``elbo_``).

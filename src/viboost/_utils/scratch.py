@@ -40,10 +40,15 @@ ALIGNMENT = 64
 _SLACK = ALIGNMENT // 8  # 8-byte items allocated beyond the size, to shift the start
 
 
+def _bytes_to_boundary(buf: np.ndarray) -> int:
+    """Bytes from the start of ``buf`` to the first :data:`ALIGNMENT` boundary in it."""
+    return -buf.ctypes.data % ALIGNMENT
+
+
 def _aligned_start(buf: np.ndarray) -> int:
     """The first item of the 8-byte buffer ``buf`` that starts on an :data:`ALIGNMENT`
     boundary."""
-    return (-buf.ctypes.data % ALIGNMENT) // 8
+    return _bytes_to_boundary(buf) // 8
 
 
 def aligned_empty(shape: tuple[int, ...] | int, dtype: type = np.float64) -> np.ndarray:
@@ -57,9 +62,9 @@ def aligned_empty(shape: tuple[int, ...] | int, dtype: type = np.float64) -> np.
     """
     dtype = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    n_bytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n_bytes = math.prod(int(n) for n in shape) * dtype.itemsize
     buf = np.empty(n_bytes + ALIGNMENT, dtype=np.uint8)
-    start = -buf.ctypes.data % ALIGNMENT
+    start = _bytes_to_boundary(buf)
     return buf[start : start + n_bytes].view(dtype).reshape(shape)
 
 
