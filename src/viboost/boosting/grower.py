@@ -344,25 +344,32 @@ class TreeGrowth:
         expanded_together([self], [histograms])
 
     def _children(
-        self, histograms: Sequence[np.ndarray], out: np.ndarray, sums: np.ndarray, at: int
-    ) -> list:
-        """The children's histograms of the last requests, written into ``out`` from index
-        ``at`` on (left, right per request; the larger one by the subtraction trick), with
-        each child's depth and its row of ``sums`` (which the caller fills:
-        :func:`expanded_together`)."""
+        self,
+        histograms: Sequence[np.ndarray],
+        out: np.ndarray,
+        at: int,
+        n_requests: int,
+        copy_small: bool,
+    ) -> list[tuple[int, int]]:
+        """The children of the last requests in ``out`` (:func:`expanded_together`): the
+        ``k``-th request's smaller child's histogram at ``out[at + k]`` (copied there from
+        ``histograms[k]`` if ``copy_small``), its larger child's, by the subtraction trick, at
+        ``out[n_requests + at + k]``. Returns each child's depth and position in ``out``,
+        left then right per request."""
         if len(histograms) != len(self._pending):
             raise ValueError(f"expected {len(self._pending)} histograms, got {len(histograms)}")
         children = []
         for k, (request, small) in enumerate(zip(self._pending, histograms, strict=True)):
             parent = self._records[request.node]
-            left, right = out[at + 2 * k], out[at + 2 * k + 1]
-            small_out, large_out = (left, right) if request.small_left else (right, left)
-            small_out[...] = small
-            np.subtract(parent["hist"], small, out=large_out)
+            small_at, large_at = at + k, n_requests + at + k
+            if copy_small:
+                out[small_at] = small
+            np.subtract(parent["hist"], out[small_at], out=out[large_at])
             parent["hist"] = None  # free the parent's histogram
             depth = parent["depth"] + 1
-            for side, hist in enumerate((left, right)):
-                children.append((depth, hist, sums[at + 2 * k + side]))
+            left, right = (small_at, large_at) if request.small_left else (large_at, small_at)
+            children.append((depth, left))
+            children.append((depth, right))
         return children
 
     def _attach(self, children: list, splits: Sequence[tuple | None]) -> None:
@@ -643,11 +650,13 @@ def histograms_together(
     partitions: Sequence[RowPartition],
     nodes: Sequence[int],
     counts: Sequence[np.ndarray] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The histograms of node ``nodes[i]`` of ``partitions[i]`` (stacked partitions), in one
     pass, shape ``(len(nodes), n_features, n_slots, 3)``. ``counts``: the nodes' count
     histograms (shape ``(n_features, n_slots)`` each), when known (a root's, the same every
-    round): they are then copied in, not summed again (a quarter of the pass)."""
+    round): they are then copied in, not summed again (a quarter of the pass). ``out``: where
+    to write them (:func:`~viboost.boosting.histogram.node_histograms`)."""
     store = _shared_store(partitions)
     bounds = np.array(
         [
@@ -661,7 +670,7 @@ def histograms_together(
     hists = node_histograms(
         part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
         scratch=store.scratch, columns=part.columns, counted=counts is None,
-        other_side=(store.row_buffer, store.stat_buffer), sides=sides,
+        other_side=(store.row_buffer, store.stat_buffer), sides=sides, out=out,
     )  # fmt: skip
     if counts is not None:
         for hist, count in zip(hists, counts, strict=True):
@@ -670,11 +679,14 @@ def histograms_together(
 
 
 def expand_together(
-    partitions: Sequence[RowPartition], expansions: Sequence[Sequence[Expansion]]
+    partitions: Sequence[RowPartition],
+    expansions: Sequence[Sequence[Expansion]],
+    out: np.ndarray | None = None,
 ) -> list[list[np.ndarray]]:
     """Split the nodes of ``expansions[k]`` in ``partitions[k]`` (stacked partitions, in place)
     in one pass, and return, per partition, their smaller children's histograms (computed in
-    one further pass)."""
+    one further pass; with ``out``, into ``out[i]`` for the ``i``-th expansion of all, in
+    order, and the histograms returned are views of it)."""
     if not partitions:
         return []
     store = _shared_store(partitions)
@@ -696,55 +708,70 @@ def expand_together(
         p.ranges[e.right] = (int(mid), int(stop))
         p.sides[e.left] = p.sides[e.right] = 1 - int(side)
         smaller.append(e.left if e.small_left else e.right)
-    hists = histograms_together([p for p, _ in flat], smaller)
-    out: list[list[np.ndarray]] = [[] for _ in partitions]
+    hists = histograms_together([p for p, _ in flat], smaller, out=out)
+    per_partition: list[list[np.ndarray]] = [[] for _ in partitions]
     index = {id(p): k for k, p in enumerate(partitions)}
     for (p, _), hist in zip(flat, hists, strict=True):
-        out[index[id(p)]].append(hist)
-    return out
+        per_partition[index[id(p)]].append(hist)
+    return per_partition
 
 
 def expanded_together(
     growths: Sequence[TreeGrowth],
     histograms: Sequence[Sequence[np.ndarray]],
     scratch: ScratchArrays | None = None,
+    children: np.ndarray | None = None,
 ) -> None:
     """:meth:`TreeGrowth.expanded` of several growths of the same settings and bins (the folds'
     trees), with the best splits of all their new nodes found in one parallel call
     (:func:`~viboost.boosting.splitting.best_node_splits`). With ``scratch``, the children's
-    histograms are held from it (until the trees are grown and it is reclaimed)."""
-    n_children = 2 * sum(len(h) for h in histograms)
-    if n_children == 0:
+    histograms are held from it (until the trees are grown and it is reclaimed).
+
+    ``children`` (shape ``(2 m, n_features, n_slots, 3)`` for ``m`` requests in all): where the
+    children's histograms are kept, the ``i``-th request's smaller child's already in
+    ``children[i]`` (``histograms`` are views of them: :func:`expand_together` with ``out``),
+    its larger child's then written to ``children[m + i]``; when None, both are held from
+    ``scratch`` (or made) and the smaller ones copied in."""
+    n_requests = sum(len(h) for h in histograms)
+    if n_requests == 0:
         for growth in growths:
             growth._attach([], [])
         return
     first = next(h for h in histograms if len(h))[0]
-    shape = (n_children, *first.shape)
-    out = np.empty(shape) if scratch is None else scratch.take(shape, hold=True)
-    sums = np.empty((n_children, 3))
-    children, priors, owners = [], [], []
+    shape = (2 * n_requests, *first.shape)
+    copy_small = children is None
+    if children is None:
+        children = np.empty(shape) if scratch is None else scratch.take(shape, hold=True)
+    elif children.shape != shape:
+        raise ValueError(f"children must have shape {shape}, got {children.shape}")
+    made, priors, owners = [], np.empty(2 * n_requests), []
+    at = 0
     for growth, hists in zip(growths, histograms, strict=True):
-        made = growth._children(hists, out, sums, len(children))
-        children.extend(made)
-        priors.extend([growth.prior] * len(made))
-        owners.append((growth, len(made)))
+        mine = growth._children(hists, children, at, n_requests, copy_small)
+        made.extend(mine)
+        priors[at : at + len(hists)] = growth.prior
+        priors[n_requests + at : n_requests + at + len(hists)] = growth.prior
+        owners.append((growth, len(mine)))
+        at += len(hists)
     # Every child's sums from its feature 0 (each row has one bin of every feature), in one
     # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
-    np.sum(out[:, 0], axis=1, out=sums)
-    reference = growths[0]
-    wanted, at = [], 0
-    for growth, count in owners:
-        wanted.extend(
-            growth._may_split(depth, sums) for depth, _, sums in children[at : at + count]
-        )
-        at += count
-    splits = best_node_splits(
-        out, reference.n_bins, reference._code, np.array(priors), reference._min_leaf,
-        np.array(wanted, dtype=bool),
-    )  # fmt: skip
+    sums = np.sum(children[:, 0], axis=1)
+    wanted = np.zeros(2 * n_requests, dtype=bool)
     at = 0
     for growth, count in owners:
-        growth._attach(children[at : at + count], splits[at : at + count])
+        for depth, position in made[at : at + count]:
+            wanted[position] = growth._may_split(depth, sums[position])
+        at += count
+    reference = growths[0]
+    splits = best_node_splits(
+        children, reference.n_bins, reference._code, priors, reference._min_leaf, wanted
+    )
+    at = 0
+    for growth, count in owners:
+        growth._attach(
+            [(depth, children[p], sums[p]) for depth, p in made[at : at + count]],
+            [splits[p] for _, p in made[at : at + count]],
+        )
         at += count
 
 

@@ -332,6 +332,7 @@ def node_histograms(
     counted: bool = True,
     other_side: tuple[np.ndarray, np.ndarray] | None = None,
     sides: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The histograms of tree nodes: per node ``r`` and (feature, slot), the sums of the three
     per-row statistics (two of the split score and the rows' count) over positions
@@ -358,7 +359,9 @@ def node_histograms(
     binary features of DNA 1.35 against 1.84).
     ``other_side``, ``(rows, stats)`` of the rows' other side, and ``sides`` (per node, 1
     where its rows are on that side, 0 where in ``rows`` and ``stats``) serve rows that
-    :func:`~viboost.boosting.splitting.partition_nodes` moves between two sides.
+    :func:`~viboost.boosting.splitting.partition_nodes` moves between two sides. ``out``
+    (C-contiguous float64 of the result's shape): the histograms are written there (and it is
+    returned) rather than into new arrays or arrays held from ``scratch``.
     """
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
@@ -387,7 +390,20 @@ def node_histograms(
     # The 4-lane slots of the chunks that use them (any values; see _node_histograms).
     any_wide = int(np.max(size, initial=0)) >= _WIDE_ROWS_PER_SLOT * int(n_slots)
     wide_shape = (n_units if any_wide else 0, shape[0] * shape[1] * 4)
-    if scratch is None:
+    if out is not None:
+        if out.shape != (n_nodes, *shape) or out.dtype != np.float64 or not out.flags.c_contiguous:
+            raise ValueError(
+                f"out must be C-contiguous float64 of shape {(n_nodes, *shape)}, got "
+                f"{out.dtype} {out.shape}"
+            )
+        if one_chunk_each:
+            partial = out
+        elif scratch is None:
+            partial = np.empty((n_units, *shape))
+        else:
+            partial = lent = scratch.take((n_units, *shape))
+        wide = aligned_empty(wide_shape) if scratch is None else scratch.take(wide_shape)
+    elif scratch is None:
         partial = np.empty((n_units, *shape))
         out = np.empty((0 if one_chunk_each else n_nodes, *shape))
         wide = aligned_empty(wide_shape)

@@ -236,11 +236,18 @@ class TreeSearch:
                 )
                 for s, root, total in zip(searches, roots, totals, strict=True)
             ]
+            shape = roots.shape[1:]
             while True:
                 requests = [growth.requests() for growth in growths]
-                if not any(requests):
+                n_requests = sum(len(r) for r in requests)
+                if n_requests == 0:
                     break
-                expanded_together(growths, expand_together(partitions, requests), scratch)
+                # The children's histograms, held until the trees are grown: the smaller
+                # ones written in place by the pass over their rows, the larger ones after
+                # them by the subtraction trick.
+                children = scratch.take((2 * n_requests, *shape), hold=True)
+                smaller = expand_together(partitions, requests, out=children[:n_requests])
+                expanded_together(growths, smaller, children=children)
             # The grown partitions keep their rows and ranges (for leaf_index); the statistics
             # and buffers (two float64 copies of three columns of every fold's rows) go back to
             # the scratch pool for the next tree.
