@@ -101,6 +101,16 @@ def test_node_histograms_are_the_same_from_scratch(rows_per_node: int) -> None:
     for pool in (None, scratch):
         got = node_histograms(binned, rows, starts, stops, stats, 5, scratch=pool)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-9)
+        # Into a caller's array (dirty, and a slice of a larger one): the same sums, there.
+        out = np.full((n_nodes + 1, d, 5, 3), np.nan)[:n_nodes]
+        put = node_histograms(binned, rows, starts, stops, stats, 5, scratch=pool, out=out)
+        assert put is out
+        np.testing.assert_array_equal(out, got)
+    with pytest.raises(ValueError, match="out must be C-contiguous float64 of shape"):
+        node_histograms(binned, rows, starts, stops, stats, 5, out=np.zeros((n_nodes, d, 4, 3)))
+    with pytest.raises(ValueError, match="out must be C-contiguous"):
+        out = np.zeros((n_nodes, d, 5, 6))[..., ::2]
+        node_histograms(binned, rows, starts, stops, stats, 5, out=out)
 
 
 def test_a_grown_partition_gives_its_arrays_back() -> None:
