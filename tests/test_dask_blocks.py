@@ -468,8 +468,8 @@ def test_the_clients_share_of_a_pass_runs_its_kernels_on_one_thread(monkeypatch)
 
         return wrapper
 
-    monkeypatch.setattr(
-        grower_module, "best_node_splits", recorded("search", grower_module.best_node_splits)
+    monkeypatch.setattr(  # the children's split search (TreeGrowths.expanded)
+        grower_module, "_attach_children", recorded("search", grower_module._attach_children)
     )
     monkeypatch.setattr(
         engine_module, "_sum_in_order", recorded("combine", engine_module._sum_in_order)

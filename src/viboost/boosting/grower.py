@@ -4,14 +4,18 @@
 itself needs of the rows only one thing: the histogram of a node's rows (per feature and bin,
 two sums of the round's per-row statistics and the row count). This module splits the two:
 
-- :class:`TreeGrowth` is the growth as a state machine over histograms: given the root's
-  histogram, it says which nodes it needs split next (:meth:`TreeGrowth.requests`, a list of
-  :class:`Expansion`), takes the histograms of their smaller children
-  (:meth:`TreeGrowth.expanded`; the larger child's is its parent's minus the smaller's, the
-  subtraction trick) and in the end gives the tree (:meth:`TreeGrowth.tree`). It finds splits
-  with the same compiled kernel (``_best_node_split``) and in the same order as ``TreeSearch``
-  (best gain first, ties to the node created first), so on the same histograms it grows the
-  same tree, node for node.
+- :class:`TreeGrowths` is the growth of one or more trees as a state machine over histograms:
+  given the roots' histograms, it says which nodes each tree needs split next
+  (:meth:`TreeGrowths.requests`, lists of :class:`Expansion`), takes the histograms of their
+  smaller children (:meth:`TreeGrowths.expanded`; the larger child's is its parent's minus the
+  smaller's, the subtraction trick) and in the end gives the trees (:meth:`TreeGrowths.tree`).
+  It finds splits with the same compiled kernel
+  (:func:`~viboost.boosting.splitting.best_node_split`) and in the same order as a growth of
+  one tree alone (best gain first, ties to the node created first), so on the same histograms
+  each tree is the same, node for node. Its bookkeeping is compiled and runs for every tree
+  in one call a step: the trees of a cross-fit's folds, or of the K classes of a round, grow
+  in lockstep without a Python loop over their nodes. :class:`TreeGrowth` is the growth of one
+  tree (a :class:`TreeGrowths` of one).
 - :class:`RowPartition` answers those requests for rows held in one place: the rows of each
   node in one contiguous range (:func:`~viboost.boosting.splitting.partition_nodes`), the
   histogram of a range (:func:`~viboost.boosting.histogram.node_histograms`).
@@ -35,7 +39,6 @@ holds the settings and the per-row statistics of a split score
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,7 +54,6 @@ from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.splitting import (
     CRITERIA,
     best_node_split,
-    best_node_splits,
     leaf_value,
     partition_nodes,
 )
@@ -61,9 +63,9 @@ __all__ = [
     "Expansion",
     "RowPartition",
     "TreeGrowth",
+    "TreeGrowths",
     "TreeSettings",
     "expand_together",
-    "expanded_together",
     "grow",
     "histograms_together",
     "partition_leaf_index",
@@ -180,15 +182,477 @@ class Expansion(NamedTuple):
     small_left: bool
 
 
+# Columns of the compiled growth's per-node integer state (TreeGrowths._ints[t, node]).
+_DEPTH, _FEATURE, _POSITION, _MISSING_LEFT, _LEFT, _RIGHT, _ORDER, _IN_HEAP, _GROWN = range(9)
+_N_INTS = 9
+# ... and of its float state (TreeGrowths._reals[t, node]): the node's three sums, the gain of
+# its best split (-inf: none, or it may not split) and the left child's three sums.
+_SUMS, _GAIN, _LEFT_SUMS = 0, 3, 4
+_N_REALS = 7
+# Columns of a tree's counters (TreeGrowths._counts[t]).
+_RECORDS, _LEAVES, _CREATED, _PENDING = range(4)
+# Columns of a pending request (TreeGrowths._pending[t, k]): Expansion's fields in order.
+_N_REQUEST = 7
+
+
+@numba.njit(cache=True)
+def _heap_top(ints, reals, t, taken):  # pragma: no cover - compiled
+    """The best candidate of tree ``t`` not in ``taken`` (-1: none): the highest gain, ties to
+    the node created first (the order of a heap of ``(-gain, order)``)."""
+    best = -1
+    for i in range(ints.shape[1]):
+        if ints[t, i, _IN_HEAP] == 0 or taken[i]:
+            continue
+        if best < 0:
+            best = i
+            continue
+        gain, best_gain = reals[t, i, _GAIN], reals[t, best, _GAIN]
+        if gain > best_gain or (gain == best_gain and ints[t, i, _ORDER] < ints[t, best, _ORDER]):
+            best = i
+    return best
+
+
+@numba.njit(cache=True)
+def _admit(ints, reals, counts, t, i):  # pragma: no cover - compiled
+    """Node ``i`` joins tree ``t`` (the in-memory search creates it here): a candidate if it
+    has a split of finite gain."""
+    ints[t, i, _ORDER] = counts[t, _CREATED]
+    counts[t, _CREATED] += 1
+    if math.isfinite(reals[t, i, _GAIN]):
+        ints[t, i, _IN_HEAP] = 1
+
+
+@numba.njit(cache=True)
+def _new_record(ints, reals, counts, t, depth, a, b, c):  # pragma: no cover - compiled
+    """A new node of tree ``t`` (depth and sums; no split yet); returns its id."""
+    i = counts[t, _RECORDS]
+    if i >= ints.shape[1]:
+        raise RuntimeError("a tree grew more nodes than its capacity")
+    counts[t, _RECORDS] = i + 1
+    ints[t, i, :] = 0
+    ints[t, i, _DEPTH] = depth
+    ints[t, i, _LEFT] = -1
+    ints[t, i, _RIGHT] = -1
+    ints[t, i, _ORDER] = -1
+    reals[t, i, :] = 0.0
+    reals[t, i, _SUMS] = a
+    reals[t, i, _SUMS + 1] = b
+    reals[t, i, _SUMS + 2] = c
+    reals[t, i, _GAIN] = -np.inf
+    return i
+
+
+@numba.njit(cache=True)
+def _needs_histograms(ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf):
+    # pragma: no cover - compiled
+    """Whether splitting leaf ``i`` needs its children's histograms: for their own splits,
+    unless it is the tree's last split or neither child may split (depth, rows); their sums
+    then come from the leaf's split, and the leaf's rows stay unpartitioned."""
+    if counts[t, _LEAVES] + 1 >= max_leaf_nodes:
+        return False
+    left_count = reals[t, i, _LEFT_SUMS + 2]
+    right_count = reals[t, i, _SUMS + 2] - left_count
+    return ints[t, i, _DEPTH] + 1 < max_depth and max(left_count, right_count) >= 2 * min_leaf
+
+
+@numba.njit(cache=True)
+def _advance_growths(
+    ints, reals, counts, pending, max_leaf_nodes, max_depth, min_leaf, per_request, requests
+):  # pragma: no cover - compiled
+    """Per tree: split the best leaves, in order, while their children are known (or need no
+    histograms: then made from the split's sums, with no split of their own); then, with
+    ``requests``, the leaves to split next into ``pending`` (the best ``per_request``
+    leaves that need histograms and have no children yet). Returns per tree whether it is
+    grown."""
+    n_trees, capacity = ints.shape[0], ints.shape[1]
+    done = np.zeros(n_trees, dtype=np.bool_)
+    taken = np.zeros(capacity, dtype=np.bool_)
+    for t in range(n_trees):
+        while counts[t, _LEAVES] < max_leaf_nodes:
+            taken[:] = False
+            i = _heap_top(ints, reals, t, taken)
+            if i < 0:
+                break
+            if ints[t, i, _LEFT] < 0:
+                if _needs_histograms(
+                    ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf
+                ):
+                    break
+                depth = ints[t, i, _DEPTH] + 1
+                la = reals[t, i, _LEFT_SUMS]
+                lb = reals[t, i, _LEFT_SUMS + 1]
+                lc = reals[t, i, _LEFT_SUMS + 2]
+                left = _new_record(ints, reals, counts, t, depth, la, lb, lc)
+                right = _new_record(
+                    ints, reals, counts, t, depth, reals[t, i, _SUMS] - la,
+                    reals[t, i, _SUMS + 1] - lb, reals[t, i, _SUMS + 2] - lc,
+                )  # fmt: skip
+                ints[t, i, _LEFT] = left
+                ints[t, i, _RIGHT] = right
+            ints[t, i, _IN_HEAP] = 0
+            ints[t, i, _GROWN] = 1
+            _admit(ints, reals, counts, t, ints[t, i, _LEFT])
+            _admit(ints, reals, counts, t, ints[t, i, _RIGHT])
+            counts[t, _LEAVES] += 1
+        taken[:] = False
+        done[t] = counts[t, _LEAVES] >= max_leaf_nodes or _heap_top(ints, reals, t, taken) < 0
+        if not requests or done[t]:
+            continue
+        # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
+        n_out = 0
+        for _ in range(min(per_request, max_leaf_nodes - counts[t, _LEAVES])):
+            i = _heap_top(ints, reals, t, taken)
+            if i < 0:
+                break
+            taken[i] = True
+            if ints[t, i, _LEFT] >= 0 or not _needs_histograms(
+                ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf
+            ):
+                continue
+            left_count = reals[t, i, _LEFT_SUMS + 2]
+            left = counts[t, _RECORDS] + 2 * n_out
+            request = pending[t, n_out]
+            request[0] = i
+            request[1] = left
+            request[2] = left + 1
+            request[3] = ints[t, i, _FEATURE]
+            request[4] = ints[t, i, _POSITION]
+            request[5] = ints[t, i, _MISSING_LEFT]
+            request[6] = left_count <= reals[t, i, _SUMS + 2] - left_count
+            n_out += 1
+        counts[t, _PENDING] = n_out
+    return done
+
+
+@threaded_kernel(cache=True)
+def _attach_children(
+    ints, reals, counts, pending, children, small_at, large_at, sums, n_bins, code, priors,
+    min_leaf, max_depth,
+):  # pragma: no cover - compiled  # fmt: skip
+    """The children of every tree's pending requests (flat over the trees, in order): request
+    ``q``'s smaller child's histogram is ``children[small_at[q]]``, its larger one's
+    ``children[large_at[q]]``, each child's sums at the same row of ``sums``. The best
+    splits of the children that may split (depth, rows) are found in one parallel loop; then
+    each tree records its children (left, right per request) with their splits."""
+    n_children = children.shape[0]
+    n_trees = ints.shape[0]
+    tree_of = np.empty(n_children, dtype=np.int64)
+    depth_of = np.empty(n_children, dtype=np.int64)
+    q = 0
+    for t in range(n_trees):
+        for k in range(counts[t, _PENDING]):
+            depth = ints[t, pending[t, k, 0], _DEPTH] + 1
+            for at in (small_at[q], large_at[q]):
+                tree_of[at] = t
+                depth_of[at] = depth
+            q += 1
+    gains = np.full(n_children, -np.inf)
+    features = np.full(n_children, -1, dtype=np.int64)
+    positions = np.zeros(n_children, dtype=np.int64)
+    missing = np.ones(n_children, dtype=np.bool_)
+    left_sums = np.zeros((n_children, 3))
+    for c in numba.prange(n_children):
+        if depth_of[c] < max_depth and sums[c, 2] >= 2 * min_leaf:
+            gain, j, p, m, la, lb, lc = best_node_split(
+                children[c], n_bins, code, priors[tree_of[c]], min_leaf
+            )
+            gains[c], features[c], positions[c], missing[c] = gain, j, p, m
+            left_sums[c, 0], left_sums[c, 1], left_sums[c, 2] = la, lb, lc
+    q = 0
+    for t in range(n_trees):
+        for k in range(counts[t, _PENDING]):
+            request = pending[t, k]
+            depth = ints[t, request[0], _DEPTH] + 1
+            small_left = request[6] != 0
+            made = np.empty(2, dtype=np.int64)
+            for side in range(2):
+                c = small_at[q] if small_left == (side == 0) else large_at[q]
+                i = _new_record(ints, reals, counts, t, depth, sums[c, 0], sums[c, 1], sums[c, 2])
+                reals[t, i, _GAIN] = gains[c]
+                ints[t, i, _FEATURE] = features[c]
+                ints[t, i, _POSITION] = positions[c]
+                ints[t, i, _MISSING_LEFT] = missing[c]
+                reals[t, i, _LEFT_SUMS] = left_sums[c, 0]
+                reals[t, i, _LEFT_SUMS + 1] = left_sums[c, 1]
+                reals[t, i, _LEFT_SUMS + 2] = left_sums[c, 2]
+                made[side] = i
+            if made[0] != request[1] or made[1] != request[2]:
+                raise RuntimeError("histograms arrived out of order")
+            ints[t, request[0], _LEFT] = made[0]
+            ints[t, request[0], _RIGHT] = made[1]
+            q += 1
+        counts[t, _PENDING] = 0
+
+
+@numba.njit(cache=True)
+def _grown_tree(ints, reals, counts, t, code, prior):  # pragma: no cover - compiled
+    """Tree ``t`` as grown: its nodes depth-first, root first (each one's id, the position of
+    its children, the value of a leaf), the weighted error of its leaves' signs (0 for the
+    Newton score), and per node id the position in the tree of the node holding its rows
+    (its own, or for a child of a split the tree did not make, that of the leaf it lies in)."""
+    n_records = counts[t, _RECORDS]
+    order = np.empty(n_records, dtype=np.int64)
+    position_of = np.full(n_records, -1, dtype=np.int64)
+    stack = np.empty(n_records + 1, dtype=np.int64)
+    stack[0] = 0
+    top = 1
+    n = 0
+    while top > 0:
+        top -= 1
+        index = stack[top]
+        position_of[index] = n
+        order[n] = index
+        n += 1
+        if ints[t, index, _GROWN] != 0:
+            stack[top] = ints[t, index, _RIGHT]
+            stack[top + 1] = ints[t, index, _LEFT]
+            top += 2
+    order = order[:n]
+    values = np.zeros(n)
+    children = np.full((n, 2), -1, dtype=np.int64)
+    error = 0.0
+    for k in range(n):
+        index = order[k]
+        a, b = reals[t, index, _SUMS], reals[t, index, _SUMS + 1]
+        if ints[t, index, _GROWN] != 0:
+            children[k, 0] = position_of[ints[t, index, _LEFT]]
+            children[k, 1] = position_of[ints[t, index, _RIGHT]]
+        else:
+            values[k] = leaf_value(a, b, code, prior)
+            if code != 0:
+                error += min(a, b)
+    holder = np.empty(n_records, dtype=np.int64)
+    for index in range(n_records):  # a parent comes before its children
+        if position_of[index] >= 0:
+            holder[index] = position_of[index]
+        left = ints[t, index, _LEFT]
+        if left >= 0:
+            holder[left] = holder[index]
+            holder[ints[t, index, _RIGHT]] = holder[index]
+    return order, children, values, error, holder
+
+
+class TreeGrowths:
+    """The best-first growth of several trees from node histograms (see the module
+    docstring), their bookkeeping compiled: one call per step advances every tree and says
+    which nodes each needs split next, one call records all their children.
+
+    Each tree grows as it would alone: its splits in the same order (best gain first, ties to
+    the node created first), found by the same kernel (``best_node_split``) on the same
+    histograms, so node for node the tree of :class:`~viboost.boosting.tree_search.TreeSearch`.
+
+    Parameters
+    ----------
+    roots : sequence of ndarray of shape (n_features, n_slots, 3)
+        Each tree's root histogram: per feature and bin, the two statistics of
+        :meth:`TreeSettings.statistics` in the units of weights summing to one, and the rows'
+        count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
+    n_bins : ndarray of int64, shape (n_features,)
+        Bins of observed values per feature (``FeatureBinner.n_bins_``).
+    thresholds : sequence of ndarray
+        Per feature, the bin edges (``FeatureBinner.thresholds_``).
+    settings : TreeSettings
+    priors : sequence of float
+        Per tree, :meth:`TreeSettings.prior` of its round's weights.
+    speculate : bool or int, default=False
+        Which leaves a request splits: False (or 1) only the one the growth splits next; an
+        int ``m`` the best ``m``; True every leaf that may still be split (one exchange per
+        level of the tree instead of per node). The same trees whichever.
+    """
+
+    def __init__(
+        self,
+        roots: Sequence[np.ndarray],
+        n_bins: np.ndarray,
+        thresholds: Sequence[np.ndarray],
+        settings: TreeSettings,
+        priors: Sequence[float],
+        speculate: bool | int = False,
+    ) -> None:
+        self.n_bins = np.ascontiguousarray(n_bins, dtype=np.int64)
+        self.thresholds = thresholds
+        self.settings = settings
+        self.priors = np.array(priors, dtype=np.float64).reshape(-1)
+        n_trees = len(roots)
+        if self.priors.shape != (n_trees,):
+            raise ValueError(f"expected one prior per tree ({n_trees}), got {self.priors.size}")
+        leaves = settings.max_leaf_nodes
+        if isinstance(speculate, bool):
+            self._per_request = leaves if speculate else 1
+        elif isinstance(speculate, int | np.integer) and speculate >= 1:
+            self._per_request = int(speculate)
+        else:
+            raise ValueError(f"speculate must be a bool or an int >= 1, got {speculate!r}")
+        self.speculate = speculate
+        self._code = settings.code
+        self._min_leaf = max(1e-300, float(settings.min_samples_leaf))
+        # (no limit: a depth no tree reaches)
+        self._max_depth = 1 << 62 if settings.max_depth is None else int(settings.max_depth)
+        # Nodes a tree can have: at most max_leaf_nodes - 1 splits of nodes of the final tree
+        # and max_leaf_nodes speculative ones (a node split speculatively but never by the
+        # growth is a leaf of the final tree), two children each, and the root.
+        capacity = 4 * leaves + 1
+        self._ints = np.zeros((n_trees, capacity, _N_INTS), dtype=np.int64)
+        self._reals = np.zeros((n_trees, capacity, _N_REALS))
+        self._counts = np.zeros((n_trees, 4), dtype=np.int64)
+        self._pending = np.zeros((n_trees, max(leaves, 1), _N_REQUEST), dtype=np.int64)
+        self._asked: list[list[Expansion]] | None = None
+        self._grown = False  # (once every tree is grown, nothing changes)
+        # Per tree, the histogram of each node that may still be expanded (by id).
+        self._hists: list[dict[int, np.ndarray]] = []
+        for t, root in enumerate(roots):
+            sums = root[0].sum(axis=0)
+            i = _new_record(self._ints, self._reals, self._counts, t, 0, *sums.tolist())
+            if self._may_split(0, sums):
+                gain, feature, position, missing_left, *left = best_node_split(
+                    root, self.n_bins, self._code, self.priors[t], self._min_leaf
+                )
+                self._reals[t, i, _GAIN] = gain
+                self._reals[t, i, _LEFT_SUMS : _LEFT_SUMS + 3] = left
+                self._ints[t, i, [_FEATURE, _POSITION, _MISSING_LEFT]] = (
+                    feature, position, missing_left,
+                )  # fmt: skip
+            _admit(self._ints, self._reals, self._counts, t, i)
+            self._counts[t, _LEAVES] = 1
+            self._hists.append({i: root})
+        # Each feature's edges, padded with +inf (a split above the last edge).
+        width = max([len(e) for e in thresholds] + [int(np.max(self.n_bins, initial=0))]) + 1
+        self._edges = np.full((len(thresholds), width), np.inf)
+        for j, edges in enumerate(thresholds):
+            self._edges[j, : len(edges)] = edges
+
+    def __len__(self) -> int:
+        return self._ints.shape[0]
+
+    def _may_split(self, depth: int, sums: np.ndarray) -> bool:
+        """Whether a node of this depth and these sums may split (depth and row limits)."""
+        return bool(depth < self._max_depth and sums[2] >= 2 * self._min_leaf)
+
+    def _advance(self, requests: bool) -> np.ndarray:
+        return _advance_growths(
+            self._ints, self._reals, self._counts, self._pending, self.settings.max_leaf_nodes,
+            self._max_depth, self._min_leaf, self._per_request, requests,
+        )  # fmt: skip
+
+    @property
+    def done(self) -> bool:
+        """Whether every tree is grown."""
+        if self._asked is not None:
+            return False
+        if not self._grown:
+            self._grown = bool(np.all(self._advance(False)))
+        return self._grown
+
+    def requests(self) -> list[list[Expansion]]:
+        """Per tree, the nodes to split next (none once it is grown); answer with
+        :meth:`expanded`."""
+        if self._asked is not None:
+            raise RuntimeError("the previous requests have not been answered")
+        self._advance(True)
+        out = []
+        for t in range(len(self)):
+            rows = self._pending[t, : self._counts[t, _PENDING]].tolist()
+            out.append([
+                Expansion(node, left, right, feature, position, bool(missing), bool(small))
+                for node, left, right, feature, position, missing, small in rows
+            ])  # fmt: skip
+        if any(out):
+            self._asked = out
+        return out
+
+    def expanded(
+        self,
+        histograms: Sequence[Sequence[np.ndarray]] | None = None,
+        children: np.ndarray | None = None,
+    ) -> None:
+        """Take the smaller children's histograms of the last :meth:`requests`: per tree in
+        order (``histograms``), or, for ``m`` requests in all, already in ``children[:m]``
+        (shape ``(2 m, n_features, n_slots, 3)``, in the requests' order over the trees:
+        :func:`expand_together` with ``out``). The larger children's histograms, their
+        parents' minus the smaller ones', go to ``children[m:]`` (made when None)."""
+        asked = self._asked if self._asked is not None else [[] for _ in range(len(self))]
+        flat = [(t, e) for t, mine in enumerate(asked) for e in mine]
+        n_requests = len(flat)
+        if histograms is not None:
+            if len(histograms) != len(self) or any(
+                len(h) != len(a) for h, a in zip(histograms, asked, strict=True)
+            ):
+                raise ValueError(
+                    f"expected {[len(a) for a in asked]} histograms per tree, got "
+                    f"{[len(h) for h in histograms]}"
+                )
+        if n_requests == 0:
+            self._asked = None
+            return
+        if children is None:
+            if histograms is None:
+                raise ValueError("give the histograms or the children")
+            first = next(h for h in histograms if len(h))[0]
+            children = np.empty((2 * n_requests, *first.shape))
+            children[:n_requests] = [h for mine in histograms for h in mine]
+        elif children.shape[0] != 2 * n_requests:
+            raise ValueError(
+                f"children must hold {2 * n_requests} histograms, got {children.shape}"
+            )
+        for q, (t, request) in enumerate(flat):
+            small, large = children[q], children[n_requests + q]
+            np.subtract(self._hists[t].pop(request.node), small, out=large)
+            hists = self._hists[t]
+            hists[request.left], hists[request.right] = (
+                (small, large) if request.small_left else (large, small)
+            )
+        # Every child's sums from its feature 0 (each row has one bin of every feature), in one
+        # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
+        sums = np.sum(children[:, 0], axis=1)
+        at = np.arange(n_requests, dtype=np.int64)
+        _attach_children(
+            self._ints, self._reals, self._counts, self._pending, children, at, at + n_requests,
+            sums, self.n_bins, self._code, self.priors, self._min_leaf, self._max_depth,
+        )  # fmt: skip
+        self._asked = None
+
+    def tree(self, t: int) -> tuple[np.ndarray, float]:
+        """Tree ``t``'s node arrays (:data:`~viboost.boosting.learners.NODE_DTYPE`,
+        depth-first, root first; a :class:`~viboost.boosting.trees.HistogramTree` with the
+        settings' ``leaf_weights``) and the weighted error of its leaves' signs (0 for the
+        Newton score)."""
+        if not self.done:
+            raise RuntimeError("the tree is not grown yet")
+        order, children, values, error, _ = _grown_tree(
+            self._ints, self._reals, self._counts, t, self._code, self.priors[t]
+        )
+        ints, reals = self._ints[t, order], self._reals[t, order]
+        split = children[:, 0] >= 0
+        feature, position = ints[:, _FEATURE], ints[:, _POSITION]
+        nodes = np.zeros(order.size, dtype=NODE_DTYPE)
+        nodes["value"] = values
+        nodes["feature"] = np.where(split, feature, -1)
+        nodes["threshold"][split] = self._edges[feature[split], position[split] - 1]
+        nodes["bin_threshold"][split] = position[split] - 1
+        nodes["missing_left"] = split & (ints[:, _MISSING_LEFT] != 0)
+        nodes["left"], nodes["right"] = children[:, 0], children[:, 1]
+        nodes["is_leaf"] = ~split
+        nodes["gain"][split] = reals[split, _GAIN]
+        nodes["cover"] = reals[:, _SUMS + 2]
+        return nodes, float(error)
+
+    def node_positions(self, t: int) -> np.ndarray:
+        """Per node of tree ``t``'s growth (by id), the position in the grown tree of the node
+        that holds its rows: its own, or, for a child of a speculative split that the tree did
+        not make, that of the leaf it lies in."""
+        if not self.done:
+            raise RuntimeError("the tree is not grown yet")
+        return _grown_tree(self._ints, self._reals, self._counts, t, self._code, self.priors[t])[4]
+
+
 class TreeGrowth:
-    """The best-first growth of one tree from node histograms (see the module docstring).
+    """The best-first growth of one tree from node histograms (see the module docstring): a
+    :class:`TreeGrowths` of one tree.
 
     Parameters
     ----------
     root : ndarray of shape (n_features, n_slots, 3)
-        The root's histogram: per feature and bin, the two statistics of
-        :meth:`TreeSettings.statistics` in the units of weights summing to one, and the rows'
-        count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
+        The root's histogram (:class:`TreeGrowths`).
     n_bins : ndarray of int64, shape (n_features,)
         Bins of observed values per feature (``FeatureBinner.n_bins_``).
     thresholds : sequence of ndarray
@@ -197,9 +661,7 @@ class TreeGrowth:
     prior : float
         :meth:`TreeSettings.prior` of the round's weights.
     speculate : bool or int, default=False
-        Which leaves a request splits: False (or 1) only the one the growth splits next; an
-        int ``m`` the best ``m``; True every leaf that may still be split (one exchange per
-        level of the tree instead of per node). The same tree whichever.
+        As in :class:`TreeGrowths`.
     """
 
     def __init__(
@@ -209,239 +671,35 @@ class TreeGrowth:
         thresholds: Sequence[np.ndarray],
         settings: TreeSettings,
         prior: float,
-        speculate: bool = False,
+        speculate: bool | int = False,
     ) -> None:
-        self.n_bins = n_bins
-        self.thresholds = thresholds
+        self._growths = TreeGrowths([root], n_bins, thresholds, settings, [prior], speculate)
         self.settings = settings
         self.prior = float(prior)
-        if isinstance(speculate, bool):
-            self._per_request = settings.max_leaf_nodes if speculate else 1
-        elif isinstance(speculate, int | np.integer) and speculate >= 1:
-            self._per_request = int(speculate)
-        else:
-            raise ValueError(f"speculate must be a bool or an int >= 1, got {speculate!r}")
         self.speculate = speculate
-        self._code = settings.code
-        self._min_leaf = max(1e-300, float(settings.min_samples_leaf))
-        self._max_depth = np.inf if settings.max_depth is None else settings.max_depth
-        # Per node (this growth's id): depth, histogram (until split), sums, best split, the
-        # children once split, and the order in which TreeSearch would have created it.
-        self._records: list[dict] = []
-        self._heap: list[tuple[float, int, int]] = []  # (-gain, creation order, id)
-        self._created = 0
-        self._split: dict[int, tuple[int, int]] = {}  # the growth's splits: node -> children
-        self._n_leaves = 1
-        self._pending: list[Expansion] = []
-        sums = root[0].sum(axis=0)
-        split = None
-        if self._may_split(0, sums):
-            split = best_node_split(root, self.n_bins, self._code, self.prior, self._min_leaf)
-        self._add_record(0, root, sums, split)
-        self._admit(0)
-
-    def _add_record(
-        self, depth: int, hist: np.ndarray | None, sums: np.ndarray, split: tuple | None
-    ) -> int:
-        """A node's record (its histogram, None when not needed; its sums; its best split, None
-        when it may not split); returns its id."""
-        self._records.append(
-            {"depth": depth, "hist": hist, "sums": sums, "split": split, "children": None}
-        )
-        return len(self._records) - 1
-
-    def _may_split(self, depth: int, sums: np.ndarray) -> bool:
-        """Whether a node of this depth and these sums may split (depth and row limits)."""
-        return bool(depth < self._max_depth and sums[2] >= 2 * self._min_leaf)
-
-    def _admit(self, index: int) -> None:
-        """A node joins the tree (TreeSearch creates it here): a candidate if it can split."""
-        record = self._records[index]
-        record["order"] = self._created
-        self._created += 1
-        split = record["split"]
-        if split is not None and np.isfinite(split[0]):
-            heapq.heappush(self._heap, (-split[0], record["order"], index))
-
-    def _needs_histograms(self, index: int) -> bool:
-        """Whether splitting a leaf needs its children's histograms: for their own splits,
-        unless it is the tree's last split or neither child may split (depth, rows); their
-        sums then come from the leaf's split, and the leaf's rows stay unpartitioned (a
-        :class:`RowPartition` range of a node that is no leaf of the tree)."""
-        if self._n_leaves + 1 >= self.settings.max_leaf_nodes:
-            return False
-        record = self._records[index]
-        left_count = record["split"][6]
-        right_count = record["sums"][2] - left_count
-        return record["depth"] + 1 < self._max_depth and (
-            max(left_count, right_count) >= 2 * self._min_leaf
-        )
-
-    def _split_without_histograms(self, index: int) -> tuple[int, int]:
-        """The children of a leaf whose split needs no histograms (:meth:`_needs_histograms`):
-        their sums from the split, no split of their own."""
-        record = self._records[index]
-        left_sums = np.array(record["split"][4:7], dtype=np.float64)
-        children = []
-        for sums in (left_sums, record["sums"] - left_sums):
-            children.append(self._add_record(record["depth"] + 1, None, sums, None))
-        record["hist"] = None
-        record["children"] = (children[0], children[1])
-        return record["children"]
-
-    def _advance(self) -> None:
-        """Split the best leaves, in order, while their children's histograms are known (or
-        not needed)."""
-        while self._heap and self._n_leaves < self.settings.max_leaf_nodes:
-            index = self._heap[0][2]
-            children = self._records[index]["children"]
-            if children is None:
-                if self._needs_histograms(index):
-                    return
-                children = self._split_without_histograms(index)
-            heapq.heappop(self._heap)
-            self._split[index] = children
-            self._admit(children[0])
-            self._admit(children[1])
-            self._n_leaves += 1
 
     @property
     def done(self) -> bool:
         """Whether the tree is grown."""
-        self._advance()
-        return not self._heap or self._n_leaves >= self.settings.max_leaf_nodes
+        return self._growths.done
 
     def requests(self) -> list[Expansion]:
         """The nodes to split next (empty once the tree is grown); answer with
         :meth:`expanded`."""
-        if self._pending:
-            raise RuntimeError("the previous requests have not been answered")
-        if self.done:
-            return []
-        # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
-        wanted = heapq.nsmallest(
-            min(self._per_request, self.settings.max_leaf_nodes - self._n_leaves), self._heap
-        )
-        out = []
-        for _, _, index in wanted:
-            record = self._records[index]
-            if record["children"] is not None or not self._needs_histograms(index):
-                continue
-            _, feature, position, missing_left, _, _, left_count = record["split"]
-            total = record["sums"][2]
-            left = len(self._records) + 2 * len(out)
-            out.append(
-                Expansion(
-                    index, left, left + 1, int(feature), int(position), bool(missing_left),
-                    bool(left_count <= total - left_count),
-                )
-            )  # fmt: skip
-        self._pending = out
-        return list(out)
+        return self._growths.requests()[0]
 
     def expanded(self, histograms: Sequence[np.ndarray]) -> None:
         """The histograms of the smaller children of the last :meth:`requests`, in order."""
-        expanded_together([self], [histograms])
-
-    def _children(
-        self,
-        histograms: Sequence[np.ndarray],
-        out: np.ndarray,
-        at: int,
-        n_requests: int,
-        copy_small: bool,
-    ) -> list[tuple[int, int]]:
-        """The children of the last requests in ``out`` (:func:`expanded_together`): the
-        ``k``-th request's smaller child's histogram at ``out[at + k]`` (copied there from
-        ``histograms[k]`` if ``copy_small``), its larger child's, by the subtraction trick, at
-        ``out[n_requests + at + k]``. Returns each child's depth and position in ``out``,
-        left then right per request."""
-        if len(histograms) != len(self._pending):
-            raise ValueError(f"expected {len(self._pending)} histograms, got {len(histograms)}")
-        children = []
-        for k, (request, small) in enumerate(zip(self._pending, histograms, strict=True)):
-            parent = self._records[request.node]
-            small_at, large_at = at + k, n_requests + at + k
-            if copy_small:
-                out[small_at] = small
-            np.subtract(parent["hist"], out[small_at], out=out[large_at])
-            parent["hist"] = None  # free the parent's histogram
-            depth = parent["depth"] + 1
-            left, right = (small_at, large_at) if request.small_left else (large_at, small_at)
-            children.append((depth, left))
-            children.append((depth, right))
-        return children
-
-    def _attach(self, children: list, splits: Sequence[tuple | None]) -> None:
-        """Record the children of the last requests with their splits."""
-        for k, request in enumerate(self._pending):
-            made = [
-                self._add_record(depth, hist, sums, splits[2 * k + side])
-                for side, (depth, hist, sums) in enumerate(children[2 * k : 2 * k + 2])
-            ]
-            if tuple(made) != (request.left, request.right):
-                raise RuntimeError("histograms arrived out of order")
-            self._records[request.node]["children"] = (made[0], made[1])
-        self._pending = []
+        self._growths.expanded([histograms])
 
     def tree(self) -> tuple[np.ndarray, float]:
-        """The grown tree's node arrays (:data:`~viboost.boosting.learners.NODE_DTYPE`,
-        depth-first, root first; a :class:`~viboost.boosting.trees.HistogramTree` with the
-        settings' ``leaf_weights``) and the weighted error of its leaves' signs (0 for the
-        Newton score)."""
-        if not self.done:
-            raise RuntimeError("the tree is not grown yet")
-        order: list[int] = []
-        position_of: dict[int, int] = {}
-        stack = [0]
-        while stack:
-            index = stack.pop()
-            position_of[index] = len(order)
-            order.append(index)
-            if index in self._split:
-                left, right = self._split[index]
-                stack.append(right)
-                stack.append(left)
-        # One tuple a node, made into the structured array at once (assigning a structured
-        # array item by item costs a few microseconds a node).
-        rows: list[tuple] = []
-        error = 0.0
-        for index in order:
-            record = self._records[index]
-            sums = record["sums"]
-            cover = float(sums[2])
-            children = self._split.get(index)
-            if children is not None:
-                gain, feature, position, missing_left, *_ = record["split"]
-                edges = self.thresholds[feature]
-                threshold = float(edges[position - 1]) if position - 1 < edges.size else np.inf
-                rows.append((
-                    0.0, feature, threshold, position - 1, missing_left,
-                    position_of[children[0]], position_of[children[1]], False, gain, cover,
-                ))  # fmt: skip
-            else:
-                value = leaf_value(float(sums[0]), float(sums[1]), self._code, self.prior)
-                if self._code != 0:
-                    error += float(min(sums[0], sums[1]))
-                rows.append((value, -1, 0.0, 0, False, -1, -1, True, 0.0, cover))
-        nodes = np.array(rows, dtype=NODE_DTYPE)
-        #: Position in the node arrays of each node of this growth (by its id), once grown.
-        self.positions = position_of
-        return nodes, error
+        """The grown tree's node arrays and the weighted error of its leaves' signs
+        (:meth:`TreeGrowths.tree`)."""
+        return self._growths.tree(0)
 
     def node_positions(self) -> np.ndarray:
-        """After :meth:`tree`: per node of this growth (by id), the position in the grown tree
-        of the node that holds its rows: its own, or, for a child of a speculative split that
-        the tree did not make, that of the leaf it lies in."""
-        positions = self.positions
-        out = np.empty(len(self._records), dtype=np.int64)
-        for index, record in enumerate(self._records):  # a parent comes before its children
-            if index in positions:
-                out[index] = positions[index]
-            if record["children"] is not None:
-                for child in record["children"]:
-                    out[child] = out[index]
-        return out
+        """:meth:`TreeGrowths.node_positions` of the tree."""
+        return self._growths.node_positions(0)
 
 
 def partition_leaf_index(
@@ -714,65 +972,6 @@ def expand_together(
     for (p, _), hist in zip(flat, hists, strict=True):
         per_partition[index[id(p)]].append(hist)
     return per_partition
-
-
-def expanded_together(
-    growths: Sequence[TreeGrowth],
-    histograms: Sequence[Sequence[np.ndarray]],
-    scratch: ScratchArrays | None = None,
-    children: np.ndarray | None = None,
-) -> None:
-    """:meth:`TreeGrowth.expanded` of several growths of the same settings and bins (the folds'
-    trees), with the best splits of all their new nodes found in one parallel call
-    (:func:`~viboost.boosting.splitting.best_node_splits`). With ``scratch``, the children's
-    histograms are held from it (until the trees are grown and it is reclaimed).
-
-    ``children`` (shape ``(2 m, n_features, n_slots, 3)`` for ``m`` requests in all): where the
-    children's histograms are kept, the ``i``-th request's smaller child's already in
-    ``children[i]`` (``histograms`` are views of them: :func:`expand_together` with ``out``),
-    its larger child's then written to ``children[m + i]``; when None, both are held from
-    ``scratch`` (or made) and the smaller ones copied in."""
-    n_requests = sum(len(h) for h in histograms)
-    if n_requests == 0:
-        for growth in growths:
-            growth._attach([], [])
-        return
-    first = next(h for h in histograms if len(h))[0]
-    shape = (2 * n_requests, *first.shape)
-    copy_small = children is None
-    if children is None:
-        children = np.empty(shape) if scratch is None else scratch.take(shape, hold=True)
-    elif children.shape != shape:
-        raise ValueError(f"children must have shape {shape}, got {children.shape}")
-    made, priors, owners = [], np.empty(2 * n_requests), []
-    at = 0
-    for growth, hists in zip(growths, histograms, strict=True):
-        mine = growth._children(hists, children, at, n_requests, copy_small)
-        made.extend(mine)
-        priors[at : at + len(hists)] = growth.prior
-        priors[n_requests + at : n_requests + at + len(hists)] = growth.prior
-        owners.append((growth, len(mine)))
-        at += len(hists)
-    # Every child's sums from its feature 0 (each row has one bin of every feature), in one
-    # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
-    sums = np.sum(children[:, 0], axis=1)
-    wanted = np.zeros(2 * n_requests, dtype=bool)
-    at = 0
-    for growth, count in owners:
-        for depth, position in made[at : at + count]:
-            wanted[position] = growth._may_split(depth, sums[position])
-        at += count
-    reference = growths[0]
-    splits = best_node_splits(
-        children, reference.n_bins, reference._code, priors, reference._min_leaf, wanted
-    )
-    at = 0
-    for growth, count in owners:
-        growth._attach(
-            [(depth, children[p], sums[p]) for depth, p in made[at : at + count]],
-            [splits[p] for _, p in made[at : at + count]],
-        )
-        at += count
 
 
 def grow(

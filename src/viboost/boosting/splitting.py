@@ -320,9 +320,11 @@ def partition_nodes(
     )  # fmt: skip
 
 
-def leaf_value(a: float, b: float, criterion: int, prior: float) -> float:
+@numba.njit(cache=True)
+def leaf_value(a, b, criterion, prior):  # pragma: no cover - compiled
     """The provisional value of a leaf from its two sums (replaced by its posterior's mode in a
-    per-leaf fit): Newton's step, the smoothed log-ratio, or the majority label."""
+    per-leaf fit): Newton's step, the smoothed log-ratio, or the majority label (compiled:
+    the grown trees' leaves take it in :mod:`viboost.boosting.grower`)."""
     if criterion == 0:
         return a / (b + prior) if b + prior > 0 else 0.0
     if criterion == 1:

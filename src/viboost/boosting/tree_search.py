@@ -17,10 +17,9 @@ from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.binning import FeatureBinner
 from viboost.boosting.grower import (
     RowPartition,
-    TreeGrowth,
+    TreeGrowths,
     TreeSettings,
     expand_together,
-    expanded_together,
     histograms_together,
     partition_leaf_index,
 )
@@ -195,7 +194,10 @@ class TreeSearch:
         search."""
         labels = [y] * len(searches) if isinstance(y, np.ndarray) else list(y)
         first_search = searches[0]
-        if any(s.binned_ is not first_search.binned_ for s in searches):
+        if any(
+            s.binned_ is not first_search.binned_ or s.settings != first_search.settings
+            for s in searches
+        ):
             return [
                 s.best(w, y_k, m, t)
                 for s, w, y_k, m, t in zip(searches, weights, labels, margins, totals, strict=True)
@@ -226,19 +228,17 @@ class TreeSearch:
             if not known:
                 for search, root in zip(searches, roots, strict=True):
                     search._root_counts = root[:, :, 2].copy()
-            growths = [
-                TreeGrowth(
-                    root,
-                    s.binner_.n_bins_,
-                    s.binner_.thresholds_,
-                    s.settings,
-                    s.settings.prior(float(total)),
-                )
-                for s, root, total in zip(searches, roots, totals, strict=True)
-            ]
+            first_binner = first_search.binner_
+            growths = TreeGrowths(
+                roots,
+                first_binner.n_bins_,
+                first_binner.thresholds_,
+                first_search.settings,
+                [s.settings.prior(float(total)) for s, total in zip(searches, totals, strict=True)],
+            )
             shape = roots.shape[1:]
             while True:
-                requests = [growth.requests() for growth in growths]
+                requests = growths.requests()
                 n_requests = sum(len(r) for r in requests)
                 if n_requests == 0:
                     break
@@ -246,17 +246,17 @@ class TreeSearch:
                 # ones written in place by the pass over their rows, the larger ones after
                 # them by the subtraction trick.
                 children = scratch.take((2 * n_requests, *shape), hold=True)
-                smaller = expand_together(partitions, requests, out=children[:n_requests])
-                expanded_together(growths, smaller, children=children)
+                expand_together(partitions, requests, out=children[:n_requests])
+                growths.expanded(children=children)
             # The grown partitions keep their rows and ranges (for leaf_index); the statistics
             # and buffers (two float64 copies of three columns of every fold's rows) go back to
             # the scratch pool for the next tree.
             partitions[0].release()
             out = []
-            for search, growth, rows in zip(searches, growths, partitions, strict=True):
-                nodes, error = growth.tree()
+            for t, (search, rows) in enumerate(zip(searches, partitions, strict=True)):
+                nodes, error = growths.tree(t)
                 tree = HistogramTree(nodes, search.settings.leaf_weights)
-                search._last = (tree, rows, growth.node_positions())
+                search._last = (tree, rows, growths.node_positions(t))
                 out.append((tree, error))
         finally:
             scratch.reclaim()  # the nodes' histograms: the growths end here

@@ -69,7 +69,7 @@ import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import TreeGrowth, TreeSettings
+from viboost.boosting.grower import TreeGrowths, TreeSettings
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.stumps import best_binned_stump
 from viboost.boosting.trees import HistogramTree, intercept_tree
@@ -345,10 +345,10 @@ class BlockRows:
         return learners
 
     def _grow_trees(self) -> list[HistogramTree]:
-        """Each ensemble's tree, grown best-first by :class:`~viboost.boosting.grower.
-        TreeGrowth` from node histograms that the blocks compute over their rows
-        (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.expand_trees`)
-        and the client adds in block order; all ensembles share each trip. With
+        """Each ensemble's tree, grown best-first (:class:`~viboost.boosting.grower.TreeGrowths`,
+        all ensembles' trees together) from node histograms that the blocks compute over their
+        rows (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.
+        expand_trees`) and the client adds in block order; all ensembles share each trip. With
         ``speculate=True`` a trip splits every leaf that may still split, so a tree costs
         about one trip per level; with an int ``m`` (cheaper trips: direct connections) the
         best ``m`` leaves of each tree. The same trees either way."""
@@ -356,26 +356,21 @@ class BlockRows:
         binner = self.binner
         trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)
         parts = self.tasks.run_grouped(blocks.tree_roots, trees)
-        growths, scales, self._grids = [], [], []
+        roots, priors, scales, self._grids = [], [], [], []
         for k, compress in enumerate(self.compress):
             mine = [part[k] for part in parts]
             scale = BlockScale.of(mine)
-            growths.append(
-                TreeGrowth(
-                    scale.combine([part[0][0] for part in mine]),
-                    binner.n_bins_,
-                    binner.thresholds_,
-                    settings,
-                    settings.prior(scale.unnormalised_total),
-                    speculate=self.speculate,
-                )
-            )
+            roots.append(scale.combine([part[0][0] for part in mine]))
+            priors.append(settings.prior(scale.unnormalised_total))
             scales.append(scale)
             self._grids.append(_grid([part[3] for part in mine]) if compress else None)
+        growths = TreeGrowths(
+            roots, binner.n_bins_, binner.thresholds_, settings, priors, speculate=self.speculate
+        )
         self.tree_trips = 0
         history: tuple = ()
         while True:
-            requests = tuple(tuple(growth.requests()) for growth in growths)
+            requests = tuple(tuple(mine) for mine in growths.requests())
             if not any(requests):
                 break
             history += (requests,)
@@ -388,17 +383,21 @@ class BlockRows:
                 history=history,
             )
             self.tree_trips += 1
-            for k, (growth, wanted) in enumerate(zip(growths, requests, strict=True)):
-                if wanted:
-                    growth.expanded(
-                        [
-                            scales[k].combine([part[k][i] for part in parts])
-                            for i in range(len(wanted))
-                        ]
-                    )
-        out = [HistogramTree(growth.tree()[0], settings.leaf_weights) for growth in growths]
+            growths.expanded(
+                [
+                    [scales[k].combine([part[k][i] for part in parts]) for i in range(len(wanted))]
+                    for k, wanted in enumerate(requests)
+                ]
+            )
+        out = [
+            HistogramTree(growths.tree(k)[0], settings.leaf_weights) for k in range(len(growths))
+        ]
         self._trees = trees
-        self._grown = (settings, history, tuple(growth.node_positions() for growth in growths))
+        self._grown = (
+            settings,
+            history,
+            tuple(growths.node_positions(k) for k in range(len(growths))),
+        )
         return out
 
     def round_rows(

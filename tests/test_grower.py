@@ -1,0 +1,149 @@
+"""Tests of viboost.boosting.grower's TreeGrowths: several trees grown together, each the tree
+it would be alone, and the state machine's errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from viboost.boosting.binning import FeatureBinner
+from viboost.boosting.grower import RowPartition, TreeGrowth, TreeGrowths, TreeSettings, grow
+from viboost.boosting.trees import HistogramTree
+
+
+def _problem(seed: int, n: int = 1_200, d: int = 5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[rng.random((n, d)) < 0.05] = np.nan  # missing values: both sides are tried
+    y = np.where(np.nan_to_num(X[:, 0]) * np.nan_to_num(X[:, 1]) + X[:, 2] > 0, 1.0, -1.0)
+    return X, y
+
+
+def _partitions(binned, y, settings, seeds):
+    """One partition per tree (its own weights, margins and active rows), and the priors."""
+    out, priors = [], []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        active = rng.random(y.size) < 0.85
+        raw = np.where(active, rng.uniform(0.1, 1.0, y.size), 0.0)
+        first, second = settings.statistics(raw / raw.sum(), y, rng.normal(0, 0.5, y.size))
+        rows = np.flatnonzero(active)
+        out.append(RowPartition(binned, rows, first, second, active.astype(float)))
+        priors.append(settings.prior(float(raw.sum())))
+    return out, priors
+
+
+@pytest.mark.parametrize("speculate", [False, 2, True])
+@pytest.mark.parametrize(
+    "criterion, leaf_weights, max_leaf_nodes, max_depth",
+    [("newton", "per-leaf", 12, None), ("smoothed", "per-leaf", 7, 3), ("error", "tied", 9, None)],
+)
+def test_trees_grown_together_are_the_trees_grown_alone(
+    criterion, leaf_weights, max_leaf_nodes, max_depth, speculate
+):
+    X, y = _problem(0)
+    binner = FeatureBinner(max_bins=31).fit(X)
+    binned = binner.transform(X)
+    settings = TreeSettings(max_leaf_nodes, max_depth, 15, leaf_weights, criterion, 1.0)
+    seeds = [1, 2, 3]
+    together, priors = _partitions(binned, y, settings, seeds)
+    growths = TreeGrowths(
+        [p.histogram() for p in together], binner.n_bins_, binner.thresholds_, settings, priors,
+        speculate=speculate,
+    )  # fmt: skip
+    steps = 0
+    while any(requests := growths.requests()):
+        growths.expanded([p.expand(r) for p, r in zip(together, requests, strict=True)])
+        steps += 1
+    assert growths.done and steps >= 2
+    alone, _ = _partitions(binned, y, settings, seeds)
+    for t, (partition, prior) in enumerate(zip(alone, priors, strict=True)):
+        growth = TreeGrowth(
+            partition.histogram(), binner.n_bins_, binner.thresholds_, settings, prior,
+            speculate=speculate,
+        )  # fmt: skip
+        grow(growth, partition.expand)
+        want, want_error = growth.tree()
+        got, error = growths.tree(t)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        for name in want.dtype.names:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        assert error == want_error
+        np.testing.assert_array_equal(growths.node_positions(t), growth.node_positions())
+        assert int(got["is_leaf"].sum()) <= max_leaf_nodes
+
+
+def test_a_tree_grown_together_is_its_brute_force_tree():
+    """Independent oracle: each tree of a growth of two, against the tree grown by scanning
+    every feature and threshold over the rows themselves (Newton's score ``G^2 / (H +
+    lambda)``, the best gain first), for two trees whose weights differ."""
+    X, y = _problem(4, n=400, d=3)
+    X = np.nan_to_num(X)
+    binner = FeatureBinner(max_bins=16).fit(X)
+    binned = binner.transform(X)
+    max_leaves, min_leaf = 5, 10
+    settings = TreeSettings(max_leaves, None, min_leaf, "per-leaf", "newton", 1.0)
+    partitions, priors = _partitions(binned, y, settings, [5, 6])
+    growths = TreeGrowths(
+        [p.histogram() for p in partitions], binner.n_bins_, binner.thresholds_, settings, priors
+    )
+    while any(requests := growths.requests()):
+        growths.expanded([p.expand(r) for p, r in zip(partitions, requests, strict=True)])
+    for t, partition in enumerate(partitions):
+        first, second, lam = partition.first, partition.second, priors[t]
+
+        def score(idx, first=first, second=second, lam=lam):
+            g, h = first[idx].sum(), second[idx].sum()
+            return g * g / (h + lam)
+
+        def best(idx, score=score):
+            top, parent = None, score(idx)
+            for j in range(binned.shape[1]):
+                for p in range(1, int(binner.n_bins_[j])):
+                    left = binned[idx, j] < p
+                    if left.sum() < min_leaf or (~left).sum() < min_leaf:
+                        continue
+                    gain = score(idx[left]) + score(idx[~left]) - parent
+                    if top is None or gain > top[0] + 1e-12 * abs(parent):
+                        top = (gain, idx[left], idx[~left])
+            return top if top is not None and top[0] > 1e-12 * abs(parent) else None
+
+        rows = np.flatnonzero(partition.counts > 0)
+        leaves = [(rows, best(rows))]  # in the order they were made (ties: the first)
+        while len(leaves) < max_leaves and any(split for _, split in leaves):
+            k = max(
+                (k for k, (_, split) in enumerate(leaves) if split),
+                key=lambda k: leaves[k][1][0],
+            )
+            _, left, right = leaves.pop(k)[1]
+            leaves += [(left, best(left)), (right, best(right))]
+        want = sorted(tuple(idx) for idx, _ in leaves)
+        nodes, _ = growths.tree(t)
+        leaf = HistogramTree(nodes, "per-leaf").leaf_index(np.ascontiguousarray(binned.T))
+        got = sorted(tuple(r for r in rows if leaf[r] == k) for k in np.unique(leaf[rows]))
+        assert got == want and len(want) > 2
+
+
+def test_the_state_machine_refuses_misuse():
+    X, y = _problem(7, n=300, d=3)
+    binner = FeatureBinner(max_bins=8).fit(X)
+    settings = TreeSettings(4, None, 5, "per-leaf", "newton", 1.0)
+    partitions, priors = _partitions(binner.transform(X), y, settings, [8, 9])
+    roots = [p.histogram() for p in partitions]
+    with pytest.raises(ValueError, match="one prior per tree"):
+        TreeGrowths(roots, binner.n_bins_, binner.thresholds_, settings, priors[:1])
+    with pytest.raises(ValueError, match="speculate must be"):
+        TreeGrowths(roots, binner.n_bins_, binner.thresholds_, settings, priors, speculate=0)
+    growths = TreeGrowths(roots, binner.n_bins_, binner.thresholds_, settings, priors)
+    with pytest.raises(RuntimeError, match="not grown yet"):
+        growths.tree(0)
+    requests = growths.requests()
+    assert [len(r) for r in requests] == [1, 1]
+    with pytest.raises(RuntimeError, match="not been answered"):
+        growths.requests()
+    with pytest.raises(ValueError, match="histograms per tree"):
+        growths.expanded([partitions[0].expand(requests[0]), []])
+    with pytest.raises(ValueError, match="children must hold 4 histograms"):
+        growths.expanded(children=np.zeros((3, *roots[0].shape)))
+    with pytest.raises(ValueError, match="give the histograms or the children"):
+        growths.expanded()
