@@ -76,6 +76,38 @@ def test_unit_slope_mode_of_a_weight_posterior_is_the_vlog_mode():
     assert mode == pytest.approx(weight_posterior(y, margin, h, weight, 1.0).mode(), rel=1e-10)
 
 
+def test_unit_slope_mode_stops_once_newtons_step_rounds_to_nothing():
+    """Newton's iterates here rise to the mode from below (g' never positive: the bracket has no
+    upper end), and the last step rounds to nothing: the iterate was once taken for a step out
+    of the bracket, jumped away by max(1, |c|) and bisected back, 38 passes over the terms in
+    place of 6. Counted in the Python form, with math.exp counted (one call a term a pass)."""
+    import math
+    import types
+
+    slope_sign = np.array([1, 1, -1, 1, 1, 1, 1, 1, -1, 1, 1, 1], dtype=float)
+    knot = np.array([-0.28, -0.67, -1.06, -0.39, 0.48, -0.24, 0.96, -0.2, 0.02, 1.55, 0.55, -0.51])
+    weight = np.ones(12)
+
+    class CountingMath:
+        calls = 0
+
+        def __getattr__(self, name):
+            return getattr(math, name)
+
+        def exp(self, x):
+            CountingMath.calls += 1
+            return math.exp(x)
+
+    f = unit_slope_mode.py_func
+    counted = types.FunctionType(
+        f.__code__, {**f.__globals__, "math": CountingMath()}, f.__name__, f.__defaults__
+    )
+    mode, curvature = counted(slope_sign, knot, weight, 0.0)
+    assert CountingMath.calls / knot.size <= 8
+    assert mode == pytest.approx(_vlog(slope_sign, knot, weight).mode(), rel=1e-12)
+    assert (mode, curvature) == unit_slope_mode(slope_sign, knot, weight, 0.0)
+
+
 @pytest.mark.parametrize("start", [0.0, -12.0])
 def test_unit_slope_mode_of_a_beta_type_density_is_log_of_the_weight_ratio(start):
     """v-Log([+1,-1],[0,0],[2,3]): mode log(3/2); from these starts Newton lands on g' == 0.0."""

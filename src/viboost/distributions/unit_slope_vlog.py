@@ -71,9 +71,15 @@ def unit_slope_mode(slope_sign, knot, weight, start, expansion_point=False):  # 
     ``g''`` there, by safeguarded Newton from ``start``; the curvature is NaN if 200 steps do
     not converge.
 
+    Converged when ``g'`` is 0.0 or Newton's step is at most ``1e-14 (1 + |c|)``, before the
+    safeguard: a step that rounds to nothing leaves the iterate on the bracket's end, which
+    the safeguard would take for a step out of the bracket (on Satellite's leaf posteriors
+    that cost half the passes: 11.2 a mode on average, 5.8 since).
+
     ``expansion_point=True`` is the point about which :func:`unit_slope_log_normalizer` expands
-    ``g``: the same iteration, except that an iterate where ``g'`` is exactly 0.0 is answered
-    with the safeguard's next point rather than the iterate itself. Any point near the mode
+    ``g``: the iteration as it was before that test, so that an iterate where ``g'`` is exactly
+    0.0 (or Newton's step rounds to nothing) is answered with the safeguard's next point rather
+    than the iterate itself. Any point near the mode
     serves as an expansion centre (the integral moves by ~1e-16 relative), and keeping this one
     keeps the ELBO traces of ``preset="paper"`` fits bit-identical to viboost before issue 12;
     as a mode it is wrong (off by up to ``max(1, |c|)``), so every other caller uses the default.
@@ -102,6 +108,8 @@ def unit_slope_mode(slope_sign, knot, weight, start, expansion_point=False):  # 
             lo = c
         step = -grad / curv if curv > 0.0 else np.nan
         new = c + step
+        if not expansion_point and abs(step) <= 1e-14 * (1.0 + abs(c)):
+            return new, curv  # the mode to working precision (see the docstring)
         if not (new > lo and new < hi) or not math.isfinite(new):
             if math.isfinite(lo) and math.isfinite(hi):
                 new = 0.5 * (lo + hi)
