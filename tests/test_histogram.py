@@ -1,11 +1,16 @@
-"""Tests of viboost.boosting.histogram: the slots of the node histograms."""
+"""Tests of viboost.boosting.histogram: the slots of the node histograms, the sparse features."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from viboost.boosting.histogram import HISTOGRAM_SLOTS, histogram_slots, node_histograms
+from viboost.boosting.histogram import (
+    HISTOGRAM_SLOTS,
+    histogram_slots,
+    node_histograms,
+    sparse_bins,
+)
 
 
 def test_histogram_slots_hold_every_bin_and_the_missing_one_in_an_odd_count():
@@ -76,3 +81,58 @@ def test_four_lane_and_scalar_additions_give_the_sums_of_a_reference(counted, by
         want = _reference_histograms(binned, rows, starts, stops, stats, n_slots, counted)
         np.testing.assert_array_equal(got, want)
         assert not (np.signbit(got) & (got == 0)).any()  # sums start at +0: never -0.0
+
+
+def _sparse_problem(n=6_000, d=8, seed=11):
+    """Bins with every kind of feature: mostly 0 (one-hot like), mostly one nonzero bin, mostly
+    missing, dense; rows' statistics of any sign."""
+    rng = np.random.default_rng(seed)
+    binned = rng.integers(0, 40, size=(n, d)).astype(np.uint8)  # dense
+    binned[:, 0] = rng.random(n) < 0.25  # binary, mostly 0
+    binned[:, 1] = np.where(rng.random(n) < 0.7, 7, rng.integers(0, 20, n))  # mostly bin 7
+    binned[:, 2] = np.where(rng.random(n) < 0.6, 255, rng.integers(0, 5, n))  # mostly missing
+    binned[:, 5] = np.where(rng.random(n) < 0.9, 0, 3)
+    return binned, rng
+
+
+def test_sparse_bins_keep_each_rows_bins_other_than_the_commonest():
+    binned, _ = _sparse_problem()
+    layout = sparse_bins(binned)
+    assert layout.sparse.tolist() == [0, 1, 2, 5]
+    assert layout.common_bins.tolist() == [0, 7, 255, 0]
+    assert layout.dense.tolist() == [3, 4, 6, 7]
+    assert layout.n_features == binned.shape[1]
+    for i in (0, 17, 5_999):  # a reference written here
+        entries = [(j, binned[i, j]) for j, c in zip(layout.sparse, layout.common_bins, strict=True)
+                   if binned[i, j] != c]  # fmt: skip
+        at = slice(layout.row_starts[i], layout.row_starts[i + 1])
+        assert list(zip(layout.entry_features[at], layout.entry_bins[at], strict=True)) == entries
+    assert layout.common_slots(257).tolist() == [0, 7, 256, 0]
+    assert sparse_bins(binned, min_share=1.1).sparse.size == 0
+    # The commonest bin over the active rows only.
+    active = binned[:, 1] != 7
+    assert 1 not in sparse_bins(binned, active).sparse.tolist()
+
+
+@pytest.mark.parametrize("counted", [True, False])
+@pytest.mark.parametrize("rows_per_node", [150, 40_000])  # one chunk a node, or several
+def test_sparse_features_give_the_sums_of_every_bin(counted, rows_per_node):
+    binned, rng = _sparse_problem(n=2 * rows_per_node + 500)
+    n = binned.shape[0]
+    layout = sparse_bins(binned)
+    rows = np.sort(rng.choice(n, 2 * rows_per_node, replace=False)).astype(np.int64)
+    stats = rng.standard_normal((rows.size, 3))
+    stats[:, 2] = rng.integers(1, 4, rows.size)  # integer counts: their sums are exact
+    starts = np.array([0, rows_per_node // 3])
+    stops = np.array([rows_per_node // 3, 2 * rows_per_node])  # a sparse node, a dense one
+    columns = np.ascontiguousarray(binned.T)
+    dense = node_histograms(binned, rows, starts, stops, stats, 257, columns=columns,
+                            counted=counted)  # fmt: skip
+    got = node_histograms(binned, rows, starts, stops, stats, 257, columns=columns,
+                          counted=counted, sparse=layout)  # fmt: skip
+    scale = np.abs(stats).sum()
+    np.testing.assert_allclose(got, dense, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_array_equal(got[..., 2], dense[..., 2])  # the counts, exactly
+    np.testing.assert_array_equal(got[:, layout.dense], dense[:, layout.dense])
+    with pytest.raises(ValueError, match="sparse must be sparse_bins of these bins"):
+        node_histograms(binned[:-1], rows[:10], [0], [10], stats[:10], 257, sparse=layout)

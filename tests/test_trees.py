@@ -638,3 +638,31 @@ def test_tree_search_reuses_its_roots_count_histogram() -> None:
     # A restricted search sums its own root's counts.
     other = reused.restricted(active & (rng.random(n) < 0.5))
     assert other._root_counts is None
+
+
+def test_trees_on_sparse_features_are_those_of_every_bin_read():
+    """One-hot and mostly-zero features: the search reads their entries (TreeSearch's
+    sparse_bins_) and grows the trees that reading every bin grows (the same splits; the sums
+    in the commonest bins, so the leaf values and gains, to rounding)."""
+    from viboost.boosting.histogram import sparse_bins
+
+    rng = np.random.default_rng(12)
+    n = 3_000
+    onehot = np.eye(4)[rng.integers(0, 4, size=(n, 30))].reshape(n, 120)
+    counts = np.where(rng.random((n, 5)) < 0.8, 0.0, rng.poisson(3.0, (n, 5)))
+    X = np.hstack([onehot, counts, rng.normal(size=(n, 3))])
+    signal = onehot[:, 0] + onehot[:, 5] - onehot[:, 9] + 0.3 * counts[:, 0] + X[:, -1]
+    y = np.where(signal + rng.logistic(size=n) * 0.5 > 1.0, 1.0, -1.0)
+    weights = rng.uniform(0.5, 1.5, n)
+    weights /= weights.sum()
+    margin = rng.normal(0.0, 0.3, n)
+    search = TreeSearch(X, max_leaf_nodes=15, min_samples_leaf=10)
+    assert search.sparse_bins_.sparse.size == 125 and search.sparse_bins_.dense.size == 3
+    got, _ = search.best(weights, y, margin)
+    search.sparse_bins_ = sparse_bins(search.binned_, min_share=2.0)  # every feature dense
+    want, _ = search.best(weights, y, margin)
+    assert got.n_leaves == want.n_leaves >= 10
+    for name in ("feature", "bin_threshold", "missing_left", "left", "right", "is_leaf", "cover"):
+        np.testing.assert_array_equal(got.nodes[name], want.nodes[name], err_msg=name)
+    for name in ("value", "gain"):
+        np.testing.assert_allclose(got.nodes[name], want.nodes[name], rtol=1e-9, err_msg=name)

@@ -49,7 +49,7 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.scratch import ScratchArrays
-from viboost.boosting.histogram import HISTOGRAM_SLOTS, node_histograms
+from viboost.boosting.histogram import HISTOGRAM_SLOTS, SparseBins, node_histograms
 from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.splitting import (
     CRITERIA,
@@ -753,6 +753,9 @@ class RowPartition:
     columns : ndarray of uint8, shape (n_features, n_rows), default=None
         The same bins by feature (C-contiguous: the splits read them 4x faster on 10^6 rows);
         ``binned.T`` when None.
+    sparse : SparseBins, default=None
+        :func:`~viboost.boosting.histogram.sparse_bins` of ``binned``: the histograms read the
+        sparse features' entries (the same sums to rounding); None: every feature dense.
 
     ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays. A
     split moves a node's rows (and their statistics) to the children's ranges in a second
@@ -774,6 +777,7 @@ class RowPartition:
         ranges: dict[int, tuple[int, int]] | None = None,
         n_slots: int = HISTOGRAM_SLOTS,
         columns: np.ndarray | None = None,
+        sparse: SparseBins | None = None,
     ) -> None:
         rows = np.asarray(rows, dtype=np.int64)
         # Per row (by row index, never written): the statistics as given.
@@ -781,7 +785,7 @@ class RowPartition:
         stats = np.empty((rows.size, 3))
         for column, values in enumerate(per_row):
             stats[:, column] = values[rows]
-        (partition,) = self.stacked(binned, [rows], stats, n_slots, columns)
+        (partition,) = self.stacked(binned, [rows], stats, n_slots, columns, sparse=sparse)
         self.__dict__.update(partition.__dict__)
         self.first, self.second, self.counts = per_row
         if ranges is not None:
@@ -797,6 +801,7 @@ class RowPartition:
         n_slots: int = HISTOGRAM_SLOTS,
         columns: np.ndarray | None = None,
         scratch: ScratchArrays | None = None,
+        sparse: SparseBins | None = None,
     ) -> list[RowPartition]:
         """The partitions of several trees over the same bins, each at its root, their rows in
         one shared array: tree ``k`` fits ``rows[k]``, whose statistics (ordered with them,
@@ -822,6 +827,7 @@ class RowPartition:
             part = cls.__new__(cls)
             part.binned = binned
             part.columns = binned.T if columns is None else columns
+            part.sparse = sparse
             part.n_slots = int(n_slots)
             part._store = store
             part._offset = int(offsets[k])
@@ -929,6 +935,7 @@ def histograms_together(
         part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
         scratch=store.scratch, columns=part.columns, counted=counts is None,
         other_side=(store.row_buffer, store.stat_buffer), sides=sides, out=out,
+        sparse=part.sparse,
     )  # fmt: skip
     if counts is not None:
         for hist, count in zip(hists, counts, strict=True):

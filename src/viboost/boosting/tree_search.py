@@ -23,7 +23,7 @@ from viboost.boosting.grower import (
     histograms_together,
     partition_leaf_index,
 )
-from viboost.boosting.histogram import histogram_slots, transpose_bins
+from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
 from viboost.boosting.trees import HistogramTree, intercept_tree
 
 __all__ = ["TreeSearch"]
@@ -65,6 +65,9 @@ class TreeSearch:
     binner_ : FeatureBinner
     binned_ : ndarray of uint8, shape (n_samples, n_features)
     binned_columns_ : ndarray of uint8, shape (n_features, n_samples)
+    sparse_bins_ : SparseBins
+        The sparse features' bins (:func:`~viboost.boosting.histogram.sparse_bins`), read by
+        the node histograms.
     """
 
     def __init__(
@@ -104,6 +107,8 @@ class TreeSearch:
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
+        # The sparse features' bins row by row, for the node histograms (histogram.sparse_bins).
+        self.sparse_bins_ = sparse_bins(self.binned_, active)
         # Histogram slots: the bins of the widest feature, and one for missing values.
         self._n_slots = histogram_slots(int(np.max(self.binner_.n_bins_)))
         # The growths' temporaries, reused from tree to tree by this search and every search
@@ -221,6 +226,7 @@ class TreeSearch:
                 n_slots=first_search._n_slots,
                 columns=first_search.binned_columns_,
                 scratch=scratch,
+                sparse=first_search.sparse_bins_,
             )
             counts = [s._root_counts for s in searches]
             known = all(c is not None for c in counts)
