@@ -81,7 +81,7 @@ class SparseBins:
     common_bins : ndarray of int64
         Each sparse feature's commonest bin (255: the missing values).
     row_starts : ndarray of int64, shape (n_rows + 1,)
-    entry_features : ndarray of int64
+    entry_features : ndarray of int32
     entry_bins : ndarray of uint8
     """
 
@@ -120,7 +120,7 @@ def _sparse_entries(binned, sparse, common):  # pragma: no cover - compiled
             if binned[i, sparse[jj]] != common[jj]:
                 count += 1
         row_starts[i + 1] = row_starts[i] + count
-    features = np.empty(row_starts[n], dtype=np.int64)
+    features = np.empty(row_starts[n], dtype=np.int32)
     bins = np.empty(row_starts[n], dtype=np.uint8)
     for i in range(n):
         e = row_starts[i]
@@ -181,7 +181,7 @@ def _all_dense(n_features: int) -> SparseBins:
         sparse=np.empty(0, dtype=np.int64),
         common_bins=np.empty(0, dtype=np.int64),
         row_starts=np.zeros(1, dtype=np.int64),
-        entry_features=np.empty(0, dtype=np.int64),
+        entry_features=np.empty(0, dtype=np.int32),
         entry_bins=np.empty(0, dtype=np.uint8),
     )
 
