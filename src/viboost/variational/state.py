@@ -106,8 +106,15 @@ class CleanLogOdds:
 
         Kept in log space so that phi near 0 or 1 keeps its digits.
         """
-        offset = np.where(y > 0, self.offset_pos, self.offset_neg)
-        log_kappa = offset - self.slope * softplus(-y * margin) if self.slope else offset
+        positive = y > 0
+        if not self.slope:  # phi is one value per label: two of each log, not one per row
+            log_clean = log_expit(np.array([self.offset_neg, self.offset_pos]))
+            log_noise = log_expit(-np.array([self.offset_neg, self.offset_pos]))
+            return np.where(positive, log_clean[1], log_clean[0]), np.where(
+                positive, log_noise[1], log_noise[0]
+            )
+        offset = np.where(positive, self.offset_pos, self.offset_neg)
+        log_kappa = offset - self.slope * softplus(-y * margin)
         return log_expit(log_kappa), log_expit(-log_kappa)
 
     def proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
