@@ -68,6 +68,7 @@ __all__ = [
     "expand_together",
     "grow",
     "histograms_together",
+    "padded_thresholds",
     "partition_leaf_index",
 ]
 
@@ -196,11 +197,11 @@ _N_REQUEST = 7
 
 
 @numba.njit(cache=True)
-def _heap_top(ints, reals, t, taken):  # pragma: no cover - compiled
+def _heap_top(ints, reals, counts, t, taken):  # pragma: no cover - compiled
     """The best candidate of tree ``t`` not in ``taken`` (-1: none): the highest gain, ties to
     the node created first (the order of a heap of ``(-gain, order)``)."""
     best = -1
-    for i in range(ints.shape[1]):
+    for i in range(counts[t, _RECORDS]):
         if ints[t, i, _IN_HEAP] == 0 or taken[i]:
             continue
         if best < 0:
@@ -243,8 +244,9 @@ def _new_record(ints, reals, counts, t, depth, a, b, c):  # pragma: no cover - c
 
 
 @numba.njit(cache=True)
-def _needs_histograms(ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf):
-    # pragma: no cover - compiled
+def _needs_histograms(
+    ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf
+):  # pragma: no cover - compiled
     """Whether splitting leaf ``i`` needs its children's histograms: for their own splits,
     unless it is the tree's last split or neither child may split (depth, rows); their sums
     then come from the leaf's split, and the leaf's rows stay unpartitioned."""
@@ -270,7 +272,7 @@ def _advance_growths(
     for t in range(n_trees):
         while counts[t, _LEAVES] < max_leaf_nodes:
             taken[:] = False
-            i = _heap_top(ints, reals, t, taken)
+            i = _heap_top(ints, reals, counts, t, taken)
             if i < 0:
                 break
             if ints[t, i, _LEFT] < 0:
@@ -295,13 +297,14 @@ def _advance_growths(
             _admit(ints, reals, counts, t, ints[t, i, _RIGHT])
             counts[t, _LEAVES] += 1
         taken[:] = False
-        done[t] = counts[t, _LEAVES] >= max_leaf_nodes or _heap_top(ints, reals, t, taken) < 0
+        full = counts[t, _LEAVES] >= max_leaf_nodes
+        done[t] = full or _heap_top(ints, reals, counts, t, taken) < 0
         if not requests or done[t]:
             continue
         # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
         n_out = 0
         for _ in range(min(per_request, max_leaf_nodes - counts[t, _LEAVES])):
-            i = _heap_top(ints, reals, t, taken)
+            i = _heap_top(ints, reals, counts, t, taken)
             if i < 0:
                 break
             taken[i] = True
@@ -322,6 +325,37 @@ def _advance_growths(
             n_out += 1
         counts[t, _PENDING] = n_out
     return done
+
+
+@threaded_kernel(cache=True)
+def _start_growths(
+    ints, reals, counts, roots, sums, n_bins, code, priors, min_leaf, max_depth
+):  # pragma: no cover - compiled
+    """Each tree's root (sums ``sums[t]``) and, if it may split (depth, rows), its best split
+    from its histogram ``roots[t]`` (the roots in one parallel loop); the root is the tree's
+    one leaf."""
+    n_trees = roots.shape[0]
+    gains = np.full(n_trees, -np.inf)
+    features = np.full(n_trees, -1, dtype=np.int64)
+    positions = np.zeros(n_trees, dtype=np.int64)
+    missing = np.ones(n_trees, dtype=np.bool_)
+    left_sums = np.zeros((n_trees, 3))
+    for t in numba.prange(n_trees):
+        if 0 < max_depth and sums[t, 2] >= 2 * min_leaf:
+            gain, j, p, m, la, lb, lc = best_node_split(roots[t], n_bins, code, priors[t], min_leaf)
+            gains[t], features[t], positions[t], missing[t] = gain, j, p, m
+            left_sums[t, 0], left_sums[t, 1], left_sums[t, 2] = la, lb, lc
+    for t in range(n_trees):
+        i = _new_record(ints, reals, counts, t, 0, sums[t, 0], sums[t, 1], sums[t, 2])
+        reals[t, i, _GAIN] = gains[t]
+        ints[t, i, _FEATURE] = features[t]
+        ints[t, i, _POSITION] = positions[t]
+        ints[t, i, _MISSING_LEFT] = missing[t]
+        reals[t, i, _LEFT_SUMS] = left_sums[t, 0]
+        reals[t, i, _LEFT_SUMS + 1] = left_sums[t, 1]
+        reals[t, i, _LEFT_SUMS + 2] = left_sums[t, 2]
+        _admit(ints, reals, counts, t, i)
+        counts[t, _LEAVES] = 1
 
 
 @threaded_kernel(cache=True)
@@ -385,11 +419,14 @@ def _attach_children(
 
 
 @numba.njit(cache=True)
-def _grown_tree(ints, reals, counts, t, code, prior):  # pragma: no cover - compiled
-    """Tree ``t`` as grown: its nodes depth-first, root first (each one's id, the position of
-    its children, the value of a leaf), the weighted error of its leaves' signs (0 for the
-    Newton score), and per node id the position in the tree of the node holding its rows
-    (its own, or for a child of a split the tree did not make, that of the leaf it lies in)."""
+def _grown_tree(ints, reals, counts, t, code, prior, edges, nodes):  # pragma: no cover
+    """Tree ``t`` as grown into ``nodes`` (:data:`~viboost.boosting.learners.NODE_DTYPE`, at
+    least as long as the tree has records): its nodes depth-first, root first, a split's
+    threshold from ``edges`` (:func:`padded_thresholds`), a leaf's value its provisional one
+    (:func:`~viboost.boosting.splitting.leaf_value`). Returns the tree's node count, the
+    weighted error of its leaves' signs (0 for the Newton score), and per node id the
+    position in the tree of the node holding its rows (its own, or for a child of a split the
+    tree did not make, that of the leaf it lies in)."""
     n_records = counts[t, _RECORDS]
     order = np.empty(n_records, dtype=np.int64)
     position_of = np.full(n_records, -1, dtype=np.int64)
@@ -407,18 +444,32 @@ def _grown_tree(ints, reals, counts, t, code, prior):  # pragma: no cover - comp
             stack[top] = ints[t, index, _RIGHT]
             stack[top + 1] = ints[t, index, _LEFT]
             top += 2
-    order = order[:n]
-    values = np.zeros(n)
-    children = np.full((n, 2), -1, dtype=np.int64)
     error = 0.0
     for k in range(n):
         index = order[k]
         a, b = reals[t, index, _SUMS], reals[t, index, _SUMS + 1]
+        nodes[k].cover = reals[t, index, _SUMS + 2]
         if ints[t, index, _GROWN] != 0:
-            children[k, 0] = position_of[ints[t, index, _LEFT]]
-            children[k, 1] = position_of[ints[t, index, _RIGHT]]
+            feature, position = ints[t, index, _FEATURE], ints[t, index, _POSITION]
+            nodes[k].value = 0.0
+            nodes[k].feature = feature
+            nodes[k].threshold = edges[feature, position - 1]
+            nodes[k].bin_threshold = position - 1
+            nodes[k].missing_left = ints[t, index, _MISSING_LEFT] != 0
+            nodes[k].left = position_of[ints[t, index, _LEFT]]
+            nodes[k].right = position_of[ints[t, index, _RIGHT]]
+            nodes[k].is_leaf = False
+            nodes[k].gain = reals[t, index, _GAIN]
         else:
-            values[k] = leaf_value(a, b, code, prior)
+            nodes[k].value = leaf_value(a, b, code, prior)
+            nodes[k].feature = -1
+            nodes[k].threshold = 0.0
+            nodes[k].bin_threshold = 0
+            nodes[k].missing_left = False
+            nodes[k].left = -1
+            nodes[k].right = -1
+            nodes[k].is_leaf = True
+            nodes[k].gain = 0.0
             if code != 0:
                 error += min(a, b)
     holder = np.empty(n_records, dtype=np.int64)
@@ -429,7 +480,25 @@ def _grown_tree(ints, reals, counts, t, code, prior):  # pragma: no cover - comp
         if left >= 0:
             holder[left] = holder[index]
             holder[ints[t, index, _RIGHT]] = holder[index]
-    return order, children, values, error, holder
+    return n, error, holder
+
+
+def padded_thresholds(thresholds: Sequence[np.ndarray], n_bins: np.ndarray) -> np.ndarray:
+    """Each feature's bin edges in one row, padded with +inf (a split above the last edge
+    sends every observed value left), shape ``(n_features, width)``: what
+    :class:`TreeGrowths` takes a split's threshold from (computed once per binning).
+
+    Examples
+    --------
+    >>> padded_thresholds([np.array([0.5]), np.array([1.0, 2.0])], np.array([2, 3]))
+    array([[0.5, inf, inf, inf],
+           [1. , 2. , inf, inf]])
+    """
+    width = max([len(e) for e in thresholds] + [int(np.max(n_bins, initial=0))]) + 1
+    out = np.full((len(thresholds), width), np.inf)
+    for j, edges in enumerate(thresholds):
+        out[j, : len(edges)] = edges
+    return out
 
 
 class TreeGrowths:
@@ -449,8 +518,9 @@ class TreeGrowths:
         count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
     n_bins : ndarray of int64, shape (n_features,)
         Bins of observed values per feature (``FeatureBinner.n_bins_``).
-    thresholds : sequence of ndarray
-        Per feature, the bin edges (``FeatureBinner.thresholds_``).
+    thresholds : sequence of ndarray or ndarray
+        Per feature, the bin edges (``FeatureBinner.thresholds_``), or
+        :func:`padded_thresholds` of them.
     settings : TreeSettings
     priors : sequence of float
         Per tree, :meth:`TreeSettings.prior` of its round's weights.
@@ -464,13 +534,12 @@ class TreeGrowths:
         self,
         roots: Sequence[np.ndarray],
         n_bins: np.ndarray,
-        thresholds: Sequence[np.ndarray],
+        thresholds: Sequence[np.ndarray] | np.ndarray,
         settings: TreeSettings,
         priors: Sequence[float],
         speculate: bool | int = False,
     ) -> None:
         self.n_bins = np.ascontiguousarray(n_bins, dtype=np.int64)
-        self.thresholds = thresholds
         self.settings = settings
         self.priors = np.array(priors, dtype=np.float64).reshape(-1)
         n_trees = len(roots)
@@ -499,27 +568,22 @@ class TreeGrowths:
         self._asked: list[list[Expansion]] | None = None
         self._grown = False  # (once every tree is grown, nothing changes)
         # Per tree, the histogram of each node that may still be expanded (by id).
-        self._hists: list[dict[int, np.ndarray]] = []
-        for t, root in enumerate(roots):
-            sums = root[0].sum(axis=0)
-            i = _new_record(self._ints, self._reals, self._counts, t, 0, *sums.tolist())
-            if self._may_split(0, sums):
-                gain, feature, position, missing_left, *left = best_node_split(
-                    root, self.n_bins, self._code, self.priors[t], self._min_leaf
-                )
-                self._reals[t, i, _GAIN] = gain
-                self._reals[t, i, _LEFT_SUMS : _LEFT_SUMS + 3] = left
-                self._ints[t, i, [_FEATURE, _POSITION, _MISSING_LEFT]] = (
-                    feature, position, missing_left,
-                )  # fmt: skip
-            _admit(self._ints, self._reals, self._counts, t, i)
-            self._counts[t, _LEAVES] = 1
-            self._hists.append({i: root})
-        # Each feature's edges, padded with +inf (a split above the last edge).
-        width = max([len(e) for e in thresholds] + [int(np.max(self.n_bins, initial=0))]) + 1
-        self._edges = np.full((len(thresholds), width), np.inf)
-        for j, edges in enumerate(thresholds):
-            self._edges[j, : len(edges)] = edges
+        self._hists: list[dict[int, np.ndarray]]
+        # The roots' sums from their feature 0 (each row has one bin of every feature).
+        sums = np.array([root[0].sum(axis=0) for root in roots]).reshape(n_trees, 3)
+        stacked = roots if isinstance(roots, np.ndarray) else np.array(roots)
+        if n_trees:
+            _start_growths(
+                self._ints, self._reals, self._counts, stacked, sums, self.n_bins, self._code,
+                self.priors, self._min_leaf, self._max_depth,
+            )  # fmt: skip
+        self._hists = [{0: root} for root in roots]
+        # Each feature's edges in one padded row (given so, or padded here).
+        if isinstance(thresholds, np.ndarray) and thresholds.ndim == 2:
+            self._edges = np.ascontiguousarray(thresholds, dtype=np.float64)
+        else:
+            self._edges = padded_thresholds(thresholds, self.n_bins)
+        self._positions: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self._ints.shape[0]
@@ -589,7 +653,8 @@ class TreeGrowths:
                 raise ValueError("give the histograms or the children")
             first = next(h for h in histograms if len(h))[0]
             children = np.empty((2 * n_requests, *first.shape))
-            children[:n_requests] = [h for mine in histograms for h in mine]
+            for q, small in enumerate(h for mine in histograms for h in mine):
+                children[q] = small
         elif children.shape[0] != 2 * n_requests:
             raise ValueError(
                 f"children must hold {2 * n_requests} histograms, got {children.shape}"
@@ -618,31 +683,20 @@ class TreeGrowths:
         Newton score)."""
         if not self.done:
             raise RuntimeError("the tree is not grown yet")
-        order, children, values, error, _ = _grown_tree(
-            self._ints, self._reals, self._counts, t, self._code, self.priors[t]
-        )
-        ints, reals = self._ints[t, order], self._reals[t, order]
-        split = children[:, 0] >= 0
-        feature, position = ints[:, _FEATURE], ints[:, _POSITION]
-        nodes = np.zeros(order.size, dtype=NODE_DTYPE)
-        nodes["value"] = values
-        nodes["feature"] = np.where(split, feature, -1)
-        nodes["threshold"][split] = self._edges[feature[split], position[split] - 1]
-        nodes["bin_threshold"][split] = position[split] - 1
-        nodes["missing_left"] = split & (ints[:, _MISSING_LEFT] != 0)
-        nodes["left"], nodes["right"] = children[:, 0], children[:, 1]
-        nodes["is_leaf"] = ~split
-        nodes["gain"][split] = reals[split, _GAIN]
-        nodes["cover"] = reals[:, _SUMS + 2]
-        return nodes, float(error)
+        nodes = np.empty(self._counts[t, _RECORDS], dtype=NODE_DTYPE)
+        n, error, self._positions[t] = _grown_tree(
+            self._ints, self._reals, self._counts, t, self._code, self.priors[t], self._edges,
+            nodes,
+        )  # fmt: skip
+        return nodes[:n].copy(), float(error)
 
     def node_positions(self, t: int) -> np.ndarray:
         """Per node of tree ``t``'s growth (by id), the position in the grown tree of the node
         that holds its rows: its own, or, for a child of a speculative split that the tree did
         not make, that of the leaf it lies in."""
-        if not self.done:
-            raise RuntimeError("the tree is not grown yet")
-        return _grown_tree(self._ints, self._reals, self._counts, t, self._code, self.priors[t])[4]
+        if t not in self._positions:
+            self.tree(t)
+        return self._positions[t]
 
 
 class TreeGrowth:

@@ -21,6 +21,7 @@ from viboost.boosting.grower import (
     TreeSettings,
     expand_together,
     histograms_together,
+    padded_thresholds,
     partition_leaf_index,
 )
 from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
@@ -109,6 +110,8 @@ class TreeSearch:
         self.binned_columns_ = transpose_bins(self.binned_)
         # The sparse features' bins row by row, for the node histograms (histogram.sparse_bins).
         self.sparse_bins_ = sparse_bins(self.binned_, active)
+        # The splits' thresholds by (feature, bin), for the growths (grower.padded_thresholds).
+        self._thresholds = padded_thresholds(self.binner_.thresholds_, self.binner_.n_bins_)
         # Histogram slots: the bins of the widest feature, and one for missing values.
         self._n_slots = histogram_slots(int(np.max(self.binner_.n_bins_)))
         # The growths' temporaries, reused from tree to tree by this search and every search
@@ -238,7 +241,7 @@ class TreeSearch:
             growths = TreeGrowths(
                 roots,
                 first_binner.n_bins_,
-                first_binner.thresholds_,
+                first_search._thresholds,
                 first_search.settings,
                 [s.settings.prior(float(total)) for s, total in zip(searches, totals, strict=True)],
             )
