@@ -146,6 +146,27 @@ def test_fit_bit_identical_across_n_jobs(no_threshold, spy_threads, max_bins):
     _assert_same_fit(reference, clf, X)
 
 
+@several_threads
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_fit_on_sparse_features_bit_identical_across_n_jobs(no_threshold, spy_threads, n_classes):
+    """One-hot and mostly-zero features (read by their entries: histogram.sparse_bins), K
+    classes too (the trees of a step grown together: grower.TreeGrowths)."""
+    rng = np.random.default_rng(5)
+    n = 3_000
+    onehot = np.eye(4)[rng.integers(0, 4, size=(n, 12))].reshape(n, 48)
+    counts = np.where(rng.random((n, 3)) < 0.8, 0.0, rng.poisson(3.0, (n, 3)))
+    X = np.hstack([onehot, counts, rng.normal(size=(n, 2))])
+    signal = onehot[:, 0] + onehot[:, 5] - onehot[:, 9] + 0.3 * counts[:, 0] + X[:, -1]
+    y = np.digitize(signal + rng.logistic(size=n) * 0.5, [0.3, 1.2][: n_classes - 1])
+    kwargs = dict(n_estimators=12, random_state=0)
+    one = VIBoostClassifier(**kwargs, n_jobs=1).fit(X, y)
+    spy_threads.clear()
+    two = VIBoostClassifier(**kwargs, n_jobs=2).fit(X, y)
+    assert set(spy_threads) == {2}  # the kernels did run in parallel
+    np.testing.assert_array_equal(one.decision_function(X), two.decision_function(X))
+    np.testing.assert_array_equal(one.mislabel_proba_, two.mislabel_proba_)
+
+
 def test_small_fit_runs_on_one_thread(spy_threads):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5))
