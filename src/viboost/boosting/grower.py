@@ -327,20 +327,20 @@ def _advance_growths(
     return done
 
 
-@threaded_kernel(cache=True)
+@numba.njit(cache=True)
 def _start_growths(
     ints, reals, counts, roots, sums, n_bins, code, priors, min_leaf, max_depth
 ):  # pragma: no cover - compiled
     """Each tree's root (sums ``sums[t]``) and, if it may split (depth, rows), its best split
-    from its histogram ``roots[t]`` (the roots in one parallel loop); the root is the tree's
-    one leaf."""
+    from its histogram ``roots[t]``; the root is the tree's one leaf. (One thread: a step's
+    few roots are not worth a parallel form and its compilation.)"""
     n_trees = roots.shape[0]
     gains = np.full(n_trees, -np.inf)
     features = np.full(n_trees, -1, dtype=np.int64)
     positions = np.zeros(n_trees, dtype=np.int64)
     missing = np.ones(n_trees, dtype=np.bool_)
     left_sums = np.zeros((n_trees, 3))
-    for t in numba.prange(n_trees):
+    for t in range(n_trees):
         if 0 < max_depth and sums[t, 2] >= 2 * min_leaf:
             gain, j, p, m, la, lb, lc = best_node_split(roots[t], n_bins, code, priors[t], min_leaf)
             gains[t], features[t], positions[t], missing[t] = gain, j, p, m

@@ -29,7 +29,6 @@ __all__ = [
     "CRITERIA",
     "GAIN_TOL",
     "best_node_split",
-    "best_node_splits",
     "leaf_value",
     "node_score",
     "partition_nodes",
@@ -114,56 +113,6 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
     if best_gain <= tol:
         return -np.inf, -1, 0, True, 0.0, 0.0, 0.0
     return best_gain, best_j, best_p, best_missing_left, best_la, best_lb, best_lc
-
-
-@threaded_kernel(cache=True)
-def _best_node_splits(hists, n_bins, criterion, priors, min_leaf, wanted):  # pragma: no cover
-    """:func:`best_node_split` of every wanted histogram of ``hists`` (one per node), in one
-    parallel loop over the nodes."""
-    m = hists.shape[0]
-    gains = np.full(m, -np.inf)
-    features = np.full(m, -1, dtype=np.int64)
-    positions = np.zeros(m, dtype=np.int64)
-    missing_left = np.ones(m, dtype=np.bool_)
-    left_sums = np.zeros((m, 3))
-    for i in numba.prange(m):
-        if wanted[i]:
-            gain, j, p, missing, la, lb, lc = best_node_split(
-                hists[i], n_bins, criterion, priors[i], min_leaf
-            )
-            gains[i], features[i], positions[i], missing_left[i] = gain, j, p, missing
-            left_sums[i, 0], left_sums[i, 1], left_sums[i, 2] = la, lb, lc
-    return gains, features, positions, missing_left, left_sums
-
-
-def best_node_splits(
-    hists: np.ndarray,
-    n_bins: np.ndarray,
-    criterion: int,
-    priors: np.ndarray,
-    min_leaf: float,
-    wanted: np.ndarray,
-) -> list[tuple | None]:
-    """:func:`best_node_split` of each node ``i`` of ``hists`` (shape ``(n_nodes, n_features,
-    n_slots, 3)``) with prior ``priors[i]`` where ``wanted[i]`` (None elsewhere), the nodes in
-    parallel: the splits of the children of every tree of a step (the folds' trees grown
-    together) in one call."""
-    gains, features, positions, missing_left, left_sums = _best_node_splits(
-        hists, n_bins, int(criterion), np.ascontiguousarray(priors, dtype=np.float64),
-        float(min_leaf), np.ascontiguousarray(wanted, dtype=np.bool_),
-    )  # fmt: skip
-    # Python scalars of every column at once (what float(), int() and bool() of each item
-    # give, without a conversion call per item).
-    columns = zip(
-        gains.tolist(), features.tolist(), positions.tolist(), missing_left.tolist(),
-        left_sums.tolist(), strict=True,
-    )  # fmt: skip
-    return [
-        (gain, feature, position, missing, *sums) if want else None
-        for want, (gain, feature, position, missing, sums) in zip(
-            np.asarray(wanted, dtype=bool).tolist(), columns, strict=True
-        )
-    ]
 
 
 # Rows per chunk of a parallel partition (boundaries from the node's row count only).
