@@ -67,3 +67,15 @@ def _log_gamma_draws(shape, n, rng):
 def compiled_log_gamma_draws(shape: float, n: int, seed: int) -> np.ndarray:
     """``n`` draws of ``log G``, ``G ~ Gamma(shape)``, by the compiled form, from ``seed``."""
     return _log_gamma_draws(shape, n, np.random.default_rng(seed))
+
+
+def sparse_feature_rows(n, groups, n_counts, n_dense, seed):
+    """Rows with sparse features: ``groups`` one-hot groups of 4 columns, ``n_counts`` counts
+    that are mostly 0, then ``n_dense`` Gaussian columns; returns ``X``, a signal from some of
+    the columns (for labels), and the generator (to draw on from)."""
+    rng = np.random.default_rng(seed)
+    onehot = np.eye(4)[rng.integers(0, 4, size=(n, groups))].reshape(n, 4 * groups)
+    counts = np.where(rng.random((n, n_counts)) < 0.8, 0.0, rng.poisson(3.0, (n, n_counts)))
+    X = np.hstack([onehot, counts, rng.normal(size=(n, n_dense))])
+    signal = onehot[:, 0] + onehot[:, 5] - onehot[:, 9] + 0.3 * counts[:, 0] + X[:, -1]
+    return X, signal, rng

@@ -9,6 +9,7 @@ import joblib
 import numba
 import numpy as np
 import pytest
+from oracles import sparse_feature_rows
 from sklearn.model_selection import GridSearchCV
 
 import viboost._utils.parallel as parallel
@@ -151,13 +152,8 @@ def test_fit_bit_identical_across_n_jobs(no_threshold, spy_threads, max_bins):
 def test_fit_on_sparse_features_bit_identical_across_n_jobs(no_threshold, spy_threads, n_classes):
     """One-hot and mostly-zero features (read by their entries: histogram.sparse_bins), K
     classes too (the trees of a step grown together: grower.TreeGrowths)."""
-    rng = np.random.default_rng(5)
-    n = 3_000
-    onehot = np.eye(4)[rng.integers(0, 4, size=(n, 12))].reshape(n, 48)
-    counts = np.where(rng.random((n, 3)) < 0.8, 0.0, rng.poisson(3.0, (n, 3)))
-    X = np.hstack([onehot, counts, rng.normal(size=(n, 2))])
-    signal = onehot[:, 0] + onehot[:, 5] - onehot[:, 9] + 0.3 * counts[:, 0] + X[:, -1]
-    y = np.digitize(signal + rng.logistic(size=n) * 0.5, [0.3, 1.2][: n_classes - 1])
+    X, signal, rng = sparse_feature_rows(3_000, 12, 3, 2, seed=5)
+    y = np.digitize(signal + rng.logistic(size=X.shape[0]) * 0.5, [0.3, 1.2][: n_classes - 1])
     kwargs = dict(n_estimators=12, random_state=0)
     one = VIBoostClassifier(**kwargs, n_jobs=1).fit(X, y)
     spy_threads.clear()

@@ -9,6 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
+from oracles import sparse_feature_rows
 from scipy import integrate, optimize
 from scipy.special import betaln, expit, log_expit
 from sklearn.utils._param_validation import InvalidParameterError
@@ -646,12 +647,8 @@ def test_trees_on_sparse_features_are_those_of_every_bin_read():
     in the commonest bins, so the leaf values and gains, to rounding)."""
     from viboost.boosting.histogram import sparse_bins
 
-    rng = np.random.default_rng(12)
-    n = 3_000
-    onehot = np.eye(4)[rng.integers(0, 4, size=(n, 30))].reshape(n, 120)
-    counts = np.where(rng.random((n, 5)) < 0.8, 0.0, rng.poisson(3.0, (n, 5)))
-    X = np.hstack([onehot, counts, rng.normal(size=(n, 3))])
-    signal = onehot[:, 0] + onehot[:, 5] - onehot[:, 9] + 0.3 * counts[:, 0] + X[:, -1]
+    X, signal, rng = sparse_feature_rows(3_000, 30, 5, 3, seed=12)
+    n = X.shape[0]
     y = np.where(signal + rng.logistic(size=n) * 0.5 > 1.0, 1.0, -1.0)
     weights = rng.uniform(0.5, 1.5, n)
     weights /= weights.sum()

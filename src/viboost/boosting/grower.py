@@ -328,32 +328,32 @@ def _advance_growths(
 
 
 @numba.njit(cache=True)
+def _find_split(
+    ints, reals, t, i, hist, n_bins, code, prior, min_leaf, max_depth
+):  # pragma: no cover - compiled
+    """Node ``i`` of tree ``t``'s best split from its histogram ``hist``, if it may split
+    (depth and row limits; else its gain stays -inf)."""
+    if ints[t, i, _DEPTH] < max_depth and reals[t, i, _SUMS + 2] >= 2 * min_leaf:
+        gain, j, p, m, la, lb, lc = best_node_split(hist, n_bins, code, prior, min_leaf)
+        reals[t, i, _GAIN] = gain
+        ints[t, i, _FEATURE] = j
+        ints[t, i, _POSITION] = p
+        ints[t, i, _MISSING_LEFT] = m
+        reals[t, i, _LEFT_SUMS] = la
+        reals[t, i, _LEFT_SUMS + 1] = lb
+        reals[t, i, _LEFT_SUMS + 2] = lc
+
+
+@numba.njit(cache=True)
 def _start_growths(
     ints, reals, counts, roots, sums, n_bins, code, priors, min_leaf, max_depth
 ):  # pragma: no cover - compiled
-    """Each tree's root (sums ``sums[t]``) and, if it may split (depth, rows), its best split
-    from its histogram ``roots[t]``; the root is the tree's one leaf. (One thread: a step's
-    few roots are not worth a parallel form and its compilation.)"""
-    n_trees = roots.shape[0]
-    gains = np.full(n_trees, -np.inf)
-    features = np.full(n_trees, -1, dtype=np.int64)
-    positions = np.zeros(n_trees, dtype=np.int64)
-    missing = np.ones(n_trees, dtype=np.bool_)
-    left_sums = np.zeros((n_trees, 3))
-    for t in range(n_trees):
-        if 0 < max_depth and sums[t, 2] >= 2 * min_leaf:
-            gain, j, p, m, la, lb, lc = best_node_split(roots[t], n_bins, code, priors[t], min_leaf)
-            gains[t], features[t], positions[t], missing[t] = gain, j, p, m
-            left_sums[t, 0], left_sums[t, 1], left_sums[t, 2] = la, lb, lc
-    for t in range(n_trees):
+    """Each tree's root (sums ``sums[t]``) with its best split from its histogram
+    ``roots[t]``; the root is the tree's one leaf. (One thread: a step's few roots are not
+    worth a parallel form and its compilation.)"""
+    for t in range(roots.shape[0]):
         i = _new_record(ints, reals, counts, t, 0, sums[t, 0], sums[t, 1], sums[t, 2])
-        reals[t, i, _GAIN] = gains[t]
-        ints[t, i, _FEATURE] = features[t]
-        ints[t, i, _POSITION] = positions[t]
-        ints[t, i, _MISSING_LEFT] = missing[t]
-        reals[t, i, _LEFT_SUMS] = left_sums[t, 0]
-        reals[t, i, _LEFT_SUMS + 1] = left_sums[t, 1]
-        reals[t, i, _LEFT_SUMS + 2] = left_sums[t, 2]
+        _find_split(ints, reals, t, i, roots[t], n_bins, code, priors[t], min_leaf, max_depth)
         _admit(ints, reals, counts, t, i)
         counts[t, _LEAVES] = 1
 
@@ -365,57 +365,34 @@ def _attach_children(
 ):  # pragma: no cover - compiled  # fmt: skip
     """The children of every tree's pending requests (flat over the trees, in order): request
     ``q``'s smaller child's histogram is ``children[small_at[q]]``, its larger one's
-    ``children[large_at[q]]``, each child's sums at the same row of ``sums``. The best
-    splits of the children that may split (depth, rows) are found in one parallel loop; then
-    each tree records its children (left, right per request) with their splits."""
+    ``children[large_at[q]]``, each child's sums at the same row of ``sums``. Each tree
+    records its children (left, right per request); then their best splits are found in one
+    parallel loop (each child writes its own record)."""
     n_children = children.shape[0]
-    n_trees = ints.shape[0]
     tree_of = np.empty(n_children, dtype=np.int64)
-    depth_of = np.empty(n_children, dtype=np.int64)
+    node_of = np.empty(n_children, dtype=np.int64)
     q = 0
-    for t in range(n_trees):
-        for k in range(counts[t, _PENDING]):
-            depth = ints[t, pending[t, k, 0], _DEPTH] + 1
-            for at in (small_at[q], large_at[q]):
-                tree_of[at] = t
-                depth_of[at] = depth
-            q += 1
-    gains = np.full(n_children, -np.inf)
-    features = np.full(n_children, -1, dtype=np.int64)
-    positions = np.zeros(n_children, dtype=np.int64)
-    missing = np.ones(n_children, dtype=np.bool_)
-    left_sums = np.zeros((n_children, 3))
-    for c in numba.prange(n_children):
-        if depth_of[c] < max_depth and sums[c, 2] >= 2 * min_leaf:
-            gain, j, p, m, la, lb, lc = best_node_split(
-                children[c], n_bins, code, priors[tree_of[c]], min_leaf
-            )
-            gains[c], features[c], positions[c], missing[c] = gain, j, p, m
-            left_sums[c, 0], left_sums[c, 1], left_sums[c, 2] = la, lb, lc
-    q = 0
-    for t in range(n_trees):
+    for t in range(ints.shape[0]):
         for k in range(counts[t, _PENDING]):
             request = pending[t, k]
             depth = ints[t, request[0], _DEPTH] + 1
             small_left = request[6] != 0
-            made = np.empty(2, dtype=np.int64)
             for side in range(2):
                 c = small_at[q] if small_left == (side == 0) else large_at[q]
                 i = _new_record(ints, reals, counts, t, depth, sums[c, 0], sums[c, 1], sums[c, 2])
-                reals[t, i, _GAIN] = gains[c]
-                ints[t, i, _FEATURE] = features[c]
-                ints[t, i, _POSITION] = positions[c]
-                ints[t, i, _MISSING_LEFT] = missing[c]
-                reals[t, i, _LEFT_SUMS] = left_sums[c, 0]
-                reals[t, i, _LEFT_SUMS + 1] = left_sums[c, 1]
-                reals[t, i, _LEFT_SUMS + 2] = left_sums[c, 2]
-                made[side] = i
-            if made[0] != request[1] or made[1] != request[2]:
-                raise RuntimeError("histograms arrived out of order")
-            ints[t, request[0], _LEFT] = made[0]
-            ints[t, request[0], _RIGHT] = made[1]
+                if i != request[1 + side]:
+                    raise RuntimeError("histograms arrived out of order")
+                tree_of[c] = t
+                node_of[c] = i
+            ints[t, request[0], _LEFT] = request[1]
+            ints[t, request[0], _RIGHT] = request[2]
             q += 1
         counts[t, _PENDING] = 0
+    for c in numba.prange(n_children):
+        t = tree_of[c]
+        _find_split(
+            ints, reals, t, node_of[c], children[c], n_bins, code, priors[t], min_leaf, max_depth
+        )
 
 
 @numba.njit(cache=True)
