@@ -45,6 +45,9 @@ _CHUNK_ROWS = 1 << 16
 _MAX_CHUNKS = 64
 # |offset| of the clean log-odds beyond which exp(-offset) may overflow: weights from logs.
 _OFFSET_REACH = 600.0
+# A floor for exp(-y H) where its reciprocal is formed (the cached exponential may underflow
+# to 0 in a round that takes |H| past the cache's reach; that reciprocal is then not used).
+_TINY = 1e-300
 
 
 @threaded_kernel(cache=True)
@@ -198,6 +201,39 @@ def scaled_search_weights(
     return ScaledWeights(values, log_total, float(values.sum()))
 
 
+@numba.njit(cache=True, inline="always")
+def _next_weight(
+    yi, margin, exp_knot, s, inverse_odds_neg, inverse_odds_pos, slope, logistic, acc,
+    max_abs_margin, low, high,
+):  # pragma: no cover - compiled  # fmt: skip
+    """One row of :func:`_add_kernel`: its next weight from its new margin and ``exp_knot =
+    exp(-y H)``, and the running sum of the weights, max |H| and range of the knots (over the
+    weighted rows). No branch on the data: an unweighted row takes the same steps, its results
+    selected away, and both forms of the weight are computed and one kept (``e <= 1`` is as
+    unpredictable as the labels)."""
+    e = exp_knot
+    weighted = s > 0.0
+    u = -yi * margin
+    inverse_odds = inverse_odds_pos if yi > 0.0 else inverse_odds_neg
+    r = 1.0 / max(e, _TINY)  # exp(y H), used only where e > 1
+    if slope > 0.0:
+        small = e / inverse_clean_proba(e, inverse_odds)
+        large = 1.0 / scaled_inverse_clean_proba(r, inverse_odds)  # phi e^u
+    else:
+        small = large = e
+    if logistic:
+        small /= 1.0 + e
+        large *= r / (1.0 + r)  # phi sigma(u) = phi e^u * r / (1 + r)
+    w = (small if e <= 1.0 else large) * s if weighted else 0.0
+    return (
+        w,
+        acc + w,
+        max(max_abs_margin, abs(margin)),
+        min(low, u if weighted else np.inf),
+        max(high, u if weighted else -np.inf),
+    )
+
+
 @threaded_kernel(cache=True)
 def _add_kernel(
     y,
@@ -245,45 +281,43 @@ def _add_kernel(
     chunk_max_abs_margin = np.zeros(n_chunks)
     lows = np.full(n_chunks, np.inf)
     highs = np.full(n_chunks, -np.inf)
+    # One loop per kind of output, each free of branches on the row's data (the row's weight
+    # from :func:`_next_weight`): the compiler vectorises them, 3-4x faster than one loop that
+    # tested the kind in every row (measured on 10^6 rows, one thread; the same numbers).
     for c in numba.prange(n_chunks):
         acc, max_abs_margin, low, high = 0.0, 0.0, np.inf, -np.inf
-        for i in range(c * size, min(n, (c + 1) * size)):
-            yi = y[i]
-            if by_leaf:
+        start, stop = c * size, min(n, (c + 1) * size)
+        if by_leaf:
+            for i in range(start, stop):
+                yi = y[i]
                 j = leaf[i]
-                margin[i] += leaf_step[j]
+                m = margin[i] + leaf_step[j]
                 e = exp_knot[i] * (leaf_down[j] if yi > 0.0 else leaf_up[j])
-            else:
-                margin[i] += alpha * h[i]
-                if unit:
-                    e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
-                else:
-                    e = exp_knot[i] * math.exp(-alpha * yi * h[i])
-            exp_knot[i] = e
-            max_abs_margin = max(max_abs_margin, abs(margin[i]))
-            s = sample_weight[i]
-            if not s > 0.0:
-                out[i] = 0.0
-                continue
-            u = -yi * margin[i]
-            low = min(low, u)
-            high = max(high, u)
-            inverse_odds = inverse_odds_pos if yi > 0.0 else inverse_odds_neg
-            if e <= 1.0:
-                w = e / inverse_clean_proba(e, inverse_odds) if slope > 0.0 else e
-                if logistic:
-                    w /= 1.0 + e
-            else:
-                r = 1.0 / e
-                if slope > 0.0:
-                    w = 1.0 / scaled_inverse_clean_proba(r, inverse_odds)  # phi e^u
-                else:
-                    w = e
-                if logistic:  # phi sigma(u) = phi e^u * r / (1 + r)
-                    w *= r / (1.0 + r)
-            w *= s
-            out[i] = w
-            acc += w
+                margin[i], exp_knot[i] = m, e
+                out[i], acc, max_abs_margin, low, high = _next_weight(
+                    yi, m, e, sample_weight[i], inverse_odds_neg, inverse_odds_pos, slope,
+                    logistic, acc, max_abs_margin, low, high,
+                )  # fmt: skip
+        elif unit:
+            for i in range(start, stop):
+                yi = y[i]
+                m = margin[i] + alpha * h[i]
+                e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
+                margin[i], exp_knot[i] = m, e
+                out[i], acc, max_abs_margin, low, high = _next_weight(
+                    yi, m, e, sample_weight[i], inverse_odds_neg, inverse_odds_pos, slope,
+                    logistic, acc, max_abs_margin, low, high,
+                )  # fmt: skip
+        else:
+            for i in range(start, stop):
+                yi = y[i]
+                m = margin[i] + alpha * h[i]
+                e = exp_knot[i] * math.exp(-alpha * yi * h[i])
+                margin[i], exp_knot[i] = m, e
+                out[i], acc, max_abs_margin, low, high = _next_weight(
+                    yi, m, e, sample_weight[i], inverse_odds_neg, inverse_odds_pos, slope,
+                    logistic, acc, max_abs_margin, low, high,
+                )  # fmt: skip
         sums[c] = acc
         chunk_max_abs_margin[c] = max_abs_margin
         lows[c] = low
