@@ -282,8 +282,9 @@ def _add_kernel(
     lows = np.full(n_chunks, np.inf)
     highs = np.full(n_chunks, -np.inf)
     # One loop per kind of output, each free of branches on the row's data (the row's weight
-    # from :func:`_next_weight`): the compiler vectorises them, 3-4x faster than one loop that
-    # tested the kind in every row (measured on 10^6 rows, one thread; the same numbers).
+    # from :func:`_next_weight`), which the compiler vectorises: against one loop that tested
+    # the kind and the row's weight in every row, 10^6 rows on one thread took 6.5 ms against
+    # 33 by leaf, and 1.3-3x less with +-1 or other outputs; the same numbers bit for bit.
     for c in numba.prange(n_chunks):
         acc, max_abs_margin, low, high = 0.0, 0.0, np.inf, -np.inf
         start, stop = c * size, min(n, (c + 1) * size)
