@@ -39,12 +39,14 @@ from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 
 __all__ = [
+    "INTERVAL_ROWS",
     "NoiseCalibration",
     "calibrate_noise",
     "equal_tailed_interval",
     "flip_rate_sums",
     "flip_rates_from_mislabel",
     "flip_rates_from_sums",
+    "interval_subset",
     "mislabel_proba_in_sample",
 ]
 
@@ -62,6 +64,26 @@ _CHUNK_ROWS = 1 << 14
 #: subset, with the full rows' value at the posterior mode as a control variate): see
 #: :meth:`NoiseCalibration.flip_rate_interval`.
 INTERVAL_ROWS = 1 << 14
+
+
+def interval_subset(n_rows: int, random_state: RandomStateLike = None) -> np.ndarray | None:
+    """The rows on which a credible interval's parameter draws are evaluated (binary and
+    K-class calibrations alike): all of them (None) up to :data:`INTERVAL_ROWS` rows, else
+    that many, drawn without replacement by a generator spawned from ``random_state``
+    (:func:`~viboost._utils.validation.spawn_generator`, only then), in increasing order.
+
+    Examples
+    --------
+    >>> interval_subset(100, random_state=0) is None
+    True
+    >>> rows = interval_subset(10 * INTERVAL_ROWS, random_state=0)
+    >>> rows.size == INTERVAL_ROWS, bool(np.all(np.diff(rows) > 0))
+    (True, True)
+    """
+    if n_rows <= INTERVAL_ROWS:
+        return None
+    rng = spawn_generator(random_state)
+    return np.sort(rng.choice(n_rows, INTERVAL_ROWS, replace=False))
 
 
 @dataclass(frozen=True)
@@ -169,9 +191,8 @@ class NoiseCalibration:
         )
         draws = self.posterior_draws(n_draws, random_state)
         channels = np.array([draw._channel() for draw in draws])
-        if y.size > INTERVAL_ROWS:
-            rng = spawn_generator(random_state)
-            subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
+        subset = interval_subset(y.size, random_state)
+        if subset is not None:
             at_mode = _flip_rate_sums_of(self._channel()[None, :], y, margin, weight)
             sub = (y[subset], margin[subset], weight[subset])
             sums = _flip_rate_sums_of(channels, *sub)

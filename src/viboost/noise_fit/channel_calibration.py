@@ -32,8 +32,8 @@ from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax, logsumexp
 
 from viboost._utils.validation import RandomStateLike, spawn_generator
+from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
-    INTERVAL_ROWS,
     expected_joints,
     rate_interval,
     true_class_log_proba,
@@ -247,9 +247,7 @@ class ClassChannelCalibration:
         draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
         bounds = _bounds(self.n_classes)
         draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
-        subset = None
-        if y.size > INTERVAL_ROWS:
-            subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
+        subset = interval_subset(y.size, random_state)
         draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in draws]
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 

@@ -41,6 +41,7 @@ from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
+from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.laplace import (
     dirichlet_laplace_gap,
     laplace_covariance,
@@ -51,7 +52,6 @@ from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta
 
 __all__ = [
-    "INTERVAL_ROWS",
     "ClassNoiseCalibration",
     "KClassChannel",
     "calibrate_class_noise",
@@ -71,9 +71,6 @@ _P0_MIN = 1e-9
 _THETA_BOUND = (-30.0, 30.0)
 _PI_BOUND = (-50.0, 50.0)
 _SCALE_BOUND = (-20.0, 20.0)
-#: The credible intervals' parameter draws are evaluated on at most this many rows (a random
-#: subset, with the full rows' value at the posterior mode as a control variate).
-INTERVAL_ROWS = 1 << 14
 
 
 def _bounds(n_classes: int) -> np.ndarray:
@@ -372,15 +369,13 @@ class ClassNoiseCalibration:
         labels, then each true class's flip rate), shape (K + 1, 2).
 
         Parameters are drawn from the Laplace approximation and the rates recomputed for each
-        draw on the same rows; above :data:`INTERVAL_ROWS` rows, on a random subset of that
-        many, plus the rates at the posterior mode on all rows minus those on the subset (a
-        control variate, as the binary calibration does).
+        draw on the same rows; above :data:`~viboost.noise_fit.calibration.INTERVAL_ROWS` rows,
+        on a random subset of that many (:func:`~viboost.noise_fit.calibration.
+        interval_subset`), plus the rates at the posterior mode on all rows minus those on the
+        subset (a control variate, as the binary calibration does).
         """
         draws = self.posterior_draws(n_draws, random_state)
-        subset = None
-        if y.size > INTERVAL_ROWS:
-            rng = spawn_generator(random_state)
-            subset = np.sort(rng.choice(y.size, INTERVAL_ROWS, replace=False))
+        subset = interval_subset(y.size, random_state)
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 
     def posterior_draws(
