@@ -1,6 +1,7 @@
 """The Laplace approximation's helpers (viboost.noise_fit.laplace): Stirling's error against
-mpmath, and what the normal approximation of a Dirichlet in softmax coordinates misses against
-the closed form of its normaliser, the approximation computed here numerically."""
+mpmath, what the normal approximation of a Dirichlet in softmax coordinates misses against
+the closed form of its normaliser, the approximation computed here numerically, and the mode
+and covariance of a posterior against closed forms."""
 
 import mpmath
 import numpy as np
@@ -9,7 +10,7 @@ from oracles import laplace_log_integral
 from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax
 
-from viboost.noise_fit.laplace import dirichlet_laplace_gap, stirling_gap
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior, stirling_gap
 
 
 @pytest.mark.parametrize(
@@ -55,3 +56,41 @@ def test_dirichlet_gap_sums_the_columns_of_a_matrix():
     gaps = [dirichlet_laplace_gap(columns[:, i]) for i in range(3)]
     assert dirichlet_laplace_gap(columns, axis=0) == pytest.approx(sum(gaps), rel=1e-14)
     assert dirichlet_laplace_gap(columns.T) == pytest.approx(sum(gaps), rel=1e-14)
+
+
+def _normal_objective(center, precision):
+    """Minus the log density per unit weight of N(center, precision^-1 / total), and its
+    gradient."""
+
+    def objective(x):
+        d = x - center
+        return 0.5 * d @ precision @ d, precision @ d
+
+    return objective
+
+
+def test_laplace_posterior_of_a_normal_is_the_normal():
+    """A normal posterior is its own Laplace approximation: the mode is its mean and the
+    covariance its covariance, precision^-1 / total (closed form)."""
+    rng = np.random.default_rng(3)
+    root = rng.normal(size=(4, 4))
+    precision = root @ root.T + 0.5 * np.eye(4)
+    center = rng.normal(size=4)
+    bounds = np.array([[-10.0, 10.0]] * 4)
+    mode, cov = laplace_posterior(
+        _normal_objective(center, precision), np.zeros(4), (), bounds, total=250.0
+    )
+    np.testing.assert_allclose(mode, center, atol=1e-9)
+    np.testing.assert_allclose(cov, np.linalg.inv(precision) / 250.0, rtol=1e-6, atol=1e-12)
+
+
+def test_laplace_posterior_stops_at_the_search_box():
+    """A mode outside the box: the answer is the box's edge in that coordinate (where the
+    constrained optimum of a diagonal normal lies), and the other coordinate is exact."""
+    precision = np.diag([2.0, 3.0])
+    bounds = np.array([[-1.0, 1.0], [-5.0, 5.0]])
+    mode, _ = laplace_posterior(
+        _normal_objective(np.array([4.0, 0.25]), precision), np.zeros(2), (), bounds, total=1.0
+    )
+    assert mode[0] == pytest.approx(1.0, abs=1e-12)
+    assert mode[1] == pytest.approx(0.25, abs=1e-8)

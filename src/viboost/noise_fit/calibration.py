@@ -29,12 +29,11 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.laplace import laplace_covariance, newton_polish, objective_hessian
+from viboost.noise_fit.laplace import laplace_posterior
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 
@@ -545,19 +544,8 @@ def calibrate_noise(
     else:
         x0 = np.array([logit(start.theta), start.noise_grade, np.log(start.scale)])
         x0 = np.clip(x0, *np.array(_BOUNDS).T)
-    result = minimize(
-        _objective,
-        x0,
-        args=(y, margin, share, total, priors),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=_BOUNDS,
-        options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
-    )
     args = (y, margin, share, total, priors)
-    hessian = objective_hessian(_objective, result.x, args)
-    params = newton_polish(_objective, result.x, hessian, np.array(_BOUNDS), args)
-    covariance = laplace_covariance(hessian, total)
+    params, covariance = laplace_posterior(_objective, x0, args, np.array(_BOUNDS), total)
     return NoiseCalibration(
         theta=float(expit(params[0])),
         noise_grade=float(params[1]),

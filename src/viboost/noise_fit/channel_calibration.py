@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax, logsumexp
 
 from viboost._utils.validation import RandomStateLike, spawn_generator
@@ -38,12 +37,7 @@ from viboost.noise_fit.class_calibration import (
     rate_interval,
     true_class_log_proba,
 )
-from viboost.noise_fit.laplace import (
-    dirichlet_laplace_gap,
-    laplace_covariance,
-    newton_polish,
-    objective_hessian,
-)
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior
 from viboost.variational.priors import ModelPriors
 
 __all__ = ["ClassChannelCalibration", "calibrate_class_channel"]
@@ -311,18 +305,9 @@ def calibrate_class_channel(
     x0 = np.concatenate([odds[~np.eye(n_classes, dtype=bool)], [0.0]])
     x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
     args = (y, margin, share, total, priors)
-    result = minimize(
-        _objective,
-        x0,
-        args=args,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": 1000, "gtol": 1e-10, "ftol": 1e-14},
+    params, covariance = laplace_posterior(
+        _objective, x0, args, bounds, total, maxiter=1000, gtol=1e-10, ftol=1e-14
     )
-    hessian = objective_hessian(_objective, result.x, args)
-    params = newton_polish(_objective, result.x, hessian, bounds, args)
-    covariance = laplace_covariance(hessian, total)
     row, _, posterior = _terms(params, y, margin)[:3]
     log_likelihood = total * float(share @ row)
     log_joint = -total * _objective(params, *args)[0] + _log_normalizer(priors, n_classes)

@@ -36,18 +36,12 @@ from typing import Protocol
 
 import numba
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
-from viboost.noise_fit.laplace import (
-    dirichlet_laplace_gap,
-    laplace_covariance,
-    newton_polish,
-    objective_hessian,
-)
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior
 from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta
 
@@ -625,18 +619,7 @@ def calibrate_class_noise(
     else:
         x0 = np.clip(start.params, bounds[:, 0], bounds[:, 1])
     args = (y, margin, share, total, priors)
-    result = minimize(
-        _objective,
-        x0,
-        args=args,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15},
-    )
-    hessian = objective_hessian(_objective, result.x, args)
-    params = newton_polish(_objective, result.x, hessian, bounds, args)
-    covariance = laplace_covariance(hessian, total)
+    params, covariance = laplace_posterior(_objective, x0, args, bounds, total)
     row, clean, _ = _row_terms(params, y, margin)
     log_likelihood = total * float(share @ row)
     # The log evidence: the log posterior at the mode with the priors' normalising constants

@@ -5,7 +5,8 @@ Both calibrations (:mod:`viboost.noise_fit.calibration` for two classes,
 compute in closed form. This module turns such an objective into a posterior: the Hessian by
 central differences of the gradient (:func:`objective_hessian`), Newton steps from L-BFGS's
 answer to the optimum itself (:func:`newton_polish`), and the covariance of the normal
-approximation (:func:`laplace_covariance`). Both K-class calibrations also compare two models by
+approximation (:func:`laplace_covariance`); :func:`laplace_posterior` runs the three after the
+search, for all three calibrations. Both K-class calibrations also compare two models by
 their log evidence; :func:`dirichlet_laplace_gap` is what the normal approximation of a
 Dirichlet (or Beta) part of such a posterior misses there.
 """
@@ -15,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy.optimize import minimize
 from scipy.special import gammaln
 
 __all__ = [
     "dirichlet_laplace_gap",
     "laplace_covariance",
+    "laplace_posterior",
     "newton_polish",
     "objective_hessian",
     "stirling_gap",
@@ -143,3 +146,46 @@ def dirichlet_laplace_gap(alpha: np.ndarray, axis: int = -1) -> float:
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     return float(stirling_gap(alpha).sum() - stirling_gap(alpha.sum(axis=axis)).sum())
+
+
+def laplace_posterior(
+    objective: Objective,
+    start: np.ndarray,
+    args: Sequence,
+    bounds: np.ndarray,
+    total: float,
+    maxiter: int = 500,
+    gtol: float = 1e-12,
+    ftol: float = 1e-15,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The posterior mode within ``bounds`` (one (low, high) row per parameter) and its
+    Laplace covariance, ``(params, covariance)``: L-BFGS-B from ``start`` (``maxiter``,
+    ``gtol``, ``ftol``: its options), then :func:`newton_polish` with the Hessian there
+    (:func:`objective_hessian`), whose inverse is the covariance (:func:`laplace_covariance`;
+    ``total``: the weight the objective was divided by).
+
+    Examples
+    --------
+    A normal posterior, N(m, A^-1 / total), is its own Laplace approximation:
+
+    >>> import numpy as np
+    >>> m, a = np.array([0.5, -1.0]), np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> def objective(x):
+    ...     return 0.5 * (x - m) @ a @ (x - m), a @ (x - m)
+    >>> mode, cov = laplace_posterior(objective, np.zeros(2), (), np.array([[-5.0, 5.0]] * 2), 10.0)
+    >>> bool(np.allclose(mode, m, atol=1e-10)), bool(np.allclose(cov, np.linalg.inv(a) / 10.0))
+    (True, True)
+    """
+    bounds = np.asarray(bounds, dtype=np.float64)
+    result = minimize(
+        objective,
+        start,
+        args=tuple(args),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol},
+    )
+    hessian = objective_hessian(objective, result.x, args)
+    params = newton_polish(objective, result.x, hessian, bounds, args)
+    return params, laplace_covariance(hessian, total)
