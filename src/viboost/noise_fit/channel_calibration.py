@@ -33,6 +33,7 @@ from scipy.special import gammaln, log_softmax, logsumexp
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
+    class_inputs,
     expected_joints,
     rate_interval,
     true_class_log_proba,
@@ -287,13 +288,8 @@ def calibrate_class_channel(
            [0.2, 0.8, 0. ],
            [0. , 0.2, 0.8]])
     """
-    y = np.asarray(y, dtype=np.intp)
-    margin = np.ascontiguousarray(margin, dtype=np.float64)
-    if margin.ndim != 2 or margin.shape[0] != y.size or margin.shape[1] < 2:
-        raise ValueError(f"margin must have shape ({y.size}, n_classes >= 2), got {margin.shape}")
+    y, margin, weight, priors = class_inputs(y, margin, sample_weight, priors)
     n_classes = margin.shape[1]
-    weight = np.ones(y.size) if sample_weight is None else np.asarray(sample_weight, float)
-    priors = ModelPriors() if priors is None else priors
     total = float(weight.sum())
     share = weight / total
     bounds = _bounds(n_classes)

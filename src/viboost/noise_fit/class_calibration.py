@@ -49,6 +49,7 @@ __all__ = [
     "ClassNoiseCalibration",
     "KClassChannel",
     "calibrate_class_noise",
+    "class_inputs",
     "class_log_likelihood",
     "expected_joints",
     "joint_of",
@@ -564,6 +565,23 @@ def noise_posteriors(
     return eta, omega
 
 
+def class_inputs(
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray | None,
+    priors: ModelPriors | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, ModelPriors]:
+    """A K-class calibration's inputs as its objective reads them: class indices, the margins
+    (C-contiguous float64, one column per class: a clear error for any other shape), the
+    sample weights (ones for None) and the priors (the defaults for None)."""
+    y = np.asarray(y, dtype=np.intp)
+    margin = np.ascontiguousarray(margin, dtype=np.float64)
+    if margin.ndim != 2 or margin.shape[0] != y.size or margin.shape[1] < 2:
+        raise ValueError(f"margin must have shape ({y.size}, n_classes >= 2), got {margin.shape}")
+    weight = np.ones(y.size) if sample_weight is None else np.asarray(sample_weight, float)
+    return y, margin, weight, ModelPriors() if priors is None else priors
+
+
 def calibrate_class_noise(
     y: np.ndarray,
     margin: np.ndarray,
@@ -603,13 +621,8 @@ def calibrate_class_noise(
     >>> round(fit.theta, 1), bool(abs(fit.scale - 2.0) < 0.15)
     (0.7, True)
     """
-    y = np.asarray(y, dtype=np.intp)
-    margin = np.ascontiguousarray(margin, dtype=np.float64)
-    if margin.ndim != 2 or margin.shape[0] != y.size or margin.shape[1] < 2:
-        raise ValueError(f"margin must have shape ({y.size}, n_classes >= 2), got {margin.shape}")
+    y, margin, weight, priors = class_inputs(y, margin, sample_weight, priors)
     n_classes = margin.shape[1]
-    weight = np.ones(y.size) if sample_weight is None else np.asarray(sample_weight, float)
-    priors = ModelPriors() if priors is None else priors
     total = float(weight.sum())
     share = weight / total
     bounds = _bounds(n_classes)
