@@ -360,15 +360,15 @@ def _start_growths(
 
 @threaded_kernel(cache=True)
 def _attach_children(
-    ints, reals, counts, pending, children, small_at, large_at, sums, n_bins, code, priors,
-    min_leaf, max_depth,
+    ints, reals, counts, pending, children, sums, n_bins, code, priors, min_leaf, max_depth,
 ):  # pragma: no cover - compiled  # fmt: skip
-    """The children of every tree's pending requests (flat over the trees, in order): request
-    ``q``'s smaller child's histogram is ``children[small_at[q]]``, its larger one's
-    ``children[large_at[q]]``, each child's sums at the same row of ``sums``. Each tree
+    """The children of every tree's pending requests (flat over the trees, in order; ``m`` of
+    them): request ``q``'s smaller child's histogram is ``children[q]``, its larger one's
+    ``children[m + q]``, each child's sums at the same row of ``sums``. Each tree
     records its children (left, right per request); then their best splits are found in one
     parallel loop (each child writes its own record)."""
     n_children = children.shape[0]
+    n_requests = n_children // 2
     tree_of = np.empty(n_children, dtype=np.int64)
     node_of = np.empty(n_children, dtype=np.int64)
     q = 0
@@ -378,7 +378,7 @@ def _attach_children(
             depth = ints[t, request[0], _DEPTH] + 1
             small_left = request[6] != 0
             for side in range(2):
-                c = small_at[q] if small_left == (side == 0) else large_at[q]
+                c = q if small_left == (side == 0) else n_requests + q
                 i = _new_record(ints, reals, counts, t, depth, sums[c, 0], sums[c, 1], sums[c, 2])
                 if i != request[1 + side]:
                     raise RuntimeError("histograms arrived out of order")
@@ -565,10 +565,6 @@ class TreeGrowths:
     def __len__(self) -> int:
         return self._ints.shape[0]
 
-    def _may_split(self, depth: int, sums: np.ndarray) -> bool:
-        """Whether a node of this depth and these sums may split (depth and row limits)."""
-        return bool(depth < self._max_depth and sums[2] >= 2 * self._min_leaf)
-
     def _advance(self, requests: bool) -> np.ndarray:
         return _advance_growths(
             self._ints, self._reals, self._counts, self._pending, self.settings.max_leaf_nodes,
@@ -646,10 +642,9 @@ class TreeGrowths:
         # Every child's sums from its feature 0 (each row has one bin of every feature), in one
         # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
         sums = np.sum(children[:, 0], axis=1)
-        at = np.arange(n_requests, dtype=np.int64)
         _attach_children(
-            self._ints, self._reals, self._counts, self._pending, children, at, at + n_requests,
-            sums, self.n_bins, self._code, self.priors, self._min_leaf, self._max_depth,
+            self._ints, self._reals, self._counts, self._pending, children, sums, self.n_bins,
+            self._code, self.priors, self._min_leaf, self._max_depth,
         )  # fmt: skip
         self._asked = None
 

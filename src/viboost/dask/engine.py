@@ -69,7 +69,7 @@ import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import TreeGrowths, TreeSettings
+from viboost.boosting.grower import TreeGrowths, TreeSettings, padded_thresholds
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.stumps import best_binned_stump
 from viboost.boosting.trees import HistogramTree, intercept_tree
@@ -260,6 +260,10 @@ class BlockRows:
         self.binner = binner
         self.validation = validation
         self.tree = tree
+        # The splits' thresholds by (feature, bin), padded once for every tree's growth.
+        self._thresholds = (
+            None if tree is None else padded_thresholds(binner.thresholds_, binner.n_bins_)
+        )
         n_ensembles = len(n_active)
         self.compress = [n > COMPRESS_ABOVE for n in n_active]
         per_block = [None] * len(training) if multiplicities is None else multiplicities
@@ -365,7 +369,7 @@ class BlockRows:
             scales.append(scale)
             self._grids.append(_grid([part[3] for part in mine]) if compress else None)
         growths = TreeGrowths(
-            roots, binner.n_bins_, binner.thresholds_, settings, priors, speculate=self.speculate
+            roots, binner.n_bins_, self._thresholds, settings, priors, speculate=self.speculate
         )
         self.tree_trips = 0
         history: tuple = ()
