@@ -136,3 +136,65 @@ def test_sparse_features_give_the_sums_of_every_bin(counted, rows_per_node):
     np.testing.assert_array_equal(got[:, layout.dense], dense[:, layout.dense])
     with pytest.raises(ValueError, match="sparse must be sparse_bins of these bins"):
         node_histograms(binned[:-1], rows[:10], [0], [10], stats[:10], 257, sparse=layout)
+
+
+@pytest.mark.parametrize("counted", [True, False])
+@pytest.mark.parametrize("with_sparse", [False, True])
+def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
+    # A call of few chunks may share each chunk's features among the threads. Forced here to
+    # 1, 2, 3 and 7 groups (more than some nodes' features), on one thread and on two, for a
+    # dense node (read row by row), sparse ones (by columns, 4-lane and scalar chunks), a node
+    # of several chunks and sparse features: every sum must be bit for bit the one-group sum,
+    # and the sums of a reference written here.
+    from viboost._utils.parallel import numba_threads
+    from viboost.boosting import histogram
+
+    binned, rng = _sparse_problem(n=60_000, d=9, seed=5)
+    n = binned.shape[0]
+    layout = sparse_bins(binned) if with_sparse else None
+    picks = [rng.choice(n, m, replace=False) for m in (20_000, 5_000, 300, 40_000)]
+    rows = np.concatenate([np.sort(p) for p in picks]).astype(np.int64)
+    bounds = np.cumsum([0] + [p.size for p in picks])
+    starts, stops = bounds[:-1], bounds[1:]
+    stats = rng.standard_normal((rows.size, 3))
+    columns = np.ascontiguousarray(binned.T)
+
+    def sums(n_groups, threads, nodes):
+        monkeypatch.setattr(histogram, "_feature_groups", lambda *args: n_groups)
+        monkeypatch.setattr(histogram, "_SERIAL_CELLS", 0)
+        with numba_threads(threads):
+            return node_histograms(binned, rows, starts[nodes], stops[nodes], stats, 257,
+                                   columns=columns, counted=counted, sparse=layout)  # fmt: skip
+
+    for nodes in ([0, 1, 2], [1], [2], [3]):
+        want = sums(1, 1, nodes)
+        for n_groups in (2, 3, 7):
+            for threads in (1, 2):
+                np.testing.assert_array_equal(sums(n_groups, threads, nodes), want)
+    # Nodes of one chunk each: the reference adds their rows in the same order.
+    reference = _reference_histograms(binned, rows, starts[1:3], stops[1:3], stats, 257, counted)
+    got = sums(3, 2, [1, 2])
+    if with_sparse:  # the commonest bins' sums are totals less the other bins': to rounding
+        np.testing.assert_allclose(got, reference, rtol=0, atol=1e-10 * np.abs(stats).sum())
+    else:
+        np.testing.assert_array_equal(got, reference)
+
+
+def test_feature_groups_follow_the_threads_for_few_chunks_read_by_columns():
+    from viboost._utils.parallel import numba_threads
+    from viboost.boosting import histogram
+
+    binned, _ = _sparse_problem(n=100_000, d=8)
+    columns = np.ascontiguousarray(binned.T)
+    small, big = (np.array([0]), np.array([10_000])), (np.array([0]), np.array([90_000]))
+    with numba_threads(2):
+        threads = histogram.numba.get_num_threads()
+        assert histogram._feature_groups(True, 1, *small, binned, columns, None) == threads
+        assert histogram._feature_groups(True, 4, *small, binned, columns, None) == 1  # chunks
+        assert histogram._feature_groups(True, 1, *big, binned, columns, None) == 1  # by rows
+        assert histogram._feature_groups(True, 1, *small, binned, None, None) == 1
+        assert histogram._feature_groups(False, 1, *small, binned, columns, None) == 1
+        layout = sparse_bins(binned)
+        assert histogram._feature_groups(True, 1, *small, binned, columns, layout) == 1
+    with numba_threads(1):
+        assert histogram._feature_groups(True, 1, *small, binned, columns, None) == 1
