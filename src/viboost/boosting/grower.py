@@ -728,6 +728,18 @@ class TreeGrowth:
         return self._growths.node_positions(0)
 
 
+@threaded_kernel(cache=True)
+def _number_rows(out, rows, other_rows, starts, stops, sides, numbers):  # pragma: no cover
+    """``out[row] = numbers[r]`` for every row of range ``starts[r]:stops[r]`` of ``rows``
+    (``other_rows`` where ``sides[r]`` is 1): each leaf's number to its rows, leaves in
+    parallel (the ranges are disjoint, so are their rows)."""
+    for r in numba.prange(starts.shape[0]):
+        source = rows if sides[r] == 0 else other_rows
+        value = numbers[r]
+        for k in range(starts[r], stops[r]):
+            out[source[k]] = value
+
+
 def partition_leaf_index(
     partition: RowPartition,
     tree: HistogramTree,
@@ -744,12 +756,24 @@ def partition_leaf_index(
     is_leaf = tree.nodes["is_leaf"]
     out = np.empty(binned_columns.shape[1], dtype=np.int64)
     routed = [outside]
-    for node in partition.leaf_ranges():
+    bounds, sides, numbers = [], [], []
+    for node, (start, stop) in partition.leaf_ranges().items():
         position = node_positions[node]
         if is_leaf[position]:
-            out[partition.node_rows(node)] = number[position]
+            bounds.append((partition._offset + start, partition._offset + stop))
+            sides.append(partition.sides[node])
+            numbers.append(number[position])
         else:  # split without partitioning its rows (the tree's last split)
             routed.append(partition.node_rows(node))
+    if bounds:
+        store = partition._store
+        if store.rows is None:
+            raise RuntimeError("the partition's rows were released")
+        edges = np.array(bounds, dtype=np.int64)
+        _number_rows(
+            out, store.rows, store.row_buffer, edges[:, 0], edges[:, 1],
+            np.array(sides, dtype=np.int8), np.array(numbers, dtype=np.int64),
+        )  # fmt: skip
     routed_rows = np.concatenate(routed)
     if routed_rows.size:
         out[routed_rows] = tree.leaf_index(binned_columns, routed_rows)
