@@ -360,15 +360,24 @@ def _start_growths(
 
 @threaded_kernel(cache=True)
 def _attach_children(
-    ints, reals, counts, pending, children, sums, n_bins, code, priors, min_leaf, max_depth,
+    ints, reals, counts, pending, children, n_bins, code, priors, min_leaf, max_depth,
 ):  # pragma: no cover - compiled  # fmt: skip
     """The children of every tree's pending requests (flat over the trees, in order; ``m`` of
     them): request ``q``'s smaller child's histogram is ``children[q]``, its larger one's
-    ``children[m + q]``, each child's sums at the same row of ``sums``. Each tree
-    records its children (left, right per request); then their best splits are found in one
-    parallel loop (each child writes its own record)."""
+    ``children[m + q]``. Each tree records its children (left, right per request) with their
+    sums; then their best splits are found in one parallel loop (each child writes its own
+    record)."""
     n_children = children.shape[0]
     n_requests = n_children // 2
+    # Every child's sums from its feature 0 (each row has one bin of every feature): per child
+    # the slots added in order from the first, as ``hist[0].sum(axis=0)`` adds them.
+    sums = np.empty((n_children, 3))
+    for c in range(n_children):
+        for s in range(3):
+            total = children[c, 0, 0, s]
+            for slot in range(1, children.shape[2]):
+                total += children[c, 0, slot, s]
+            sums[c, s] = total
     tree_of = np.empty(n_children, dtype=np.int64)
     node_of = np.empty(n_children, dtype=np.int64)
     q = 0
@@ -639,11 +648,8 @@ class TreeGrowths:
             hists[request.left], hists[request.right] = (
                 (small, large) if request.small_left else (large, small)
             )
-        # Every child's sums from its feature 0 (each row has one bin of every feature), in one
-        # reduction: per child the slots are added in order, as ``hist[0].sum(axis=0)`` adds them.
-        sums = np.sum(children[:, 0], axis=1)
         _attach_children(
-            self._ints, self._reals, self._counts, self._pending, children, sums, self.n_bins,
+            self._ints, self._reals, self._counts, self._pending, children, self.n_bins,
             self._code, self.priors, self._min_leaf, self._max_depth,
         )  # fmt: skip
         self._asked = None
