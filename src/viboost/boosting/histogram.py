@@ -622,6 +622,8 @@ def node_histograms(
     n_groups = _feature_groups(
         kernel is _node_histograms, n_units, starts, stops, binned, columns, sparse
     )
+    if n_units * n_groups == 1:  # a single unit of work: no thread to share it with
+        kernel = _node_histograms.serial
     n_nodes = starts.shape[0]
     shape = (binned.shape[1], int(n_slots), 3)
     one_chunk_each = n_units == n_nodes  # then the partials are the histograms
