@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 from scipy.special import expit, log_softmax, softmax
 
+from viboost._utils.parallel import numba_threads
 from viboost.noise_fit.calibration import calibrate_noise
 from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
+    _objective_sums,
     calibrate_class_noise,
     class_log_likelihood,
     expected_joints,
@@ -85,6 +87,39 @@ def test_row_terms_match_the_model_written_out():
     b, c, log_channel = fit.signal_and_channel()
     assert b == pytest.approx(1.7) and np.allclose(c, np.log(p0))
     np.testing.assert_allclose(np.exp(log_channel), fit.channel, rtol=1e-12)
+
+
+def test_objective_sums_over_chunks_match_the_sums_written_out():
+    # The objective's sums over fixed chunks of rows (in parallel) against the same sums
+    # written out in numpy; the same for any number of threads.
+    rng = np.random.default_rng(11)
+    n, n_classes = 5000, 4
+    margin = rng.normal(scale=2.0, size=(n, n_classes))
+    y = rng.integers(0, n_classes, n)
+    weight = rng.random(n)
+    b, c = 1.3, np.array([0.2, -0.1, 0.0, 0.4])
+    theta, pi = 0.75, np.array([0.4, 0.3, 0.2, 0.1])
+    p = softmax(b * margin + c, axis=1)
+    rows = np.arange(n)
+    likelihood = theta * p[rows, y] + (1 - theta) * pi[y]
+    clean = theta * p[rows, y] / likelihood
+    g = clean[:, None] * ((np.arange(n_classes) == y[:, None]) - p)
+    expected = [
+        weight @ np.log(likelihood), weight @ clean, weight.sum(),
+        weight @ (g * margin).sum(axis=1), weight @ (1 - clean),
+    ]  # fmt: skip
+    by_class_g = weight @ g
+    by_class_noise = np.bincount(y, weights=weight * (1 - clean), minlength=n_classes)
+    args = (y, margin, weight, b, c, np.log(theta), np.log1p(-theta), np.log(pi))
+    for n_chunks in (1, 3, 7):
+        got = _objective_sums.serial(*args, n_chunks)
+        np.testing.assert_allclose(got[:5], expected, rtol=1e-12)
+        np.testing.assert_allclose(got[5], by_class_g, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got[6], by_class_noise, rtol=1e-12)
+        for threads in (1, 2):
+            with numba_threads(threads):
+                again = _objective_sums.parallel(*args, n_chunks)
+            assert all(np.array_equal(x, z) for x, z in zip(got, again, strict=True))
 
 
 def test_extreme_margins_stay_finite():

@@ -140,34 +140,69 @@ def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cove
     return row, clean, log_p
 
 
-@numba.njit(cache=True)
+# Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
+# sums are the same for any number of threads; one chunk, up to this many rows, is the plain
+# sum in row order, on the calling thread).
+_CHUNK_ROWS = 1 << 14
+
+
+@threaded_kernel(cache=True)
 def _objective_sums(
-    y, margin, weight, b, c, log_theta, log_not_theta, log_pi
+    y, margin, weight, b, c, log_theta, log_not_theta, log_pi, n_chunks
 ):  # pragma: no cover - compiled
     """The weighted sums over rows that :func:`_objective` needs, in one pass: of ``log p(y |
     H)``, phi, the weights, ``g . H`` and ``1 - phi``, and per class of ``g`` and of ``1 - phi``
-    on the rows labelled with it; ``g_k = phi (1{y = k} - p_k)``."""
+    on the rows labelled with it; ``g_k = phi (1{y = k} - p_k)``. Each of ``n_chunks`` fixed
+    chunks of rows is summed in row order (in parallel), then the chunks' sums in order."""
     n, n_classes = margin.shape
-    log_p = np.empty(n_classes)
-    p = np.empty(n_classes)
-    by_class_g = np.zeros(n_classes)
-    by_class_noise = np.zeros(n_classes)
-    value = clean_sum = weight_sum = gh_sum = noise_sum = 0.0
-    for i in range(n):
-        yi, w = y[i], weight[i]
-        row, clean = _row_term(margin[i], yi, b, c, log_theta, log_not_theta, log_pi[yi], log_p, p)
-        value += w * row
-        clean_sum += w * clean
-        weight_sum += w
-        gh = 0.0
-        for k in range(n_classes):
-            g = clean * ((1.0 if k == yi else 0.0) - p[k])
-            by_class_g[k] += w * g
-            gh += g * margin[i, k]
-        gh_sum += w * gh
-        by_class_noise[yi] += w * (1.0 - clean)
-        noise_sum += w * (1.0 - clean)
-    return value, clean_sum, weight_sum, gh_sum, noise_sum, by_class_g, by_class_noise
+    size = (n + n_chunks - 1) // n_chunks
+    scalars = np.zeros((n_chunks, 5))
+    by_class = np.zeros((n_chunks, 2, n_classes))
+    for chunk in numba.prange(n_chunks):
+        log_p = np.empty(n_classes)
+        p = np.empty(n_classes)
+        # Local sums (the chunks' partials share cache lines: writing them per row would make
+        # the threads contend).
+        by_class_g = np.zeros(n_classes)
+        by_class_noise = np.zeros(n_classes)
+        value = clean_sum = weight_sum = gh_sum = noise_sum = 0.0
+        for i in range(chunk * size, min(n, (chunk + 1) * size)):
+            yi, w = y[i], weight[i]
+            row, clean = _row_term(
+                margin[i], yi, b, c, log_theta, log_not_theta, log_pi[yi], log_p, p
+            )
+            value += w * row
+            clean_sum += w * clean
+            weight_sum += w
+            gh = 0.0
+            for k in range(n_classes):
+                g = clean * ((1.0 if k == yi else 0.0) - p[k])
+                by_class_g[k] += w * g
+                gh += g * margin[i, k]
+            gh_sum += w * gh
+            by_class_noise[yi] += w * (1.0 - clean)
+            noise_sum += w * (1.0 - clean)
+        scalars[chunk, 0] = value
+        scalars[chunk, 1] = clean_sum
+        scalars[chunk, 2] = weight_sum
+        scalars[chunk, 3] = gh_sum
+        scalars[chunk, 4] = noise_sum
+        by_class[chunk, 0] = by_class_g
+        by_class[chunk, 1] = by_class_noise
+    total = scalars[0].copy()
+    classes = by_class[0].copy()
+    for chunk in range(1, n_chunks):
+        total += scalars[chunk]
+        classes += by_class[chunk]
+    return total[0], total[1], total[2], total[3], total[4], classes[0], classes[1]
+
+
+def _sums(y: np.ndarray, margin: np.ndarray, weight: np.ndarray, row_arguments: tuple) -> tuple:
+    """:func:`_objective_sums` over chunks of :data:`_CHUNK_ROWS` rows, on the calling thread
+    when there is one chunk."""
+    n_chunks = max(1, -(-y.size // _CHUNK_ROWS))
+    kernel = _objective_sums.serial if n_chunks == 1 else _objective_sums
+    return kernel(y, margin, weight, *row_arguments, n_chunks)
 
 
 def _row_arguments(logit_theta: float, log_pi: np.ndarray, log_b: float, c: np.ndarray) -> tuple:
@@ -211,11 +246,11 @@ def _objective(
     theta = expit(logit_theta)
     pi = np.exp(log_pi)
     c, dc_du, dc_dv = _intercept(logit_theta, log_pi)
-    value_sum, clean_sum, weight_sum, gh_sum, noise_sum, wg, noise_by_class = _objective_sums(
+    value_sum, clean_sum, weight_sum, gh_sum, noise_sum, wg, noise_by_class = _sums(
         np.ascontiguousarray(y, dtype=np.int64),
         np.ascontiguousarray(margin, dtype=np.float64),
         np.ascontiguousarray(weight, dtype=np.float64),
-        *_row_arguments(logit_theta, log_pi, log_b, c),
+        _row_arguments(logit_theta, log_pi, log_b, c),
     )
     b = np.exp(log_b)
     d_u = clean_sum - theta * weight_sum + float(wg @ dc_du)
