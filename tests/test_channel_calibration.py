@@ -6,7 +6,12 @@ import pytest
 from oracles import laplace_log_integral
 from scipy.special import softmax
 
-from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
+from viboost._utils.parallel import numba_threads
+from viboost.noise_fit.channel_calibration import (
+    ClassChannelCalibration,
+    _channel_sums,
+    calibrate_class_channel,
+)
 from viboost.noise_fit.class_calibration import (
     calibrate_class_noise,
     expected_joints,
@@ -69,6 +74,36 @@ def test_posterior_matches_the_model_written_out():
     np.testing.assert_allclose(fit.clean_proba(y, margin), posterior[np.arange(40), y])
     np.testing.assert_allclose(fit.params, ClassChannelCalibration.from_params(
         fit.params, fit.covariance).params)  # fmt: skip
+
+
+def test_objective_sums_over_chunks_match_the_sums_written_out():
+    # The objective's sums over fixed chunks of rows (in parallel) against the same sums
+    # written out in numpy; the same for any number of threads.
+    rng = np.random.default_rng(8)
+    n = 4000
+    margin = rng.normal(scale=2.0, size=(n, 3))
+    y = rng.integers(0, 3, n)
+    weight = rng.random(n)
+    channel = np.array([[0.7, 0.1, 0.2], [0.2, 0.8, 0.1], [0.1, 0.1, 0.7]])
+    b, c = 1.3, np.log(np.linalg.solve(channel, np.full(3, 1 / 3)))
+    p = softmax(b * margin + c, axis=1)
+    unnormalised = p * channel[y]
+    posterior = unnormalised / unnormalised.sum(axis=1, keepdims=True)
+    by_label = np.stack([weight[y == j] @ posterior[y == j] for j in range(3)])
+    gap = weight @ (posterior - p)
+    args = (y, margin, weight, b, c, np.log(channel))
+    for n_chunks in (1, 3, 7):
+        value, got_by_label, got_gap, got_gap_h = _channel_sums.serial(*args, n_chunks)
+        assert value == pytest.approx(weight @ np.log(unnormalised.sum(axis=1)), rel=1e-12)
+        np.testing.assert_allclose(got_by_label, by_label, rtol=1e-12)
+        np.testing.assert_allclose(got_gap, gap, rtol=1e-10, atol=1e-12)
+        along = weight @ ((posterior - p) * margin).sum(axis=1)
+        assert got_gap_h == pytest.approx(along, rel=1e-10)
+        for threads in (1, 2):
+            with numba_threads(threads):
+                again = _channel_sums.parallel(*args, n_chunks)
+            got = (value, got_by_label, got_gap, got_gap_h)
+            assert all(np.array_equal(x, z) for x, z in zip(got, again, strict=True))
 
 
 def test_interval_and_extremes():

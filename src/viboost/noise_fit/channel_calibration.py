@@ -25,11 +25,14 @@ the cross-fit chooses between this channel and the paper's
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-from scipy.special import gammaln, log_softmax, logsumexp
+from scipy.special import gammaln, log_softmax
 
+from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
@@ -37,6 +40,7 @@ from viboost.noise_fit.class_calibration import (
     expected_joints,
     rate_interval,
     true_class_log_proba,
+    true_class_row,
 )
 from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior
 from viboost.variational.priors import ModelPriors
@@ -47,6 +51,9 @@ _LOG_SCALE_PRIOR_SD = 3.0
 _P0_MIN = 1e-9
 _LOG_ODDS_BOUND = (-30.0, 30.0)
 _SCALE_BOUND = (-20.0, 20.0)
+# Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
+# sums are the same for any number of threads); one chunk runs on the calling thread.
+_CHUNK_ROWS = 1 << 14
 
 
 def _bounds(n_classes: int) -> np.ndarray:
@@ -82,18 +89,109 @@ def _indifferent(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return p0, inverse, ~(p0 >= _P0_MIN)
 
 
+@numba.njit(cache=True)
+def _channel_row(margin_row, yi, b, c, log_t, log_p, shifted, scaled):  # pragma: no cover
+    """Row n under the channel ``T``: fills ``log_p`` with ``log softmax(F_n)``, ``F = b H +
+    c``, and (:func:`~viboost.noise_fit.class_calibration.true_class_row`) ``scaled`` with the
+    posterior of the true class times ``total``; returns ``log p(y_n | H_n) = log sum_i
+    softmax_i(F_n) T[y_n, i]`` and ``total``."""
+    n_classes = margin_row.shape[0]
+    top = -math.inf
+    for k in range(n_classes):
+        log_p[k] = b * margin_row[k] + c[k]
+        top = max(top, log_p[k])
+    total = 0.0
+    for k in range(n_classes):
+        total += math.exp(log_p[k] - top)
+    log_normalizer = top + math.log(total)
+    for k in range(n_classes):
+        log_p[k] -= log_normalizer
+    total, joint_top = true_class_row(margin_row, yi, b, c, log_t, shifted, scaled)
+    return (joint_top + math.log(total)) - log_normalizer, total
+
+
+@numba.njit(cache=True)
+def _channel_rows(y, margin, b, c, log_t):  # pragma: no cover - compiled
+    """:func:`_channel_row` of every row: ``log p(y | H)`` (n), ``log softmax(F)`` and the
+    posterior of the true class (n, K)."""
+    n, n_classes = margin.shape
+    row = np.empty(n)
+    log_p = np.empty((n, n_classes))
+    posterior = np.empty((n, n_classes))
+    shifted = np.empty(n_classes)
+    for i in range(n):
+        row[i], total = _channel_row(margin[i], y[i], b, c, log_t, log_p[i], shifted, posterior[i])
+        for k in range(n_classes):
+            posterior[i, k] /= total
+    return row, log_p, posterior
+
+
+@threaded_kernel(cache=True)
+def _channel_sums(y, margin, weight, b, c, log_t, n_chunks):  # pragma: no cover - compiled
+    """The weighted sums over rows that :func:`_objective` needs (``r`` the posterior of the
+    true class, ``p = softmax(F)``): of ``log p(y | H)``; per given label j and true class i
+    of ``r_i`` on the rows labelled j; per class of ``r - p``; and of ``(r - p) . H``. Each of
+    ``n_chunks`` fixed chunks of rows is summed in row order (in parallel), then the chunks'
+    sums in order."""
+    n, n_classes = margin.shape
+    size = (n + n_chunks - 1) // n_chunks
+    values = np.zeros(n_chunks)
+    by_labels = np.zeros((n_chunks, n_classes, n_classes))
+    gaps = np.zeros((n_chunks, n_classes))
+    along = np.zeros(n_chunks)
+    for chunk in numba.prange(n_chunks):
+        log_p = np.empty(n_classes)
+        shifted = np.empty(n_classes)
+        scaled = np.empty(n_classes)
+        # Local sums (the chunks' partials share cache lines: writing them per row would make
+        # the threads contend).
+        by_label = np.zeros((n_classes, n_classes))
+        gap = np.zeros(n_classes)
+        value = gap_h = 0.0
+        for i in range(chunk * size, min(n, (chunk + 1) * size)):
+            yi, w = y[i], weight[i]
+            row, total = _channel_row(margin[i], yi, b, c, log_t, log_p, shifted, scaled)
+            value += w * row
+            dot = 0.0
+            for k in range(n_classes):
+                r = scaled[k] / total
+                d = r - math.exp(log_p[k])
+                by_label[yi, k] += w * r
+                gap[k] += w * d
+                dot += d * margin[i, k]
+            gap_h += w * dot
+        values[chunk] = value
+        by_labels[chunk] = by_label
+        gaps[chunk] = gap
+        along[chunk] = gap_h
+    by_label = by_labels[0].copy()
+    gap = gaps[0].copy()
+    value, gap_h = values[0], along[0]
+    for chunk in range(1, n_chunks):
+        value += values[chunk]
+        by_label += by_labels[chunk]
+        gap += gaps[chunk]
+        gap_h += along[chunk]
+    return value, by_label, gap, gap_h
+
+
+def _signal(params: np.ndarray, n_classes: int):
+    """``T``, ``log T``, ``p0``, ``T^{-1}``, the held ``p0``, ``b`` and ``c = log p0``."""
+    t, log_t = _channel(params, n_classes)
+    p0, inverse, held = _indifferent(t)
+    c = np.log(np.where(held, _P0_MIN, p0))
+    return t, log_t, p0, inverse, held, float(np.exp(params[-1])), c
+
+
 def _terms(params: np.ndarray, y: np.ndarray, margin: np.ndarray):
     """Per row ``log p(y | H)``, the log-probabilities of the true class under the signal model
     (n, K), the posterior of the true class (n, K), and ``T``, ``log T``, ``p0``, ``T^{-1}`` and
     the held ``p0``."""
-    n_classes = margin.shape[1]
-    t, log_t = _channel(params, n_classes)
-    p0, inverse, held = _indifferent(t)
-    c = np.log(np.where(held, _P0_MIN, p0))
-    log_p = log_softmax(np.exp(params[-1]) * margin + c, axis=1)
-    joint = log_p + log_t[y]
-    row = logsumexp(joint, axis=1)
-    posterior = np.exp(joint - row[:, None])
+    t, log_t, p0, inverse, held, b, c = _signal(params, margin.shape[1])
+    row, log_p, posterior = _channel_rows(
+        np.ascontiguousarray(y, dtype=np.int64), np.ascontiguousarray(margin, dtype=np.float64),
+        b, c, log_t,
+    )  # fmt: skip
     return row, log_p, posterior, t, log_t, p0, inverse, held
 
 
@@ -115,25 +213,25 @@ def _objective(
     (T^{-1} e_j - e_i)``."""
     n_classes = margin.shape[1]
     off = ~np.eye(n_classes, dtype=bool)
-    row, log_p, posterior, t, log_t, p0, inverse, held = _terms(params, y, margin)
-    b = np.exp(params[-1])
-    weighted = weight[:, None] * posterior
+    t, log_t, p0, inverse, held, b, c = _signal(params, n_classes)
+    n_chunks = max(1, -(-y.size // _CHUNK_ROWS))
+    kernel = _channel_sums.serial if n_chunks == 1 else _channel_sums
+    value_sum, by_label, g, g_h = kernel(
+        np.ascontiguousarray(y, dtype=np.int64), np.ascontiguousarray(margin, dtype=np.float64),
+        np.ascontiguousarray(weight, dtype=np.float64), b, c, log_t, n_chunks,
+    )  # fmt: skip
     # Direct: sum_n w r_ni (1{y_n = j} - T[j, i]).
-    by_label = np.zeros((n_classes, n_classes))
-    for j in range(n_classes):  # (a loop over the classes: np.add.at is slow)
-        by_label[j] = weighted[y == j].sum(axis=0)
-    direct = by_label - t * weighted.sum(axis=0)[None, :]
+    direct = by_label - t * by_label.sum(axis=0)[None, :]
     # Through c: with G = sum_n w (r_n - p_n), sum_k G_k / p0_k dp0_k / dv[j, i].
-    g = weight @ (posterior - np.exp(log_p))
     scaled = np.where(held, 0.0, g / np.where(held, 1.0, p0))
     z = inverse.T @ scaled  # z_j = sum_k (G_k / p0_k) (T^{-1})[k, j]
     through_c = -p0[None, :] * t * (z[:, None] - scaled[None, :])
-    d_b = b * float(weight @ np.einsum("nk,nk->n", posterior - np.exp(log_p), margin))
+    d_b = b * g_h
     alpha = _dirichlet(priors, n_classes)
     log_b = params[-1]
     log_prior = float((alpha * log_t).sum()) - 0.5 * (log_b / _LOG_SCALE_PRIOR_SD) ** 2
     prior_v = alpha - t * alpha.sum(axis=0)[None, :]
-    value = float(weight @ row) + log_prior / total
+    value = value_sum + log_prior / total
     grad = np.concatenate(
         [
             (direct + through_c + prior_v / total)[off],

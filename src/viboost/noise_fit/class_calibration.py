@@ -57,6 +57,7 @@ __all__ = [
     "noise_posteriors",
     "rate_interval",
     "true_class_log_proba",
+    "true_class_row",
 ]
 
 # As the binary calibration: a N(0, 3^2) prior on log b, the search box of (logit theta, the
@@ -431,12 +432,13 @@ def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -
 
 
 @numba.njit(cache=True)
-def _true_class_row(margin_row, yi, b, c, log_channel, shifted, scaled):  # pragma: no cover
+def true_class_row(margin_row, yi, b, c, log_channel, shifted, scaled):  # pragma: no cover
     """The posterior of one row's true class, ``P(true = i | y, H) = softmax_i(b H + c + log
     T[y, :])`` (the softmax of F times the channel's row for the given label ``y``,
-    normalised): fills ``shifted`` with ``b H_i + c_i + log T[y, i]`` minus its largest value
-    and ``scaled`` with their exponentials, and returns the sum of those (at least 1). The
-    posterior is ``scaled / sum``, its log ``shifted - log(sum)``."""
+    normalised), compiled: fills ``shifted`` with ``b H_i + c_i + log T[y, i]`` minus its
+    largest value and ``scaled`` with their exponentials, and returns the sum of those (at
+    least 1) and that largest value. The posterior is ``scaled / sum``, its log ``shifted -
+    log(sum)``; ``log sum_i exp(F_i) T[y, i]`` is the largest value plus ``log(sum)``."""
     n_classes = margin_row.shape[0]
     top = -math.inf
     for k in range(n_classes):
@@ -447,7 +449,7 @@ def _true_class_row(margin_row, yi, b, c, log_channel, shifted, scaled):  # prag
         shifted[k] -= top
         scaled[k] = math.exp(shifted[k])
         total += scaled[k]
-    return total
+    return total, top
 
 
 @numba.njit(cache=True)
@@ -457,7 +459,8 @@ def _true_class_log_proba(y, margin, b, c, log_channel):  # pragma: no cover - c
     out = np.empty((n, n_classes))
     scaled = np.empty(n_classes)
     for i in range(n):
-        log_total = math.log(_true_class_row(margin[i], y[i], b, c, log_channel, out[i], scaled))
+        total, _ = true_class_row(margin[i], y[i], b, c, log_channel, out[i], scaled)
+        log_total = math.log(total)
         for k in range(n_classes):
             out[i, k] -= log_total
     return out
@@ -484,7 +487,7 @@ def _expected_joints(
     y, margin, weight, scales, intercepts, log_channels
 ):  # pragma: no cover - compiled
     """Per parameter set d, the sum over rows of ``s_n 1{y_n = j} P_d(true = i | y_n, H_n)``
-    at ``[d, j, i]`` (:func:`_true_class_row`). Each d on one thread, its rows in order: the
+    at ``[d, j, i]`` (:func:`true_class_row`). Each d on one thread, its rows in order: the
     same sums for any number of threads."""
     n, n_classes = margin.shape
     n_sets = scales.shape[0]
@@ -494,7 +497,7 @@ def _expected_joints(
         scaled = np.empty(n_classes)
         for i in range(n):
             yi = y[i]
-            total = _true_class_row(
+            total, _ = true_class_row(
                 margin[i], yi, scales[d], intercepts[d], log_channels[d], shifted, scaled
             )
             share = weight[i] / total
