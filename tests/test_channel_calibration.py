@@ -115,6 +115,11 @@ def test_interval_and_extremes():
     assert interval[0, 0] - 0.01 <= np.mean(y != true) <= interval[0, 1] + 0.01
     huge = np.array([[1e6, 0.0, -1e6], [0.0, 0.0, 0.0]])
     assert np.all(np.isfinite(fit.true_class_proba(np.array([2, 0]), huge)))
+    # Far out the true class is the largest margin's: log p(y | H) = log T[y, 0] to the digit.
+    labels, far = np.array([0, 1, 2]), np.array([[1e6, 0.0, -1e6]] * 3)
+    np.testing.assert_allclose(
+        fit.row_log_likelihood(labels, far), np.log(fit.channel[labels, 0]), rtol=1e-14
+    )
     with pytest.raises(ValueError, match="margin must have shape"):
         calibrate_class_channel(np.array([0, 1]), np.zeros((2, 1)))
 

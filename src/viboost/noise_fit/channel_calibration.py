@@ -90,11 +90,13 @@ def _indifferent(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _channel_row(margin_row, yi, b, c, log_t, log_p, shifted, scaled):  # pragma: no cover
+def _channel_row(margin_row, yi, b, c, log_t, zeros, log_p, shifted, scaled):  # pragma: no cover
     """Row n under the channel ``T``: fills ``log_p`` with ``log softmax(F_n)``, ``F = b H +
-    c``, and (:func:`~viboost.noise_fit.class_calibration.true_class_row`) ``scaled`` with the
-    posterior of the true class times ``total``; returns ``log p(y_n | H_n) = log sum_i
-    softmax_i(F_n) T[y_n, i]`` and ``total``."""
+    c``, and (:func:`~viboost.noise_fit.class_calibration.true_class_row` of ``log_p``, with
+    ``zeros`` for its intercept) ``scaled`` with the posterior of the true class times
+    ``total``; returns ``log p(y_n | H_n) = log sum_i softmax_i(F_n) T[y_n, i]`` and
+    ``total``. Each log-sum is taken relative to its largest term, so no digits are lost
+    however large the margins."""
     n_classes = margin_row.shape[0]
     top = -math.inf
     for k in range(n_classes):
@@ -102,12 +104,13 @@ def _channel_row(margin_row, yi, b, c, log_t, log_p, shifted, scaled):  # pragma
         top = max(top, log_p[k])
     total = 0.0
     for k in range(n_classes):
-        total += math.exp(log_p[k] - top)
-    log_normalizer = top + math.log(total)
+        log_p[k] -= top
+        total += math.exp(log_p[k])
+    log_total = math.log(total)
     for k in range(n_classes):
-        log_p[k] -= log_normalizer
-    total, joint_top = true_class_row(margin_row, yi, b, c, log_t, shifted, scaled)
-    return (joint_top + math.log(total)) - log_normalizer, total
+        log_p[k] -= log_total
+    total, joint_top = true_class_row(log_p, yi, 1.0, zeros, log_t, shifted, scaled)
+    return joint_top + math.log(total), total
 
 
 @numba.njit(cache=True)
@@ -119,8 +122,11 @@ def _channel_rows(y, margin, b, c, log_t):  # pragma: no cover - compiled
     log_p = np.empty((n, n_classes))
     posterior = np.empty((n, n_classes))
     shifted = np.empty(n_classes)
+    zeros = np.zeros(n_classes)
     for i in range(n):
-        row[i], total = _channel_row(margin[i], y[i], b, c, log_t, log_p[i], shifted, posterior[i])
+        row[i], total = _channel_row(
+            margin[i], y[i], b, c, log_t, zeros, log_p[i], shifted, posterior[i]
+        )
         for k in range(n_classes):
             posterior[i, k] /= total
     return row, log_p, posterior
@@ -143,6 +149,7 @@ def _channel_sums(y, margin, weight, b, c, log_t, n_chunks):  # pragma: no cover
         log_p = np.empty(n_classes)
         shifted = np.empty(n_classes)
         scaled = np.empty(n_classes)
+        zeros = np.zeros(n_classes)
         # Local sums (the chunks' partials share cache lines: writing them per row would make
         # the threads contend).
         by_label = np.zeros((n_classes, n_classes))
@@ -150,7 +157,7 @@ def _channel_sums(y, margin, weight, b, c, log_t, n_chunks):  # pragma: no cover
         value = gap_h = 0.0
         for i in range(chunk * size, min(n, (chunk + 1) * size)):
             yi, w = y[i], weight[i]
-            row, total = _channel_row(margin[i], yi, b, c, log_t, log_p, shifted, scaled)
+            row, total = _channel_row(margin[i], yi, b, c, log_t, zeros, log_p, shifted, scaled)
             value += w * row
             dot = 0.0
             for k in range(n_classes):
