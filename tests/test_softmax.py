@@ -9,7 +9,8 @@ from scipy.special import softmax
 from sklearn.metrics import roc_auc_score
 
 from viboost import VIBoostClassifier
-from viboost.boosting.softmax import class_labels, other_class_margins
+from viboost._utils.parallel import numba_threads
+from viboost.boosting.softmax import _coupled_round, class_labels, other_class_margins
 
 
 def _other_class_margin_mp(row, k):
@@ -38,6 +39,33 @@ def test_sigmoid_of_the_other_class_margin_is_the_softmax():
     f = np.random.default_rng(0).normal(scale=3.0, size=(100, 5))
     g = other_class_margins(f)
     np.testing.assert_allclose(1 / (1 + np.exp(-g)), softmax(f, axis=1), rtol=1e-12)
+
+
+def test_coupled_round_is_the_steps_one_after_the_other():
+    # A group's coupling after a round (F += H - before, G of the new F, each H reset to its
+    # G) in one compiled pass: bit for bit the steps done one by one, in place, whatever the
+    # chunks and threads; the largest |G_k| per class, NaN where a G_k is NaN.
+    rng = np.random.default_rng(4)
+    f = rng.normal(scale=3.0, size=(1000, 4))
+    before = other_class_margins(f)
+    moved = [before[:, k] + rng.normal(scale=0.3, size=1000) for k in range(4)]
+    want_f = f.copy()
+    for k in range(4):
+        want_f[:, k] += moved[k] - before[:, k]
+    want_g = other_class_margins(want_f)
+    for n_chunks in (1, 3, 7):
+        for threads in (1, 2):
+            got_f, got_g, margins = f.copy(), before.copy(), np.array(moved)
+            with numba_threads(threads):
+                largest = _coupled_round(got_f, got_g, margins, got_g, n_chunks)
+            assert np.array_equal(got_f, want_f) and np.array_equal(got_g, want_g)
+            assert all(np.array_equal(margins[k], want_g[:, k]) for k in range(4))
+            np.testing.assert_array_equal(largest, np.abs(want_g).max(axis=0))
+    moved[2][5] = np.nan
+    margins = np.array(moved)
+    largest = _coupled_round.serial(f.copy(), before.copy(), margins, np.empty_like(f), 3)
+    assert np.all(np.isnan(largest))  # row 5's F, so all its G, are NaN
+    assert np.isnan(margins[0][5]) and not np.isnan(np.delete(margins[0], 5)).any()
 
 
 def test_class_labels():

@@ -444,10 +444,21 @@ class InMemoryRows:
     def margins(self, k: int = 0) -> np.ndarray:
         return self._margins[k].margin
 
-    def set_margins(self, k: int, margin: np.ndarray) -> None:
-        """Replace ensemble ``k``'s margins ``H`` (the search weights follow at the next
+    def shared_margins(self, ensembles: Sequence[int]) -> np.ndarray:
+        """The margins ``H`` of ``ensembles`` as the rows of one array, shape
+        ``(len(ensembles), n_samples)``, which they use from now on (a caller may write them
+        in place, then say so with :meth:`margins_written`)."""
+        shared = np.empty((len(ensembles), self.y.shape[0]))
+        for row, k in zip(shared, ensembles, strict=True):
+            row[:] = self._margins[k].margin
+            self._margins[k].margin = row
+        return shared
+
+    def margins_written(self, k: int, largest: float) -> None:
+        """Ensemble ``k``'s margins ``H`` (the array :meth:`margins` returns) were written in
+        place, their largest absolute value ``largest`` (the search weights follow at the next
         :meth:`start`)."""
-        self._margins[k].reset(margin)
+        self._margins[k].written(largest)
 
     def out_of_fold(self) -> np.ndarray:
         out = np.zeros(self.y.shape[0])

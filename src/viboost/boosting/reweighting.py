@@ -381,12 +381,12 @@ class RowMargins:
         self.knot_range = None
         self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
 
-    def reset(self, margin: np.ndarray) -> None:
-        """Replace the margins ``H`` (in place; the cached exponentials are dropped)."""
-        self.margin[:] = margin
+    def written(self, largest: float) -> None:
+        """The margins ``H`` were written in place (by the caller), ``largest`` their largest
+        absolute value (NaN if one is NaN): the cached exponentials are dropped."""
         self._exp_knot = None
         self.knot_range = None
-        self._cache_ok = bool(np.max(np.abs(self.margin), initial=0.0) < self._REACH)
+        self._cache_ok = bool(largest < self._REACH)
 
     def weights(self, clean: CleanLogOdds, tau: float, logistic: bool) -> np.ndarray:
         """Normalised stump-search weights for the current margins (:func:`search_weights`)."""

@@ -36,8 +36,12 @@ from viboost.variational.state import CleanLogOdds
 
 __all__ = ["SoftmaxRows", "class_labels", "other_class_margins"]
 
-# Above this many cells (rows x classes) the coupling runs on the kernels' threads.
+# Above this many cells (rows x classes) the coupling runs on the kernels' threads; a round's
+# coupling in chunks of about _CHUNK_CELLS cells, at most _MAX_CHUNKS (a row's values do not
+# depend on the chunks).
 _PARALLEL_CELLS = 1 << 18
+_CHUNK_CELLS = 1 << 15
+_MAX_CHUNKS = 64
 
 
 def class_labels(y: np.ndarray, n_classes: int) -> list[np.ndarray]:
@@ -63,42 +67,92 @@ def other_class_margins(f: np.ndarray) -> np.ndarray:
     return out
 
 
+@numba.njit(cache=True, inline="always")
+def _other_class_row(f, out):  # pragma: no cover - compiled
+    """:func:`other_class_margins` of one row ``f`` (K,) into ``out`` (K,)."""
+    n_classes = f.shape[0]
+    top = 0
+    for k in range(1, n_classes):
+        if f[k] > f[top]:
+            top = k
+    first = f[top]
+    second = -np.inf
+    for k in range(n_classes):
+        if k != top and f[k] > second:
+            second = f[k]
+    # e_k = exp(F_k - M), kept in out meanwhile: one exponential per class.
+    total = 0.0  # sum_j e_j >= 1 (e_top = 1)
+    rest = 0.0  # sum_{j != top} e_j, led by e_second
+    for k in range(n_classes):
+        e = math.exp(f[k] - first)
+        out[k] = e
+        total += e
+        if k != top:
+            rest += e
+    if second - first > _REST_REACH:  # e_second is a normal number: rest is exact enough
+        top_term = math.log(rest) + first
+    else:  # far apart: the sum relative to the second largest margin
+        rest = 0.0
+        for k in range(n_classes):
+            if k != top:
+                rest += math.exp(f[k] - second)
+        top_term = math.log(rest) + second
+    for k in range(n_classes):
+        if k == top:
+            out[k] = f[k] - top_term
+        else:
+            out[k] = f[k] - (math.log(total - out[k]) + first)
+
+
 @threaded_kernel(cache=True)
 def _other_class_margins(f, out):  # pragma: no cover - compiled
     """:func:`other_class_margins` of every row of ``f`` into ``out``."""
+    for i in numba.prange(f.shape[0]):
+        _other_class_row(f[i], out[i])
+
+
+@threaded_kernel(cache=True)
+def _coupled_round(f, before, margins, out, n_chunks):  # pragma: no cover - compiled
+    """A group's coupling after a round, in one pass over its rows: ``F_k += H_k - before_k``
+    (``margins``, shape ``(K, n)``: row k the margins ``H_k`` of class k's ensemble after the
+    round; ``before``: the ``G`` the round started from), then ``G`` of the new ``F`` into
+    ``out`` (:func:`_other_class_row`; ``out`` may be ``before``: a row is read before it is
+    written) and each ``H_k`` set to ``G_k`` in place. Returns per class the largest
+    ``|G_k|`` (NaN if a ``G_k`` is NaN). Each row's values are those of the steps done one
+    after the other, whatever ``n_chunks`` and the threads."""
     n_rows, n_classes = f.shape
-    for i in numba.prange(n_rows):
-        top = 0
-        for k in range(1, n_classes):
-            if f[i, k] > f[i, top]:
-                top = k
-        first = f[i, top]
-        second = -np.inf
+    size = (n_rows + n_chunks - 1) // n_chunks
+    tops = np.zeros((n_chunks, n_classes))
+    nans = np.zeros((n_chunks, n_classes), dtype=np.bool_)
+    for c in numba.prange(n_chunks):
+        lo, hi = c * size, min(n_rows, (c + 1) * size)
+        # Class by class where the ensembles' margins are read and written (their rows).
         for k in range(n_classes):
-            if k != top and f[i, k] > second:
-                second = f[i, k]
-        # e_k = exp(F_k - M), kept in out[i] meanwhile: one exponential per class.
-        total = 0.0  # sum_j e_j >= 1 (e_top = 1)
-        rest = 0.0  # sum_{j != top} e_j, led by e_second
+            margin = margins[k]
+            for i in range(lo, hi):
+                f[i, k] += margin[i] - before[i, k]
+        for i in range(lo, hi):
+            _other_class_row(f[i], out[i])
         for k in range(n_classes):
-            e = math.exp(f[i, k] - first)
-            out[i, k] = e
-            total += e
-            if k != top:
-                rest += e
-        if second - first > _REST_REACH:  # e_second is a normal number: rest is exact enough
-            top_term = math.log(rest) + first
-        else:  # far apart: the sum relative to the second largest margin
-            rest = 0.0
-            for k in range(n_classes):
-                if k != top:
-                    rest += math.exp(f[i, k] - second)
-            top_term = math.log(rest) + second
-        for k in range(n_classes):
-            if k == top:
-                out[i, k] = f[i, k] - top_term
-            else:
-                out[i, k] = f[i, k] - (math.log(total - out[i, k]) + first)
+            margin = margins[k]
+            top, nan = 0.0, False
+            for i in range(lo, hi):
+                g = out[i, k]
+                margin[i] = g
+                if g != g:
+                    nan = True
+                elif abs(g) > top:
+                    top = abs(g)
+            tops[c, k] = top
+            nans[c, k] = nan
+    largest = np.zeros(n_classes)
+    for k in range(n_classes):
+        for c in range(n_chunks):
+            if nans[c, k]:
+                largest[k] = np.nan
+                break
+            largest[k] = max(largest[k], tops[c, k])
+    return largest
 
 
 # Below this gap (second largest minus largest margin) e^(second - largest) nears the
@@ -159,6 +213,12 @@ class SoftmaxRows:
             validation=None if validation is None else np.repeat(validation, self.n_classes, 0),
             labels=class_labels_,
         )
+        # Each group's K ensembles keep their margins H as the rows of one array, which the
+        # coupling after each round writes in one pass (_coupled_round).
+        self._h = [
+            self._rows.shared_margins(range(g * self.n_classes, (g + 1) * self.n_classes))
+            for g in range(self.n_groups)
+        ]
 
     @property
     def fits_intercept(self) -> bool:
@@ -185,14 +245,17 @@ class SoftmaxRows:
         and the next round's search weights."""
         rows = self._rows
         rows.add(learners, alphas, cleans, reweight=False)  # the weights follow from G below
+        n_classes = self.n_classes
+        f_size = self._f[0].size
+        kernel = _coupled_round if f_size > _PARALLEL_CELLS else _coupled_round.serial
+        n_chunks = max(1, min(_MAX_CHUNKS, f_size // _CHUNK_CELLS))
         for g in range(self.n_groups):
-            f, before = self._f[g], self._g[g]
-            for k in range(self.n_classes):
-                # The binary ensemble moved G_k by the round's alpha h: so did F_k.
-                f[:, k] += rows.margins(g * self.n_classes + k) - before[:, k]
-            self._g[g] = other_class_margins(f)
-            for k in range(self.n_classes):
-                rows.set_margins(g * self.n_classes + k, self._g[g][:, k])
+            # The binary ensembles moved each G_k by the round's alpha h: so did F_k. Then
+            # every G_k from the new F, and the ensembles' margins reset to them (in place).
+            ensembles = range(g * n_classes, (g + 1) * n_classes)
+            largest = kernel(self._f[g], self._g[g], self._h[g], self._g[g], n_chunks)
+            for e, top in zip(ensembles, largest, strict=True):
+                rows.margins_written(e, float(top))
         rows.start(cleans, rows.tau, rows.logistic)
 
     def margins(self, k: int = 0) -> np.ndarray:
