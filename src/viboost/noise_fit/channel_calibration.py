@@ -39,6 +39,7 @@ from viboost.noise_fit.class_calibration import (
     class_inputs,
     expected_joints,
     rate_interval,
+    softmax_row,
     true_class_log_proba,
     true_class_row,
 )
@@ -90,25 +91,16 @@ def _indifferent(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _channel_row(margin_row, yi, b, c, log_t, zeros, log_p, shifted, scaled):  # pragma: no cover
-    """Row n under the channel ``T``: fills ``log_p`` with ``log softmax(F_n)``, ``F = b H +
-    c``, and (:func:`~viboost.noise_fit.class_calibration.true_class_row` of ``log_p``, with
-    ``zeros`` for its intercept) ``scaled`` with the posterior of the true class times
-    ``total``; returns ``log p(y_n | H_n) = log sum_i softmax_i(F_n) T[y_n, i]`` and
-    ``total``. Each log-sum is taken relative to its largest term, so no digits are lost
-    however large the margins."""
-    n_classes = margin_row.shape[0]
-    top = -math.inf
-    for k in range(n_classes):
-        log_p[k] = b * margin_row[k] + c[k]
-        top = max(top, log_p[k])
-    total = 0.0
-    for k in range(n_classes):
-        log_p[k] -= top
-        total += math.exp(log_p[k])
-    log_total = math.log(total)
-    for k in range(n_classes):
-        log_p[k] -= log_total
+def _channel_row(margin_row, yi, b, c, log_t, zeros, log_p, p, shifted, scaled):  # pragma: no cover
+    """Row n under the channel ``T``: fills ``log_p`` and ``p`` with ``log softmax(F_n)`` and
+    ``softmax(F_n)``, ``F = b H + c``
+    (:func:`~viboost.noise_fit.class_calibration.softmax_row`), and
+    (:func:`~viboost.noise_fit.class_calibration.true_class_row` of ``log_p``, with ``zeros``
+    for its intercept) ``scaled`` with the posterior of the true class times ``total``;
+    returns ``log p(y_n | H_n) = log sum_i softmax_i(F_n) T[y_n, i]`` and ``total``. Each
+    log-sum is taken relative to its largest term, so no digits are lost however large the
+    margins."""
+    softmax_row(margin_row, b, c, log_p, p)
     total, joint_top = true_class_row(log_p, yi, 1.0, zeros, log_t, shifted, scaled)
     return joint_top + math.log(total), total
 
@@ -121,11 +113,12 @@ def _channel_rows(y, margin, b, c, log_t):  # pragma: no cover - compiled
     row = np.empty(n)
     log_p = np.empty((n, n_classes))
     posterior = np.empty((n, n_classes))
+    p = np.empty(n_classes)
     shifted = np.empty(n_classes)
     zeros = np.zeros(n_classes)
     for i in range(n):
         row[i], total = _channel_row(
-            margin[i], y[i], b, c, log_t, zeros, log_p[i], shifted, posterior[i]
+            margin[i], y[i], b, c, log_t, zeros, log_p[i], p, shifted, posterior[i]
         )
         for k in range(n_classes):
             posterior[i, k] /= total
@@ -147,6 +140,7 @@ def _channel_sums(y, margin, weight, b, c, log_t, n_chunks):  # pragma: no cover
     along = np.zeros(n_chunks)
     for chunk in numba.prange(n_chunks):
         log_p = np.empty(n_classes)
+        p = np.empty(n_classes)
         shifted = np.empty(n_classes)
         scaled = np.empty(n_classes)
         zeros = np.zeros(n_classes)
@@ -157,12 +151,12 @@ def _channel_sums(y, margin, weight, b, c, log_t, n_chunks):  # pragma: no cover
         value = gap_h = 0.0
         for i in range(chunk * size, min(n, (chunk + 1) * size)):
             yi, w = y[i], weight[i]
-            row, total = _channel_row(margin[i], yi, b, c, log_t, zeros, log_p, shifted, scaled)
+            row, total = _channel_row(margin[i], yi, b, c, log_t, zeros, log_p, p, shifted, scaled)
             value += w * row
             dot = 0.0
             for k in range(n_classes):
                 r = scaled[k] / total
-                d = r - math.exp(log_p[k])
+                d = r - p[k]
                 by_label[yi, k] += w * r
                 gap[k] += w * d
                 dot += d * margin[i, k]

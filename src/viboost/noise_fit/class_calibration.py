@@ -56,6 +56,7 @@ __all__ = [
     "joint_rates",
     "noise_posteriors",
     "rate_interval",
+    "softmax_row",
     "true_class_log_proba",
     "true_class_row",
 ]
@@ -100,12 +101,10 @@ def _intercept(logit_theta: float, log_pi: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 @numba.njit(cache=True)
-def _row_term(
-    margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p, p
-):  # pragma: no cover - compiled
-    """Row n of the marginal likelihood: fills ``log_p`` and ``p`` (K,) with ``log softmax(F_n)``
-    and ``softmax(F_n)``, ``F_n = b H_n + c``, and returns ``log p(y_n | H_n) = log(theta
-    p_{n y} + (1 - theta) pi_y)`` and phi_n (the probability that the label is true)."""
+def softmax_row(margin_row, b, c, log_p, p):  # pragma: no cover - compiled
+    """``log softmax(F)`` and ``softmax(F)`` of one row, ``F = b H + c``, into ``log_p`` and
+    ``p`` (K,), compiled; both relative to the largest ``F_k``, so no digits are lost however
+    large the margins."""
     n_classes = margin_row.shape[0]
     top = -math.inf
     for k in range(n_classes):
@@ -119,6 +118,16 @@ def _row_term(
     for k in range(n_classes):
         log_p[k] = (log_p[k] - top) - log_total
         p[k] /= total
+
+
+@numba.njit(cache=True)
+def _row_term(
+    margin_row, yi, b, c, log_theta, log_not_theta, log_pi_y, log_p, p
+):  # pragma: no cover - compiled
+    """Row n of the marginal likelihood: fills ``log_p`` and ``p`` (K,) with ``log softmax(F_n)``
+    and ``softmax(F_n)``, ``F_n = b H_n + c``, and returns ``log p(y_n | H_n) = log(theta
+    p_{n y} + (1 - theta) pi_y)`` and phi_n (the probability that the label is true)."""
+    softmax_row(margin_row, b, c, log_p, p)
     log_signal = log_theta + log_p[yi]
     log_noise = log_not_theta + log_pi_y
     high, low = max(log_signal, log_noise), min(log_signal, log_noise)
