@@ -1,7 +1,8 @@
 """The Laplace approximation's helpers (viboost.noise_fit.laplace): Stirling's error against
 mpmath, what the normal approximation of a Dirichlet in softmax coordinates misses against
-the closed form of its normaliser, the approximation computed here numerically, and the mode
-and covariance of a posterior against closed forms."""
+the closed form of its normaliser, the approximation computed here numerically, the mode
+and covariance of a posterior against closed forms, and the credible intervals' parameter
+draws against the Cholesky form written out here."""
 
 import mpmath
 import numpy as np
@@ -10,7 +11,12 @@ from oracles import laplace_log_integral
 from scipy.optimize import minimize
 from scipy.special import gammaln, log_softmax
 
-from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior, stirling_gap
+from viboost.noise_fit.laplace import (
+    dirichlet_laplace_gap,
+    laplace_draws,
+    laplace_posterior,
+    stirling_gap,
+)
 
 
 @pytest.mark.parametrize(
@@ -94,3 +100,46 @@ def test_laplace_posterior_stops_at_the_search_box():
     )
     assert mode[0] == pytest.approx(1.0, abs=1e-12)
     assert mode[1] == pytest.approx(0.25, abs=1e-8)
+
+
+def _clustered_covariance(seed: int = 0) -> np.ndarray:
+    """A covariance with a cluster of near-equal eigenvalues (as a K-class noise matrix's
+    prior-dominated entries give) beside a few distinct ones."""
+    rng = np.random.default_rng(seed)
+    basis, _ = np.linalg.qr(rng.standard_normal((12, 12)))
+    values = np.r_[5.0 + 1e-3 * rng.standard_normal(9), 1.3, 0.2, 0.04]
+    return (basis * values) @ basis.T
+
+
+def test_laplace_draws_are_the_mean_plus_the_cholesky_factor_times_normals_clipped():
+    cov = _clustered_covariance()
+    mean = np.linspace(-1.0, 1.0, 12)
+    box = np.column_stack([np.full(12, -2.5), np.full(12, 3.0)])
+    draws = laplace_draws(np.random.default_rng(7), mean, cov, box, 300)
+    z = np.random.default_rng(7).standard_normal((300, 12))
+    want = np.clip(mean + z @ np.linalg.cholesky(cov).T, box[:, 0], box[:, 1])
+    assert np.array_equal(draws, want)
+    assert (draws == -2.5).any() and (draws == 3.0).any()  # the box clips some
+
+
+def test_laplace_draws_move_with_the_covariance_by_rounding_only():
+    # Within a cluster of near-equal eigenvalues the eigenvectors turn with a relative change
+    # of 1e-12 in the covariance; the Cholesky factor moves by about that much.
+    cov = _clustered_covariance(1)
+    noise = np.random.default_rng(2).standard_normal(cov.shape) * 1e-12
+    bumped = cov * (1.0 + 0.5 * (noise + noise.T))
+    box = np.column_stack([np.full(12, -50.0), np.full(12, 50.0)])
+    mean = np.zeros(12)
+    a = laplace_draws(np.random.default_rng(0), mean, cov, box, 400)
+    b = laplace_draws(np.random.default_rng(0), mean, bumped, box, 400)
+    assert np.abs(a - b).max() < 1e-9
+
+
+def test_laplace_draws_keep_the_eigenvector_form_on_request_and_check_the_method():
+    cov = np.array([[2.0, 0.3], [0.3, 1.0]])
+    box = np.array([[-50.0, 50.0], [-50.0, 50.0]])
+    draws = laplace_draws(np.random.default_rng(4), np.zeros(2), cov, box, 10, method="eigh")
+    want = np.random.default_rng(4).multivariate_normal(np.zeros(2), cov, size=10, method="eigh")
+    assert np.array_equal(draws, want)
+    with pytest.raises(ValueError, match="method must be"):
+        laplace_draws(np.random.default_rng(4), np.zeros(2), cov, box, 10, method="svd")

@@ -33,7 +33,7 @@ from scipy.special import expit, log_expit, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.laplace import laplace_posterior
+from viboost.noise_fit.laplace import laplace_draws, laplace_posterior
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 
@@ -210,9 +210,9 @@ class NoiseCalibration:
         log b)``), clipped to the search box, as calibrations (with this covariance)."""
         rng = spawn_generator(random_state)
         mean = np.array([logit(self.theta), self.noise_grade, np.log(self.scale)])
-        draws = rng.multivariate_normal(mean, self.covariance, size=n_draws, method="eigh")
-        # The posterior lives on the search box (a flat direction can have a huge variance).
-        draws = np.clip(draws, *np.array(_BOUNDS).T)
+        # Through the eigenvectors of the covariance, as the committed outputs were drawn
+        # (laplace_draws: three parameters, whose eigenvalues are apart).
+        draws = laplace_draws(rng, mean, self.covariance, np.array(_BOUNDS), n_draws, method="eigh")
         return [
             NoiseCalibration(expit(logit_theta), xi, np.exp(log_b), self.covariance, 0.0)
             for logit_theta, xi, log_b in draws

@@ -43,7 +43,7 @@ from viboost.noise_fit.class_calibration import (
     true_class_log_proba,
     true_class_row,
 )
-from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_draws, laplace_posterior
 from viboost.variational.priors import ModelPriors
 
 __all__ = ["ClassChannelCalibration", "calibrate_class_channel"]
@@ -338,9 +338,8 @@ class ClassChannelCalibration:
         :meth:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration.flip_rate_interval`
         draws them."""
         rng = spawn_generator(random_state)
-        draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
         bounds = _bounds(self.n_classes)
-        draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
+        draws = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
         subset = interval_subset(y.size, random_state)
         draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in draws]
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)

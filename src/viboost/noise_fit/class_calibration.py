@@ -41,7 +41,7 @@ from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
-from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_posterior
+from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_draws, laplace_posterior
 from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta
 
@@ -421,11 +421,11 @@ class ClassNoiseCalibration:
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None
     ) -> list[ClassNoiseCalibration]:
-        """Parameter draws from the Laplace approximation, clipped to the search box."""
+        """Parameter draws from the Laplace approximation, clipped to the search box
+        (:func:`~viboost.noise_fit.laplace.laplace_draws`)."""
         rng = spawn_generator(random_state)
-        draws = rng.multivariate_normal(self.params, self.covariance, size=n_draws, method="eigh")
         bounds = _bounds(self.n_classes)
-        draws = np.clip(draws, bounds[:, 0], bounds[:, 1])
+        draws = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
         return [ClassNoiseCalibration.from_params(d, self.covariance) for d in draws]
 
 

@@ -6,8 +6,9 @@ compute in closed form. This module turns such an objective into a posterior: th
 central differences of the gradient (:func:`objective_hessian`), Newton steps from L-BFGS's
 answer to the optimum itself (:func:`newton_polish`), and the covariance of the normal
 approximation (:func:`laplace_covariance`); :func:`laplace_posterior` runs the three after the
-search, for all three calibrations. Both K-class calibrations also compare two models by
-their log evidence; :func:`dirichlet_laplace_gap` is what the normal approximation of a
+search, for all three calibrations, and :func:`laplace_draws` draws their parameters from the
+normal approximation for the credible intervals. Both K-class calibrations also compare two
+models by their log evidence; :func:`dirichlet_laplace_gap` is what the normal approximation of a
 Dirichlet (or Beta) part of such a posterior misses there.
 """
 
@@ -22,6 +23,7 @@ from scipy.special import gammaln
 __all__ = [
     "dirichlet_laplace_gap",
     "laplace_covariance",
+    "laplace_draws",
     "laplace_posterior",
     "newton_polish",
     "objective_hessian",
@@ -146,6 +148,46 @@ def dirichlet_laplace_gap(alpha: np.ndarray, axis: int = -1) -> float:
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     return float(stirling_gap(alpha).sum() - stirling_gap(alpha.sum(axis=axis)).sum())
+
+
+def laplace_draws(
+    rng: np.random.Generator,
+    mean: np.ndarray,
+    covariance: np.ndarray,
+    bounds: np.ndarray,
+    n_draws: int,
+    method: str = "cholesky",
+) -> np.ndarray:
+    """``n_draws`` parameter vectors from the normal approximation ``N(mean, covariance)``,
+    clipped to the search box ``bounds`` (one (low, high) row per parameter: the posterior
+    lives there, and a flat direction can have a huge variance); shape ``(n_draws, size)``.
+
+    The draws are ``mean + z L^T`` with ``z`` standard normal (``rng``) and ``L`` the Cholesky
+    factor of ``covariance`` (positive definite: :func:`laplace_covariance` floors its
+    eigenvalues). The factor is unique and moves with the covariance by rounding only, so
+    two fits whose sums differ by rounding (another CPU, another order of the rows) draw the
+    same parameters to rounding. An eigenvector factor (``method="eigh"``) does not: within a
+    cluster of near-equal eigenvalues, as the prior-dominated entries of a K-class noise
+    matrix have (19 of the 31 eigenvalues of a Satellite fit within 1% of 5.0), the
+    eigenvectors turn with the rounding, and a relative change of 1e-9 in the covariance
+    moved such draws by 3.6e-5 (by 7.6e-9 through the Cholesky factor). ``"eigh"`` is kept
+    for the two-class calibration, whose three parameters' eigenvalues are apart and whose
+    intervals are in the committed outputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cov = np.array([[1.0, 0.5], [0.5, 2.0]])
+    >>> box = np.array([[-50.0, 50.0], [-50.0, 50.0]])
+    >>> draws = laplace_draws(np.random.default_rng(0), np.zeros(2), cov, box, 20000)
+    >>> np.round(np.cov(draws.T), 1)
+    array([[1. , 0.5],
+           [0.5, 2. ]])
+    """
+    if method not in ("cholesky", "eigh"):
+        raise ValueError(f"method must be 'cholesky' or 'eigh', got {method!r}")
+    draws = rng.multivariate_normal(mean, covariance, size=n_draws, method=method)
+    return np.clip(draws, bounds[:, 0], bounds[:, 1])
 
 
 def laplace_posterior(
