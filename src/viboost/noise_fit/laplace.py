@@ -168,7 +168,7 @@ def laplace_draws(
     two fits whose sums differ by rounding (another CPU, another order of the rows) draw the
     same parameters to rounding. An eigenvector factor (``method="eigh"``) does not: within a
     cluster of near-equal eigenvalues, as the prior-dominated entries of a K-class noise
-    matrix have (19 of the 31 eigenvalues of a Satellite fit within 1% of 5.0), the
+    matrix have (15 of the 31 eigenvalues of a Satellite fit within 1% of 5.0), the
     eigenvectors turn with the rounding, and a relative change of 1e-9 in the covariance
     moved such draws by 3.6e-5 (by 7.6e-9 through the Cholesky factor). ``"eigh"`` is kept
     for the two-class calibration, whose three parameters' eigenvalues are apart and whose
