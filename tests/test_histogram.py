@@ -56,12 +56,11 @@ def _reference_histograms(binned, rows, starts, stops, stats, n_slots, counted):
 
 
 @pytest.mark.parametrize("counted", [True, False])
-@pytest.mark.parametrize("by_columns", [True, False])
-def test_four_lane_and_scalar_additions_give_the_sums_of_a_reference(counted, by_columns):
+def test_four_lane_and_scalar_additions_give_the_sums_of_a_reference(counted):
     # A chunk of at least 4 rows a slot adds each row's statistics in one 4-lane operation,
     # a smaller one slot by slot: the same node with 51 slots (600 rows: 4-lane) and with 255
-    # (scalar) must give bit for bit the sums of np.add.at in row order, for a dense node
-    # (read row by row) and a sparse one (by columns when given), counts or not.
+    # (scalar) must give bit for bit the sums of np.add.at in row order, for a dense node and
+    # sparse ones (their rows ahead prefetched), counts or not.
     rng = np.random.default_rng(11)
     n, d = 6000, 9
     binned = np.where(rng.random((n, d)) < 0.6, 0, rng.integers(1, 50, (n, d))).astype(np.uint8)
@@ -73,11 +72,8 @@ def test_four_lane_and_scalar_additions_give_the_sums_of_a_reference(counted, by
     starts, stops = np.array([0, 2400, 3000]), np.array([2400, 3000, 3030])
     stats = rng.standard_normal((rows.size, 3))
     stats[rng.random(rows.size) < 0.1, 0] = -0.0
-    columns = np.ascontiguousarray(binned.T) if by_columns else None
     for n_slots in (51, 255):
-        got = node_histograms(
-            binned, rows, starts, stops, stats, n_slots=n_slots, columns=columns, counted=counted
-        )
+        got = node_histograms(binned, rows, starts, stops, stats, n_slots=n_slots, counted=counted)
         want = _reference_histograms(binned, rows, starts, stops, stats, n_slots, counted)
         np.testing.assert_array_equal(got, want)
         assert not (np.signbit(got) & (got == 0)).any()  # sums start at +0: never -0.0
@@ -125,11 +121,8 @@ def test_sparse_features_give_the_sums_of_every_bin(counted, rows_per_node):
     stats[:, 2] = rng.integers(1, 4, rows.size)  # integer counts: their sums are exact
     starts = np.array([0, rows_per_node // 3])
     stops = np.array([rows_per_node // 3, 2 * rows_per_node])  # a sparse node, a dense one
-    columns = np.ascontiguousarray(binned.T)
-    dense = node_histograms(binned, rows, starts, stops, stats, 257, columns=columns,
-                            counted=counted)  # fmt: skip
-    got = node_histograms(binned, rows, starts, stops, stats, 257, columns=columns,
-                          counted=counted, sparse=layout)  # fmt: skip
+    dense = node_histograms(binned, rows, starts, stops, stats, 257, counted=counted)
+    got = node_histograms(binned, rows, starts, stops, stats, 257, counted=counted, sparse=layout)
     scale = np.abs(stats).sum()
     np.testing.assert_allclose(got, dense, rtol=0, atol=1e-12 * scale)
     np.testing.assert_array_equal(got[..., 2], dense[..., 2])  # the counts, exactly
@@ -143,8 +136,8 @@ def test_sparse_features_give_the_sums_of_every_bin(counted, rows_per_node):
 def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
     # A call of few chunks may share each chunk's features among the threads. Forced here to
     # 1, 2, 3 and 7 groups (more than some nodes' features), on one thread and on two, for a
-    # dense node (read row by row), sparse ones (by columns, 4-lane and scalar chunks), a node
-    # of several chunks and sparse features: every sum must be bit for bit the one-group sum,
+    # dense node, sparse ones (4-lane and scalar chunks), a node of several chunks and sparse
+    # features: every sum must be bit for bit the one-group sum,
     # and the sums of a reference written here.
     from viboost._utils.parallel import numba_threads
     from viboost.boosting import histogram
@@ -157,14 +150,13 @@ def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
     bounds = np.cumsum([0] + [p.size for p in picks])
     starts, stops = bounds[:-1], bounds[1:]
     stats = rng.standard_normal((rows.size, 3))
-    columns = np.ascontiguousarray(binned.T)
 
     def sums(n_groups, threads, nodes):
         monkeypatch.setattr(histogram, "_feature_groups", lambda *args: n_groups)
         monkeypatch.setattr(histogram, "_SERIAL_CELLS", 0)
         with numba_threads(threads):
             return node_histograms(binned, rows, starts[nodes], stops[nodes], stats, 257,
-                                   columns=columns, counted=counted, sparse=layout)  # fmt: skip
+                                   counted=counted, sparse=layout)  # fmt: skip
 
     for nodes in ([0, 1, 2], [1], [2], [3]):
         want = sums(1, 1, nodes)
@@ -180,21 +172,19 @@ def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
         np.testing.assert_array_equal(got, reference)
 
 
-def test_feature_groups_follow_the_threads_for_few_chunks_read_by_columns():
+def test_feature_groups_follow_the_threads_for_few_chunks():
     from viboost._utils.parallel import numba_threads
     from viboost.boosting import histogram
 
     binned, _ = _sparse_problem(n=100_000, d=8)
-    columns = np.ascontiguousarray(binned.T)
-    small, big = (np.array([0]), np.array([10_000])), (np.array([0]), np.array([90_000]))
     with numba_threads(2):
         threads = histogram.numba.get_num_threads()
-        assert histogram._feature_groups(True, 1, *small, binned, columns, None) == threads
-        assert histogram._feature_groups(True, 4, *small, binned, columns, None) == 1  # chunks
-        assert histogram._feature_groups(True, 1, *big, binned, columns, None) == 1  # by rows
-        assert histogram._feature_groups(True, 1, *small, binned, None, None) == 1
-        assert histogram._feature_groups(False, 1, *small, binned, columns, None) == 1
-        layout = sparse_bins(binned)
-        assert histogram._feature_groups(True, 1, *small, binned, columns, layout) == 1
+        assert histogram._feature_groups(True, 1, None) == threads
+        assert histogram._feature_groups(True, 3, None) == threads
+        assert histogram._feature_groups(True, 4, None) == 1  # the chunks keep threads busy
+        assert histogram._feature_groups(False, 1, None) == 1  # a serial call
+        assert histogram._feature_groups(True, 1, sparse_bins(binned)) == 1
+        dense_only = sparse_bins(binned, min_share=1.1)
+        assert histogram._feature_groups(True, 1, dense_only) == threads
     with numba_threads(1):
-        assert histogram._feature_groups(True, 1, *small, binned, columns, None) == 1
+        assert histogram._feature_groups(True, 1, None) == 1

@@ -989,7 +989,7 @@ def histograms_together(
     part = partitions[0]
     hists = node_histograms(
         part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
-        scratch=store.scratch, columns=part.columns, counted=counts is None,
+        scratch=store.scratch, counted=counts is None,
         other_side=(store.row_buffer, store.stat_buffer), sides=sides, out=out,
         sparse=part.sparse,
     )  # fmt: skip

@@ -20,6 +20,7 @@ from numba.core import types
 from numba.extending import intrinsic
 
 from viboost._utils.parallel import threaded_kernel
+from viboost._utils.prefetch import prefetch
 from viboost._utils.scratch import ScratchArrays, aligned_empty
 
 __all__ = [
@@ -46,14 +47,14 @@ _TRANSPOSE_BLOCK_ROWS = 1 << 12
 # Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
 _NODE_CHUNK_ROWS = 1 << 14
 _NODE_MAX_CHUNKS = 16
-# A node of fewer than this share of the rows is histogrammed feature block by feature block
-# from the columns of the bins: its rows are sorted but sparse, so reading whole rows of
-# ``binned`` waits on a cache miss per row, while a column's bins of nearby rows share cache
-# lines. Measured (numba 0.6x, 2 threads, 10^6 x 50 bins): 90 ns a row below 10% of the rows
-# and 25 ns above 80% row by row; by columns 53 ns at 5% (row by row 101) and 36 ns at 20%
-# (55), but 33 ns against 28 at 40%. The choice changes no sum (see _node_histograms).
-_DENSE_NODE = 0.3
-_FEATURE_BLOCK = 4
+# A node's rows are read row by row from ``binned``, and the bins of the row this many rows
+# ahead are prefetched (viboost._utils.prefetch): the rows are sorted but sparse, so without it
+# each row waits on a cache miss. Measured (AMD EPYC, one thread, 5 x 10^5 random rows x 20,
+# 2026-11-27): 1.2-1.5 ns a (row, feature) at any share of the rows from 1% to all of them,
+# where reading row by row without the prefetch took 3.2-3.8 ns at 1% and the column-wise
+# reading of sparse nodes that it replaces 2.6-3.7 ns from 1% to 20%; in the nodes below the
+# roots of 100 trees of 31 leaves, 1.9-2.1 ns against 3.55. The prefetch changes no sum.
+_PREFETCH_ROWS = 16
 # A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
 # (_add_to_slot); a smaller one, whose slots would cost more to clear and copy than the wide
 # additions save, into the histogram itself.
@@ -364,31 +365,19 @@ def _add_row(h, w, to_wide, counted, j, slot, a, b, n_k):  # pragma: no cover - 
             h[j, slot, 2] += n_k
 
 
-def _feature_groups(
-    parallel: bool,
-    n_units: int,
-    starts: np.ndarray,
-    stops: np.ndarray,
-    binned: np.ndarray,
-    columns: np.ndarray | None,
-    sparse: SparseBins | None,
-) -> int:
+def _feature_groups(parallel: bool, n_units: int, sparse: SparseBins | None) -> int:
     """Into how many groups :func:`_node_histograms` splits the dense features of each chunk:
     one per thread when a parallel call has fewer than :data:`_GROUP_BELOW` chunks a thread
-    and reads every node by columns (nodes under :data:`_DENSE_NODE` of the rows, ``columns``
-    given, no sparse features), else 1. So a sparse node of one chunk (up to 16,384 rows), as
-    most of a tree's nodes are, is histogrammed by all the threads, not by one (measured,
-    2-core Intel Xeon, 10^5 x 50: 0.86 -> 0.54 ms at 3,000 rows, 2.4 -> 1.6 ms at 12,000).
-    The groups change no sum."""
+    and no sparse features, else 1. So a node of one chunk (up to 16,384 rows), as most of a
+    tree's nodes are, is histogrammed by all the threads, not by one (measured, 2-core Intel
+    Xeon, 10^5 x 50: 0.86 -> 0.54 ms at 3,000 rows, 2.4 -> 1.6 ms at 12,000). The groups
+    change no sum."""
     threads = numba.get_num_threads()
     if (
         not parallel
         or threads == 1
         or n_units >= _GROUP_BELOW * threads
-        or columns is None
-        or not columns.flags.c_contiguous
         or (sparse is not None and sparse.sparse.size > 0)
-        or not np.all(stops - starts < _DENSE_NODE * binned.shape[0])
     ):
         return 1
     return threads
@@ -396,7 +385,7 @@ def _feature_groups(
 
 @threaded_kernel(cache=True)
 def _node_histograms(
-    binned, columns, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
+    binned, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
     counted, partial, wide, out, dense, row_starts, entry_features, entry_bins, sparse,
     common_slots, n_groups,
 ):  # pragma: no cover - compiled  # fmt: skip
@@ -414,27 +403,23 @@ def _node_histograms(
     used).
 
     The loop's units are each chunk times ``n_groups`` groups of the dense features
-    (consecutive, as even as can be), unit ``chunk * n_groups + group``: a unit of a node read
-    by columns sums its chunk's rows into its group's features, the first group also into the
-    sparse features; a node read row by row is summed by its chunks' first groups alone (a
-    group of its features would read every row's cache lines again, and bounds that vary
-    slow the row loop). The groups change which thread adds a sum, never the sum (each
-    (feature, slot) still adds its chunk's rows in their order), so their number may follow
-    the threads: a sparse node of one chunk is then shared by all of them.
+    (consecutive, as even as can be), unit ``chunk * n_groups + group``: a unit sums its
+    chunk's rows into its group's features, the first group also into the sparse features.
+    The groups change which thread adds a sum, never the sum (each (feature, slot) still adds
+    its chunk's rows in their order), so their number may follow the threads: a node of one
+    chunk is then shared by all of them.
 
-    A chunk of a dense node (at least :data:`_DENSE_NODE` of all rows) is read row by row from
-    ``binned``; one of a sparse node reads ``columns`` (``binned.T``, C-contiguous; empty:
-    never) a few features at a time, as LightGBM's column-wise histograms do. A chunk of at
-    least :data:`_WIDE_ROWS_PER_SLOT` rows a slot adds each row's three statistics to a slot
-    in one 4-lane operation (:func:`_add_to_slot`) into its row of ``wide`` (shape ``(chunks,
-    d * n_slots * 4)``, any values), then copies the three lanes into its partial; a smaller
-    chunk adds them one by one into its partial (the wide slots would cost more to clear and
-    copy than they save). Either way each (feature, slot) adds the chunk's rows in their
-    order, so the sums are the same. Only the ``dense`` features are read from the bins; the
-    ``sparse`` ones from each row's entries (``row_starts``, ``entry_features``,
-    ``entry_bins``: :class:`SparseBins`), their commonest bins (``common_slots``) then set to
-    the chunk's totals less the feature's other slots."""
-    n_samples, d = binned.shape
+    A chunk is read row by row from ``binned``, the row :data:`_PREFETCH_ROWS` ahead
+    prefetched. A chunk of at least :data:`_WIDE_ROWS_PER_SLOT` rows a slot adds each row's
+    three statistics to a slot in one 4-lane operation (:func:`_add_to_slot`) into its row of
+    ``wide`` (shape ``(chunks, d * n_slots * 4)``, any values), then copies the three lanes
+    into its partial; a smaller chunk adds them one by one into its partial (the wide slots
+    would cost more to clear and copy than they save). Either way each (feature, slot) adds
+    the chunk's rows in their order, so the sums are the same. Only the ``dense`` features are
+    read from the bins; the ``sparse`` ones from each row's entries (``row_starts``,
+    ``entry_features``, ``entry_bins``: :class:`SparseBins`), their commonest bins
+    (``common_slots``) then set to the chunk's totals less the feature's other slots."""
+    d = binned.shape[1]
     n_slots = partial.shape[2]
     missing_slot = n_slots - 1
     # The missing bin (255) moves to the last slot (a no-op with 256 slots; histogram_slots
@@ -443,7 +428,6 @@ def _node_histograms(
     # loop-invariant test: the compiler unswitches it (the loop without the counts runs as
     # fast as one written without them, measured).
     n_nodes = starts.shape[0]
-    by_columns = columns.shape[1] == n_samples and n_samples > 0
     n_dense = dense.shape[0]
     all_dense = n_dense == d  # (loop-invariant: unswitched as ``counted`` is)
     n_sparse = sparse.shape[0]
@@ -464,12 +448,8 @@ def _node_histograms(
         # Loop-invariant, unswitched by the compiler as ``counted`` is.
         to_wide = hi - lo >= _WIDE_ROWS_PER_SLOT * n_slots
         w = wide[chunk] if to_wide else no_wide
-        in_columns = by_columns and stops[r] - starts[r] < _DENSE_NODE * n_samples
         # The unit's dense features, dense[d0:d1], and whether it sums the sparse ones.
-        if in_columns:
-            d0, d1 = group * n_dense // n_groups, (group + 1) * n_dense // n_groups
-        else:
-            d0, d1 = 0, (n_dense if group == 0 else 0)
+        d0, d1 = group * n_dense // n_groups, (group + 1) * n_dense // n_groups
         with_sparse = group == 0 and n_sparse > 0
         if n_groups == 1:
             if to_wide:
@@ -483,25 +463,18 @@ def _node_histograms(
                     w[j * slot_values : (j + 1) * slot_values] = 0.0
                 else:
                     h[j] = 0.0
-        if in_columns:
-            for j0 in range(d0, d1, _FEATURE_BLOCK):
-                j1 = min(d1, j0 + _FEATURE_BLOCK)
-                for k in range(lo, hi):
-                    i = node_rows[k]
-                    a, b = node_stats[k, 0], node_stats[k, 1]
-                    n_k = node_stats[k, 2] if counted else 0.0
-                    for jj in range(j0, j1):
-                        j = jj if all_dense else dense[jj]
-                        slot = np.int64(columns[j, i])
-                        if slot == 255:
-                            slot = missing_slot
-                        _add_row(h, w, to_wide, counted, j, slot, a, b, n_k)
-        elif n_dense > 0 and group == 0:
+        if d1 > d0:
+            # Row by row; the bins of the row ``_PREFETCH_ROWS`` ahead are prefetched, as the
+            # node's rows are sorted but sparse (see the module docstring).
+            first_feature = dense[d0]
+            ahead = hi - _PREFETCH_ROWS
             for k in range(lo, hi):
+                if k < ahead:
+                    prefetch(binned, (node_rows[k + _PREFETCH_ROWS], first_feature))
                 a, b = node_stats[k, 0], node_stats[k, 1]
                 n_k = node_stats[k, 2] if counted else 0.0
                 row = binned[node_rows[k]]
-                for jj in range(n_dense):
+                for jj in range(d0, d1):
                     j = jj if all_dense else dense[jj]
                     slot = np.int64(row[j])
                     if slot == 255:
@@ -562,7 +535,6 @@ def node_histograms(
     stats: np.ndarray,
     n_slots: int = HISTOGRAM_SLOTS,
     scratch: ScratchArrays | None = None,
-    columns: np.ndarray | None = None,
     counted: bool = True,
     other_side: tuple[np.ndarray, np.ndarray] | None = None,
     sides: np.ndarray | None = None,
@@ -573,27 +545,26 @@ def node_histograms(
     per-row statistics (two of the split score and the rows' count) over positions
     ``starts[r]:stops[r]`` of ``rows``, shape ``(n_nodes, n_features, n_slots, 3)``.
 
-    Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so
-    ``n_slots`` = the most bins of any feature + 1 is enough; :func:`histogram_slots` gives
-    that count, made odd so that the features' slots do not collide in the cache (256: bin
-    and slot agree). ``stats[k]`` belongs to row ``rows[k]`` (ordered
-    with the rows, as LightGBM orders its gradients, so only the bins are read out of order).
-    The nodes may belong to different trees (the folds of a cross-fit, their rows in one
-    array): all of them are one parallel pass. Each node is summed over fixed row chunks in a
-    fixed order, so its histogram is the same for any number of threads and any other nodes
+    Bin ``b`` of a feature is slot ``b`` and the missing bin (255) the last slot, so ``n_slots``
+    = the most bins of any feature + 1 is enough; :func:`histogram_slots` gives that count, made
+    odd so that the features' slots do not collide in the cache (256: bin and slot agree).
+    ``stats[k]`` belongs to row ``rows[k]`` (ordered with the rows, as LightGBM orders its
+    gradients, so only the bins are read out of order, each row's a few rows ahead of its use
+    prefetched). The nodes may belong to different trees (the folds of a cross-fit, their rows
+    in one array): all of them are one parallel pass. Each node is summed over fixed row chunks
+    in a fixed order, so its histogram is the same for any number of threads and any other nodes
     of the call; a call of fewer than 2^17 (row, feature) pairs runs on the calling thread
-    (waking threads would cost more than it), and a call of few chunks, all of them read by
-    columns, shares each chunk's features among the threads (the same sums). With
-    ``scratch`` (:class:`~viboost._utils.scratch.ScratchArrays`), the partial sums and the
-    histograms are taken from it, the histograms held until its
-    :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`. ``columns``, ``binned.T`` (used if
-    C-contiguous), lets sparse nodes be read by columns (faster, the same sums). With
-    ``counted=False`` the counts are not summed (their slots hold 0): for nodes whose count
-    histogram the caller already has (a search's root, whose rows are the same every round).
-    A chunk of at least four rows a slot adds a row's three statistics to a slot in one 4-lane
-    operation (the same sums; measured on a 2-core Intel Xeon, one thread, a tree's non-root
-    nodes on 5 x 10^5 random rows x 20: 1.45-3.7 ns a (row, feature) against 2.0-4.6, and the
-    binary features of DNA 1.35 against 1.84).
+    (waking threads would cost more than it), and a call of few chunks shares each chunk's
+    features among the threads (the same sums). With ``scratch``
+    (:class:`~viboost._utils.scratch.ScratchArrays`), the partial sums and the histograms are
+    taken from it, the histograms held until its
+    :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`. With ``counted=False`` the counts are
+    not summed (their slots hold 0): for nodes whose count histogram the caller already has (a
+    search's root, whose rows are the same every round). A chunk of at least four rows a slot
+    adds a row's three statistics to a slot in one 4-lane operation (the same sums; measured on
+    a 2-core Intel Xeon, one thread, a tree's non-root nodes on 5 x 10^5 random rows x 20:
+    1.45-3.7 ns a (row, feature) against 2.0-4.6, and the binary features of DNA 1.35 against
+    1.84).
     ``other_side``, ``(rows, stats)`` of the rows' other side, and ``sides`` (per node, 1
     where its rows are on that side, 0 where in ``rows`` and ``stats``) serve rows that
     :func:`~viboost.boosting.splitting.partition_nodes` moves between two sides. ``out``
@@ -619,18 +590,12 @@ def node_histograms(
     kernel = _node_histograms
     if int(np.sum(stops - starts)) * binned.shape[1] < _SERIAL_CELLS:
         kernel = _node_histograms.serial
-    n_groups = _feature_groups(
-        kernel is _node_histograms, n_units, starts, stops, binned, columns, sparse
-    )
+    n_groups = _feature_groups(kernel is _node_histograms, n_units, sparse)
     if n_units * n_groups == 1:  # a single unit of work: no thread to share it with
         kernel = _node_histograms.serial
     n_nodes = starts.shape[0]
     shape = (binned.shape[1], int(n_slots), 3)
     one_chunk_each = n_units == n_nodes  # then the partials are the histograms
-    if columns is not None and columns.shape != binned.shape[::-1]:
-        raise ValueError(f"columns must be binned.T, shape {binned.shape[::-1]}")
-    if columns is None or not columns.flags.c_contiguous:  # every node read row by row
-        columns = np.empty((0, 0), dtype=binned.dtype)
     lent = None  # partial sums taken from scratch for this call only
     # The 4-lane slots of the chunks that use them (any values; see _node_histograms).
     any_wide = int(np.max(size, initial=0)) >= _WIDE_ROWS_PER_SLOT * int(n_slots)
@@ -666,7 +631,7 @@ def node_histograms(
         raise ValueError("sparse must be sparse_bins of these bins")
     try:
         return kernel(
-            binned, columns, rows, stats, other_rows, other_stats, sides, starts, stops, first,
+            binned, rows, stats, other_rows, other_stats, sides, starts, stops, first,
             size, bool(counted), partial, wide, out, sparse.dense, sparse.row_starts,
             sparse.entry_features, sparse.entry_bins, sparse.sparse,
             sparse.common_slots(int(n_slots)), n_groups,
