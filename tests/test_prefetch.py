@@ -51,7 +51,7 @@ def test_prefetch_of_two_dimensional_arrays_of_any_layout(layout):
     elif layout == "strided":
         bins = np.ascontiguousarray(np.repeat(bins, 2, axis=1))[:, ::2]
     order = np.sort(rng.choice(3_000, 500, replace=False)).astype(np.int64)
-    for column in (0, 6):
+    for column in (0, 6, np.uint8(3)):  # indices of mixed integer types too
         want = int(bins[order, column].astype(np.int64).sum())
         assert _sum_prefetched_2d(bins, order, column, 16) == want
 

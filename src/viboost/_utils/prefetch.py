@@ -28,13 +28,13 @@ def prefetch(typingctx, array, index):  # pragma: no cover - compiled
     if not isinstance(array, types.Array):
         return None
     if isinstance(index, types.Integer) and array.ndim == 1:
-        n_indices = 1
+        index_types = [index]
     elif (
-        isinstance(index, types.UniTuple)
-        and isinstance(index.dtype, types.Integer)
-        and index.count == array.ndim
+        isinstance(index, types.BaseTuple)
+        and len(index) == array.ndim
+        and all(isinstance(member, types.Integer) for member in index)
     ):
-        n_indices = index.count
+        index_types = list(index)
     else:
         return None
     sig = types.void(array, index)
@@ -42,11 +42,14 @@ def prefetch(typingctx, array, index):  # pragma: no cover - compiled
     def codegen(context, builder, signature, args):
         array_type, index_type = signature.args
         data = context.make_array(array_type)(context, builder, args[0])
-        if n_indices == 1 and isinstance(index_type, types.Integer):
+        if isinstance(index_type, types.Integer):
             indices = [args[1]]
         else:
-            indices = cgutils.unpack_tuple(builder, args[1], n_indices)
-        indices = [context.cast(builder, i, _index_type(index_type), types.intp) for i in indices]
+            indices = cgutils.unpack_tuple(builder, args[1], len(index_types))
+        indices = [
+            context.cast(builder, value, value_type, types.intp)
+            for value, value_type in zip(indices, index_types, strict=True)
+        ]
         item = cgutils.get_item_pointer(
             context, builder, array_type, data, indices, wraparound=False
         )
@@ -66,8 +69,3 @@ def prefetch(typingctx, array, index):  # pragma: no cover - compiled
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-def _index_type(index_type: types.Type) -> types.Type:
-    """The integer type of one index of ``index_type`` (an integer or a tuple of them)."""
-    return index_type.dtype if isinstance(index_type, types.UniTuple) else index_type
