@@ -53,7 +53,7 @@ _NODE_MAX_CHUNKS = 16
 # 2026-11-27): 1.2-1.5 ns a (row, feature) at any share of the rows from 1% to all of them,
 # where reading row by row without the prefetch took 3.2-3.8 ns at 1% and the column-wise
 # reading of sparse nodes that it replaces 2.6-3.7 ns from 1% to 20%; in the nodes below the
-# roots of 100 trees of 31 leaves, 1.9-2.1 ns against 3.55. The prefetch changes no sum.
+# roots of 100 trees of 31 leaves, 1.85-2.1 ns against 3.55. The prefetch changes no sum.
 _PREFETCH_ROWS = 16
 # A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
 # (_add_to_slot); a smaller one, whose slots would cost more to clear and copy than the wide
@@ -465,7 +465,7 @@ def _node_histograms(
                     h[j] = 0.0
         if d1 > d0:
             # Row by row; the bins of the row ``_PREFETCH_ROWS`` ahead are prefetched, as the
-            # node's rows are sorted but sparse (see the module docstring).
+            # node's rows are sorted but sparse (see _PREFETCH_ROWS).
             first_feature = dense[d0]
             ahead = hi - _PREFETCH_ROWS
             for k in range(lo, hi):
