@@ -5,6 +5,7 @@ way, the fallback to the scheduler when a connection fails, the memory rule of "
 from __future__ import annotations
 
 import threading
+import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client as connect
 from multiprocessing.connection import answer_challenge, deliver_challenge
@@ -239,3 +240,38 @@ def test_a_worker_with_two_threads_runs_two_services_on_their_own_blocks():
         np.testing.assert_array_equal(
             models[0].decision_function(X), models[1].decision_function(X)
         )
+
+
+def test_a_service_looks_for_the_next_message_before_it_sleeps(monkeypatch):
+    """_wait_for_message: a message already there, or sent while the service looks (giving
+    the core away between looks), or after it has gone to sleep in poll, is found; with none,
+    it gives up after the spin and the timeout, a bounded wait."""
+    from multiprocessing import Pipe
+
+    looks = []
+    monkeypatch.setattr(service_module, "_yield_core", lambda: looks.append(1))
+    wait_for = service_module._wait_for_message
+    here, there = Pipe()
+    there.send("now")
+    assert wait_for(here, timeout=1.0, spin=0.5) and here.recv() == "now"
+    assert not looks  # found at the first look
+
+    sender = threading.Timer(0.05, there.send, args=("soon",))
+    sender.start()
+    start = time.perf_counter()
+    assert wait_for(here, timeout=1.0, spin=5.0) and here.recv() == "soon"
+    assert time.perf_counter() - start < 4.0 and looks  # while looking, yielding
+    sender.join()
+
+    looks.clear()
+    sender = threading.Timer(0.2, there.send, args=("late",))
+    sender.start()
+    assert wait_for(here, timeout=10.0, spin=0.01) and here.recv() == "late"  # in poll
+    sender.join()
+
+    start = time.perf_counter()
+    assert not wait_for(here, timeout=0.1, spin=0.05)
+    elapsed = time.perf_counter() - start
+    assert 0.14 <= elapsed < 5.0
+    here.close()
+    there.close()
