@@ -59,9 +59,9 @@ _CLOSE_GRACE = 5.0
 #: (:func:`_wait_for_message`). Between two passes the client reads the replies and chooses the
 #: next splits, about a millisecond; a service asleep in poll is woken by the client's send, and
 #: on the 2-core AMD EPYC VM that send took 0.34-0.47 ms on average (the 90th percentile 0.8-1.5)
-#: against 0.14 ms to a service still looking. 100 31-leaf trees on 10^6 rows, 2 workers
-#: (2026-11-28): passes of 6.6 ms against 8.0 on average; ``benchmarks/dask.py --setting trees``
-#: 13.6-17.5 s (mean 15.4) against 15.3-17.2 s (mean 16.3) in five alternating pairs.
+#: against 0.14-0.19 ms to a service still looking. 100 31-leaf trees on 10^6 rows, 2 workers
+#: (2026-11-28, three alternating pairs): passes of 6.6-7.6 ms against 8.0-8.3 on average, fits
+#: of 13.5-15.6 s against 16.0-17.1 s (docs/dask.md).
 _SPIN_SECONDS = 0.002
 #: Gives the core to another runnable thread (``os.sched_yield`` where the system has it).
 _yield_core = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
