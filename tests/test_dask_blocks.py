@@ -369,6 +369,17 @@ class _LocalTasks:
 
     run = run_grouped = submit
 
+    def run_combined(self, func, combine, *per_block, combined, **shared):
+        # Runs of three blocks, as a worker holding them would combine them.
+        calls = list(zip(*per_block, strict=True))
+        runs = [list(range(b, min(b + 3, len(calls)))) for b in range(0, len(calls), 3)]
+        return [
+            blocks.on_blocks_combined(
+                func, combine, run, [calls[b] for b in run], combined, **shared
+            )
+            for run in runs
+        ]
+
     def gather(self, futures):
         return futures
 

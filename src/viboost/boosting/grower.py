@@ -302,8 +302,12 @@ def _advance_growths(
         if not requests or done[t]:
             continue
         # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
+        # Among those, the best per_request that still need their children's histograms (the
+        # ones split by an earlier request, or needing none, are passed over, not counted).
         n_out = 0
-        for _ in range(min(per_request, max_leaf_nodes - counts[t, _LEAVES])):
+        for _ in range(max_leaf_nodes - counts[t, _LEAVES]):
+            if n_out >= per_request:
+                break
             i = _heap_top(ints, reals, counts, t, taken)
             if i < 0:
                 break

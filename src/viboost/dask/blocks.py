@@ -4,7 +4,9 @@ A distributed fit cuts the training rows into consecutive *blocks* whose sizes d
 the number of rows and features (:func:`block_sizes`), never on the input's partitions or the
 number of workers. Each function here takes one block (numpy arrays, on a worker) and returns
 either a new block state or a small summary (counts, a histogram, knot moments) that the client
-reduces over the blocks in block order. Every formula is the in-memory engine's own:
+reduces over the blocks in block order; the trees' node histograms are added in the blocks' tree
+order (:mod:`viboost.dask.block_sums`), a worker adding those of its own blocks that fill a node
+of that tree (:func:`sum_children`). Every formula is the in-memory engine's own:
 :class:`~viboost.boosting.binning.FeatureBinner`,
 :func:`~viboost.boosting.histogram.binned_histogram` (stumps), the node histograms and row
 partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
@@ -15,14 +17,15 @@ partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
 :class:`~viboost.boosting.softmax.SoftmaxRows` couples them in memory
 (:func:`reweight_classes`). Nothing is mutated in place but the
 round's tree partitions (:class:`TreeRows`, split where they are), which record the steps they
-hold and replay them when they do not hold what a task expects; so a task that dask runs twice
-(after a worker is lost) gives the same result.
+hold and replay them when they do not hold what a task expects, and the boosters' cache of
+their roots' counts (:attr:`BoosterRows.counts`, the same numbers whenever summed); so a task
+that dask runs twice (after a worker is lost) gives the same result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +44,7 @@ from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.boosting.softmax import class_labels, other_class_margins
+from viboost.dask.block_sums import held_sums, scaled_histogram
 from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
@@ -69,6 +73,7 @@ __all__ = [
     "occupied_by_booster",
     "noise_weight_by_class",
     "on_blocks",
+    "on_blocks_combined",
     "on_one_thread",
     "out_of_fold",
     "reweight",
@@ -78,6 +83,7 @@ __all__ = [
     "sample_block",
     "start_boosters",
     "start_trees",
+    "sum_children",
     "summarize_block",
     "tree_roots",
 ]
@@ -102,6 +108,20 @@ def on_blocks(func: Callable[..., Any], calls: list[tuple], **kwargs: Any) -> li
     one task for several blocks of a worker."""
     with numba_threads(1):
         return [func(*args, **kwargs) for args in calls]
+
+
+def on_blocks_combined(
+    func: Callable[..., Any],
+    combine: Callable[..., Any],
+    members: list[int],
+    calls: list[tuple],
+    combined: dict[str, Any],
+    **kwargs: Any,
+) -> Any:
+    """:func:`on_blocks`, then ``combine(members, results, **combined)``: the results of the
+    blocks ``members`` (their indices) combined where they lie."""
+    with numba_threads(1):
+        return combine(members, [func(*args, **kwargs) for args in calls], **combined)
 
 
 def same(value: Any) -> Any:
@@ -263,6 +283,11 @@ class BoosterRows:
     margins: RowMargins
     weights: ScaledWeights | None = None
     f: np.ndarray | None = None
+    #: The count histogram of the booster's rows at a tree's root, under ``"root"``: the same
+    #: rows and sample weights every round, so :func:`start_trees` sums it with the first tree
+    #: and copies it into the later roots (a quarter of the root's pass; the same numbers, as
+    #: the in-memory search does). The booster's later states share this dict.
+    counts: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def active(self) -> np.ndarray:
@@ -368,7 +393,7 @@ def reweight(
         else:
             h = _outputs(block, update.learner, trees, k)
             weights = margins.add(update.alpha, h, clean, tau, logistic, unit=update.unit)
-        out.append(BoosterRows(margins, weights))
+        out.append(BoosterRows(margins, weights, counts=booster.counts))
     return tuple(out)
 
 
@@ -427,7 +452,8 @@ def reweight_classes(
             else:
                 margins = RowMargins(booster.margins.y, booster.margins.sample_weight, g_new[:, k])
             clean = cleans[g * n_classes + k]
-            out.append(BoosterRows(margins, margins.scaled_weights(clean, tau, logistic), f))
+            weights = margins.scaled_weights(clean, tau, logistic)
+            out.append(BoosterRows(margins, weights, f, counts=booster.counts))
     return tuple(out)
 
 
@@ -578,7 +604,13 @@ def start_trees(
     """The round's trees on the block at their roots, with the roots' histograms (all
     boosters' in one pass)."""
     partitions = _partitions(block, boosters, settings)
-    hists = histograms_together(partitions, [0] * len(partitions))
+    known = [booster.counts.get("root") for booster in boosters]
+    if all(counts is not None for counts in known):
+        hists = histograms_together(partitions, [0] * len(partitions), known)
+    else:
+        hists = histograms_together(partitions, [0] * len(partitions))
+        for booster, hist in zip(boosters, hists, strict=True):
+            booster.counts["root"] = hist[:, :, 2].copy()
     roots = tuple(
         ((hist,), booster.weights.log_scale, booster.weights.total, _knots(booster, block))
         for hist, booster in zip(hists, boosters, strict=True)
@@ -614,6 +646,30 @@ def expand_trees(
     hists = expand_together(trees.partitions, step)
     trees.applied = tuple(history)
     return [tuple(mine) for mine in hists]
+
+
+def sum_children(
+    members: list[int],
+    results: list[list[tuple[np.ndarray, ...]]],
+    factors: tuple[np.ndarray, ...],
+) -> list[list[dict[tuple[int, int], np.ndarray]]]:
+    """Per booster, per smaller child: the sums of the largest nodes of the blocks' tree that
+    the blocks ``members`` fill (:func:`~viboost.dask.block_sums.held_sums`), from their
+    results of :func:`expand_trees` (``results``, in the order of ``members``) scaled by the
+    booster's factors of the blocks (``factors[k][b]``: :class:`~viboost.dask.engine.
+    BlockScale`)."""
+    out = []
+    for k, booster_factors in enumerate(factors):
+        n_blocks = len(booster_factors)
+        mine = []
+        for i in range(len(results[0][k]) if results else 0):
+            leaves = {
+                b: scaled_histogram(result[k][i], booster_factors[b])
+                for b, result in zip(members, results, strict=True)
+            }
+            mine.append(held_sums(leaves, n_blocks))
+        out.append(mine)
+    return out
 
 
 def _replay(
