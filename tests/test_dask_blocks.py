@@ -293,6 +293,43 @@ def test_expanding_trees_on_a_block_gives_the_same_histograms_when_run_again():
     assert copy.applied == start.applied == later
 
 
+def test_roots_count_their_rows_once_and_copy_the_counts_in_later_rounds():
+    """The first tree of a booster sums its root's counts; the reweighted boosters share them,
+    and the later roots copy them in: the same histograms as summed anew."""
+    X, y = _tree_data(5, n=600)
+    weight = np.random.default_rng(1).integers(0, 3, y.size).astype(np.float64)
+    binner = FeatureBinner(max_bins=32).fit(X)
+    block = blocks.build_block(X, y, weight, binner, 1.0)
+    clean = CleanLogOdds.constant(1.0)
+    multiplicities = np.stack([weight, weight * (np.arange(y.size) % 2)])
+    boosters = blocks.reweight(
+        block, blocks.start_boosters(block, multiplicities, 2), None, (None, None),
+        (clean, clean), 1.0, True,
+    )  # fmt: skip
+    settings = TreeSettings(min_samples_leaf=5)
+    assert all(not booster.counts for booster in boosters)
+    first = blocks.tree_roots(blocks.start_trees(block, boosters, settings))
+    for booster, multiplicity in zip(boosters, multiplicities, strict=True):
+        counts = booster.counts["root"]
+        # Feature 0's counts of its observed bins are the multiplicities summed by bin.
+        n_bins = int(binner.n_bins_[0])
+        want = np.bincount(block.binned[:, 0], weights=multiplicity, minlength=256)[:n_bins]
+        np.testing.assert_array_equal(counts[0, :n_bins], want)
+    # A later round: new weights, the same rows; the counts are shared, not summed again.
+    tree = intercept_tree()
+    updates = (blocks.LearnerUpdate(tree, 0.3), blocks.LearnerUpdate(tree, -0.2))
+    later = blocks.reweight(block, boosters, None, updates, (clean, clean), 1.0, True)
+    assert all(a.counts is b.counts for a, b in zip(later, boosters, strict=True))
+    copied = blocks.tree_roots(blocks.start_trees(block, later, settings))
+    for booster in later:
+        booster.counts.clear()  # summed anew
+    summed = blocks.tree_roots(blocks.start_trees(block, later, settings))
+    for got, want, before in zip(copied, summed, first, strict=True):
+        np.testing.assert_array_equal(got[0][0], want[0][0])
+        np.testing.assert_array_equal(got[0][0][..., 2], before[0][0][..., 2])
+        assert not np.array_equal(got[0][0][..., 0], before[0][0][..., 0])  # new weights
+
+
 def test_per_leaf_round_rows_and_covers_of_a_block():
     X, y, weight, binner, block = _block(4)
     search = TreeSearch(X, active=weight > 0, max_bins=32, max_leaf_nodes=5, min_samples_leaf=5)
@@ -368,17 +405,6 @@ class _LocalTasks:
         ]
 
     run = run_grouped = submit
-
-    def run_combined(self, func, combine, *per_block, combined, **shared):
-        # Runs of three blocks, as a worker holding them would combine them.
-        calls = list(zip(*per_block, strict=True))
-        runs = [list(range(b, min(b + 3, len(calls)))) for b in range(0, len(calls), 3)]
-        return [
-            blocks.on_blocks_combined(
-                func, combine, run, [calls[b] for b in run], combined, **shared
-            )
-            for run in runs
-        ]
 
     def gather(self, futures):
         return futures

@@ -61,10 +61,6 @@ def _add(block: np.ndarray, other: np.ndarray | None = None, scale: float = 1.0)
     return scale * (block + (0 if other is None else other))
 
 
-def _combine(members: list[int], results: list[np.ndarray], offset: float) -> tuple:
-    return members, float(sum(result.sum() for result in results)) + offset
-
-
 def _fail(block: np.ndarray) -> None:
     raise ValueError("bad block on the worker")
 
@@ -77,25 +73,19 @@ def test_a_service_runs_calls_on_its_objects_and_returns_what_it_is_asked_for(mo
     deliver_challenge(conn, key)
     ref = service_module._Ref
     # Store block + 1 under keys 20, 21; then send back (stored + block) * 2; release 10.
-    conn.send(([], [(_add, [(ref(10), 1.0), (ref(11), 1.0)], {}, [20, 21], None)]))
+    conn.send(([], [(_add, [(ref(10), 1.0), (ref(11), 1.0)], {}, [20, 21])]))
     assert conn.recv() == []
-    conn.send(
-        ([10], [(_add, [(ref(20), ref(10)), (ref(21), ref(11))], {"scale": 2.0}, None, None)])
-    )
+    conn.send(([10], [(_add, [(ref(20), ref(10)), (ref(21), ref(11))], {"scale": 2.0}, None)]))
     (sent,) = conn.recv()
     np.testing.assert_array_equal(sent[0], [6.0, 6.0, 6.0])
     np.testing.assert_array_equal(sent[1], [2.0, 6.0, 10.0])
-    # With a combine, the service sends combine(members, results, **kwargs) of its blocks.
-    combine = (_combine, [3, 4], {"offset": 1.0})
-    conn.send(([], [(_add, [(ref(20), 0.0), (ref(21), 0.0)], {}, None, combine)]))
-    assert conn.recv() == [([3, 4], 6.0 + 6.0 + 1.0)]
     # A released object is gone (after the calls of the message that released it).
-    conn.send(([], [(_add, [(ref(10),), (ref(11),)], {}, None, None)]))
+    conn.send(([], [(_add, [(ref(10),), (ref(11),)], {}, None)]))
     failure = conn.recv()
     assert isinstance(failure, service_module._Failure)
     assert isinstance(failure.error, KeyError)
     # An error in a call comes back with its type and the worker's traceback; the service goes on.
-    conn.send(([], [(_fail, [(ref(11),), (ref(11),)], {}, None, None)]))
+    conn.send(([], [(_fail, [(ref(11),), (ref(11),)], {}, None)]))
     failure = conn.recv()
     assert isinstance(failure.error, ValueError)
     assert "bad block on the worker" in failure.trace

@@ -184,3 +184,35 @@ def test_partition_leaf_index_is_the_leaf_each_row_routes_to(threads, max_leaf_n
         got = partition_leaf_index(partition, tree, growth.node_positions(), columns, outside)
     np.testing.assert_array_equal(got, tree.leaf_index(columns))
     assert np.unique(got).size == int(nodes["is_leaf"].sum())
+
+
+def test_a_speculating_request_splits_the_best_leaves_that_still_need_histograms():
+    """With ``speculate=m`` a request splits ``m`` leaves, passing over the leaves split by an
+    earlier request (whose children are known), while the tree has room for them: on plenty of
+    rows every request but the first two (one leaf, then two) and the last ones is ``m``
+    expansions, none of a node asked for before. (Before, a leaf split by an earlier request
+    took one of the ``m`` places: requests of one leaf in the middle of the growth.)"""
+    X, y = _problem(11, n=20_000, d=6)
+    binner = FeatureBinner(max_bins=63).fit(X)
+    binned = binner.transform(X)
+    settings = TreeSettings(31, None, 5, "per-leaf", "smoothed", 1.0)
+    for m in (2, 3):
+        (partition,), (prior,) = _partitions(binned, y, settings, [12])
+        growth = TreeGrowth(
+            partition.histogram(), binner.n_bins_, binner.thresholds_, settings, prior,
+            speculate=m,
+        )  # fmt: skip
+        sizes, asked = [], set()
+        while requests := growth.requests():
+            assert not asked & {e.node for e in requests}
+            asked |= {e.node for e in requests}
+            sizes.append(len(requests))
+            growth.expanded(partition.expand(requests))
+        splits = int(growth.tree()[0]["is_leaf"].sum()) - 1
+        assert splits == 30
+        # While the tree may still take m more splits, every request holds m of them.
+        room = 30
+        for k, size in enumerate(sizes):
+            if k >= 2 and room > 2 * m:
+                assert size == m, (m, sizes)
+            room -= size

@@ -4,9 +4,7 @@ A distributed fit cuts the training rows into consecutive *blocks* whose sizes d
 the number of rows and features (:func:`block_sizes`), never on the input's partitions or the
 number of workers. Each function here takes one block (numpy arrays, on a worker) and returns
 either a new block state or a small summary (counts, a histogram, knot moments) that the client
-reduces over the blocks in block order; the trees' node histograms are added in the blocks' tree
-order (:mod:`viboost.dask.block_sums`), a worker adding those of its own blocks that fill a node
-of that tree (:func:`sum_children`). Every formula is the in-memory engine's own:
+reduces over the blocks in block order. Every formula is the in-memory engine's own:
 :class:`~viboost.boosting.binning.FeatureBinner`,
 :func:`~viboost.boosting.histogram.binned_histogram` (stumps), the node histograms and row
 partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
@@ -44,7 +42,6 @@ from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.boosting.softmax import class_labels, other_class_margins
-from viboost.dask.block_sums import held_sums, scaled_histogram
 from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
@@ -73,7 +70,6 @@ __all__ = [
     "occupied_by_booster",
     "noise_weight_by_class",
     "on_blocks",
-    "on_blocks_combined",
     "on_one_thread",
     "out_of_fold",
     "reweight",
@@ -83,7 +79,6 @@ __all__ = [
     "sample_block",
     "start_boosters",
     "start_trees",
-    "sum_children",
     "summarize_block",
     "tree_roots",
 ]
@@ -108,20 +103,6 @@ def on_blocks(func: Callable[..., Any], calls: list[tuple], **kwargs: Any) -> li
     one task for several blocks of a worker."""
     with numba_threads(1):
         return [func(*args, **kwargs) for args in calls]
-
-
-def on_blocks_combined(
-    func: Callable[..., Any],
-    combine: Callable[..., Any],
-    members: list[int],
-    calls: list[tuple],
-    combined: dict[str, Any],
-    **kwargs: Any,
-) -> Any:
-    """:func:`on_blocks`, then ``combine(members, results, **combined)``: the results of the
-    blocks ``members`` (their indices) combined where they lie."""
-    with numba_threads(1):
-        return combine(members, [func(*args, **kwargs) for args in calls], **combined)
 
 
 def same(value: Any) -> Any:
@@ -646,30 +627,6 @@ def expand_trees(
     hists = expand_together(trees.partitions, step)
     trees.applied = tuple(history)
     return [tuple(mine) for mine in hists]
-
-
-def sum_children(
-    members: list[int],
-    results: list[list[tuple[np.ndarray, ...]]],
-    factors: tuple[np.ndarray, ...],
-) -> list[list[dict[tuple[int, int], np.ndarray]]]:
-    """Per booster, per smaller child: the sums of the largest nodes of the blocks' tree that
-    the blocks ``members`` fill (:func:`~viboost.dask.block_sums.held_sums`), from their
-    results of :func:`expand_trees` (``results``, in the order of ``members``) scaled by the
-    booster's factors of the blocks (``factors[k][b]``: :class:`~viboost.dask.engine.
-    BlockScale`)."""
-    out = []
-    for k, booster_factors in enumerate(factors):
-        n_blocks = len(booster_factors)
-        mine = []
-        for i in range(len(results[0][k]) if results else 0):
-            leaves = {
-                b: scaled_histogram(result[k][i], booster_factors[b])
-                for b, result in zip(members, results, strict=True)
-            }
-            mine.append(held_sums(leaves, n_blocks))
-        out.append(mine)
-    return out
 
 
 def _replay(

@@ -117,11 +117,10 @@ def serve(
     it sends until it says stop; return the objects it asks for then, by key.
 
     A message is ``(released keys, calls)``; a call is ``(func, per-block arguments, shared
-    keyword arguments, result keys or None, combine or None)``: ``func(*arguments, **shared)``
-    for each block's arguments (``_Ref`` s resolved), stored under the result keys, or, for
-    None, sent back: as they are, or, with ``combine = (function, members, kwargs)``, as
-    ``function(members, results, **kwargs)``. The reply is the list of what is sent back, or a
-    ``_Failure``. The message ``("stop", keys)`` ends the service.
+    keyword arguments, result keys or None)``: ``func(*arguments, **shared)`` for each block's
+    arguments (``_Ref`` s resolved), stored under the result keys, or, for None, sent back. The
+    reply is the list of the results sent back, or a ``_Failure``. The message ``("stop",
+    keys)`` ends the service.
     """
     from distributed import get_worker
 
@@ -185,12 +184,9 @@ def _run_calls(calls: list, objects: dict[int, Any]) -> list:
 
     replies = []
     with numba_threads(1):
-        for func, per_block, shared, outs, combine in calls:
+        for func, per_block, shared, outs in calls:
             results = [func(*map(resolve, args), **shared) for args in per_block]
             if outs is None:
-                if combine is not None:
-                    function, members, kwargs = combine
-                    results = function(members, results, **kwargs)
                 replies.append(results)
             else:
                 objects.update(zip(outs, results, strict=True))
@@ -305,12 +301,9 @@ class BlockService:
 
     # ------------------------------------------------------------ block tasks
     def _queue(self, func: Callable[..., Any], per_block: Sequence[Sequence[Any]],
-               shared: dict, store: bool,
-               combine: tuple[Callable[..., Any], dict] | None = None,
-               ) -> list[Handle] | None:  # fmt: skip
+               shared: dict, store: bool) -> list[Handle] | None:  # fmt: skip
         """Queue ``func`` on every block (its arguments ``per_block``, one sequence per
-        argument); new handles for its results when ``store``; ``combine``: ``(function,
-        kwargs)`` that each service applies to its blocks' results before sending them."""
+        argument); new handles for its results when ``store``."""
         calls = list(zip(*per_block, strict=True))
         if len(calls) != len(self._service_of):
             raise ValueError("one argument per block is expected")
@@ -318,8 +311,7 @@ class BlockService:
         for s, members in enumerate(self._members):
             args = [tuple(self._wire(arg, s) for arg in calls[b]) for b in members]
             outs = None if handles is None else [handles[b].key for b in members]
-            joint = None if combine is None else (combine[0], members, combine[1])
-            self._queues[s].append((func, args, shared, outs, joint))
+            self._queues[s].append((func, args, shared, outs))
         return handles
 
     @staticmethod
@@ -347,20 +339,6 @@ class BlockService:
         return out
 
     run_grouped = run
-
-    def run_combined(
-        self,
-        func: Callable[..., Any],
-        combine: Callable[..., Any],
-        *per_block: Sequence[Any],
-        combined: dict[str, Any],
-        **shared: Any,
-    ) -> list:
-        """As :meth:`run`, but each service sends ``combine(members, results, **combined)``
-        of its blocks' results (``members``: their indices, in block order); one per
-        service."""
-        self._queue(func, per_block, shared, store=False, combine=(combine, combined))
-        return [reply[-1] for reply in self._flush()]
 
     def scatter(self, value: Any) -> Any:
         """A block's argument as it goes to the workers: by value, with the call."""
