@@ -70,6 +70,7 @@ __all__ = [
     "histograms_together",
     "padded_thresholds",
     "partition_leaf_index",
+    "root_histograms",
 ]
 
 
@@ -1001,6 +1002,19 @@ def histograms_together(
         for hist, count in zip(hists, counts, strict=True):
             hist[:, :, 2] = count
     return hists
+
+
+def root_histograms(
+    partitions: Sequence[RowPartition], counts: Sequence[np.ndarray | None]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The roots' histograms of stacked partitions (:func:`histograms_together` of node 0)
+    and their count histograms: ``counts`` (per partition, its root's count histogram from an
+    earlier round, or None), copied in where all are known (a root's rows and weights are the
+    same every round), else summed with the statistics and returned for the next rounds."""
+    if all(c is not None for c in counts):
+        return histograms_together(partitions, [0] * len(partitions), counts), list(counts)
+    roots = histograms_together(partitions, [0] * len(partitions))
+    return roots, [root[:, :, 2].copy() for root in roots]
 
 
 def expand_together(

@@ -20,9 +20,9 @@ from viboost.boosting.grower import (
     TreeGrowths,
     TreeSettings,
     expand_together,
-    histograms_together,
     padded_thresholds,
     partition_leaf_index,
+    root_histograms,
 )
 from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
 from viboost.boosting.trees import HistogramTree, intercept_tree
@@ -133,7 +133,7 @@ class TreeSearch:
         # k times), never when inactive.
         self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
         # The root's count histogram (the same rows every round): summed by the first tree,
-        # then copied into every root's histogram (grower.histograms_together).
+        # then copied into every root's histogram (grower.root_histograms).
         self._root_counts: np.ndarray | None = None
 
     @property
@@ -231,12 +231,9 @@ class TreeSearch:
                 scratch=scratch,
                 sparse=first_search.sparse_bins_,
             )
-            counts = [s._root_counts for s in searches]
-            known = all(c is not None for c in counts)
-            roots = histograms_together(partitions, [0] * len(searches), counts if known else None)
-            if not known:
-                for search, root in zip(searches, roots, strict=True):
-                    search._root_counts = root[:, :, 2].copy()
+            roots, counts = root_histograms(partitions, [s._root_counts for s in searches])
+            for search, count in zip(searches, counts, strict=True):
+                search._root_counts = count
             first_binner = first_search.binner_
             growths = TreeGrowths(
                 roots,

@@ -35,8 +35,8 @@ from viboost.boosting.grower import (
     RowPartition,
     TreeSettings,
     expand_together,
-    histograms_together,
     partition_leaf_index,
+    root_histograms,
 )
 from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
@@ -585,13 +585,11 @@ def start_trees(
     """The round's trees on the block at their roots, with the roots' histograms (all
     boosters' in one pass)."""
     partitions = _partitions(block, boosters, settings)
-    known = [booster.counts.get("root") for booster in boosters]
-    if all(counts is not None for counts in known):
-        hists = histograms_together(partitions, [0] * len(partitions), known)
-    else:
-        hists = histograms_together(partitions, [0] * len(partitions))
-        for booster, hist in zip(boosters, hists, strict=True):
-            booster.counts["root"] = hist[:, :, 2].copy()
+    hists, counts = root_histograms(
+        partitions, [booster.counts.get("root") for booster in boosters]
+    )
+    for booster, count in zip(boosters, counts, strict=True):
+        booster.counts["root"] = count
     roots = tuple(
         ((hist,), booster.weights.log_scale, booster.weights.total, _knots(booster, block))
         for hist, booster in zip(hists, boosters, strict=True)
