@@ -21,16 +21,22 @@ two sums of the round's per-row statistics and the row count). This module split
   histogram of a range (:func:`~viboost.boosting.histogram.node_histograms`).
   A distributed fit keeps one per block of rows and adds the blocks' histograms.
 
-With ``speculate=True`` a request also splits, besides the node the growth needs now, every
-leaf that could still be split before the tree is full (the best ``max_leaf_nodes - leaves``
-ones): one exchange of histograms then serves a whole level of the tree, not one node, which is
-what a distributed fit needs when a round trip to the workers costs far more than a histogram.
-``speculate=m`` (an int) splits the best ``m`` leaves per request: about ``m`` times fewer
-exchanges, and a histogram is computed for nothing only where one of them is never split (the
-tree fills up first). Either way the tree is the same: the growth still splits the leaves in
-best-first order, and the histograms of the nodes it splits are the same. The extra work is
-bounded: a node split speculatively but never by the growth is a leaf of the final tree, and
-the leaves are disjoint, so the extra histograms cover at most half of the rows once per tree.
+With ``speculate=m`` (an int) a request also splits, besides the node the growth needs now, the
+``m - 1`` nodes most likely to be split next, which is what a distributed fit needs when a round
+trip to the workers costs far more than a histogram. Best-first growth splits a node only after
+its parent, so it splits the nodes in the order of their *rank*, the smaller of their own gain
+and their parent's rank, and a request takes the best-ranked nodes whose split is known and
+whose children's histograms are not: leaves of the tree grown so far, and children of earlier
+speculative splits that the growth has not made yet alike. A tree of depth ``d`` then costs
+about ``d`` exchanges (each level needs its parent's histograms), however the levels interleave
+in best-first order. ``speculate=True`` splits every node that could still be split before the
+tree is full (the best ``max_leaf_nodes - leaves``). Either way the tree is the same: the
+growth still splits the leaves in best-first order, and the histograms of the nodes it splits
+are the same. A node split speculatively but never by the growth lies in a leaf of the final
+tree, and each level of such splits below a leaf histograms at most half of its rows (the
+smaller children). Measured on 100 trees of 31 leaves (10^6 rows, ``speculate=4``, the Dask
+fit's): 11.3 exchanges and 35.8 splits a tree, where asking only for leaves of the tree grown
+so far took 16.6 exchanges and 39.5 splits.
 
 :func:`grow` runs a growth against a function that answers requests; :class:`TreeSettings`
 holds the settings and the per-row statistics of a split score
@@ -259,17 +265,99 @@ def _needs_histograms(
 
 
 @numba.njit(cache=True)
+def _request(ints, reals, counts, pending, t, i, n_out):  # pragma: no cover - compiled
+    """Tree ``t``'s request number ``n_out`` (into ``pending``): split node ``i`` by its best
+    split, its children to be the next two records after the earlier requests'. Returns the
+    number of requests."""
+    left_count = reals[t, i, _LEFT_SUMS + 2]
+    left = counts[t, _RECORDS] + 2 * n_out
+    request = pending[t, n_out]
+    request[0] = i
+    request[1] = left
+    request[2] = left + 1
+    request[3] = ints[t, i, _FEATURE]
+    request[4] = ints[t, i, _POSITION]
+    request[5] = ints[t, i, _MISSING_LEFT]
+    request[6] = left_count <= reals[t, i, _SUMS + 2] - left_count
+    return n_out + 1
+
+
+@numba.njit(cache=True)
+def _speculate(
+    ints, reals, counts, pending, t, first, n_out, max_leaf_nodes, max_depth, min_leaf,
+    per_request, rank, parent,
+):  # pragma: no cover - compiled  # fmt: skip
+    """Tree ``t``'s speculative requests after the one for node ``first``: the leaves most
+    likely to be split next that still need their children's histograms, up to
+    ``per_request`` requests in all. Returns the number of requests.
+
+    Best-first growth splits a node only after its parent, so the nodes are split in the
+    order of their *rank*, the smaller of their own gain and their parent's rank (the leaves
+    of the grown tree rank by their gain; the children of a speculative split that the growth
+    has not made yet, by at most their parent's): the tree's next ``max_leaf_nodes - leaves``
+    splits are the best-ranked nodes not yet split. So the candidates are every node without
+    children whose split is known, below a grown node or below a speculative split alike,
+    and a speculative split not yet made by the growth holds a place among them. (A request
+    then need not wait for the growth to reach the leaf: a chain of nodes each better than
+    the others costs a trip per node either way, but the rest of the tree grows beside it.)
+    ``rank`` and ``parent`` are scratch arrays of at least the tree's records."""
+    n_records = counts[t, _RECORDS]
+    capacity = ints.shape[1]
+    parent[:n_records] = -1
+    for i in range(n_records):
+        if ints[t, i, _LEFT] >= 0:
+            parent[ints[t, i, _LEFT]] = i
+            parent[ints[t, i, _RIGHT]] = i
+    # Ranks, parents before children (a record's children come after it); -inf: not a
+    # candidate (split by the growth, or no split of finite gain).
+    for i in range(n_records):
+        rank[i] = -np.inf
+        if ints[t, i, _GROWN] != 0 or not math.isfinite(reals[t, i, _GAIN]):
+            continue
+        p = parent[i]
+        if p < 0 or ints[t, p, _GROWN] != 0:
+            if ints[t, i, _IN_HEAP] != 0:
+                rank[i] = reals[t, i, _GAIN]
+        elif math.isfinite(rank[p]):
+            rank[i] = min(reals[t, i, _GAIN], rank[p])
+    rank[first] = -np.inf  # (asked for already)
+    # Splits the tree may still make, less the one asked for: a node ranked lower than that
+    # many others can never be split.
+    room = max_leaf_nodes - counts[t, _LEAVES] - 1
+    # Room for the records of every split the growth may still need after these requests.
+    spare = capacity - n_records - 2 * max(max_leaf_nodes - counts[t, _LEAVES], 0)
+    for _ in range(room):
+        if n_out >= per_request or 2 * (n_out + 1) > spare:
+            break
+        best = -1
+        for i in range(n_records):
+            if rank[i] > -np.inf and (best < 0 or rank[i] > rank[best]):
+                best = i
+        if best < 0:
+            break
+        rank[best] = -np.inf
+        if ints[t, best, _LEFT] >= 0 or not _needs_histograms(
+            ints, reals, counts, t, best, max_leaf_nodes, max_depth, min_leaf
+        ):
+            continue
+        n_out = _request(ints, reals, counts, pending, t, best, n_out)
+    return n_out
+
+
+@numba.njit(cache=True)
 def _advance_growths(
     ints, reals, counts, pending, max_leaf_nodes, max_depth, min_leaf, per_request, requests
 ):  # pragma: no cover - compiled
     """Per tree: split the best leaves, in order, while their children are known (or need no
     histograms: then made from the split's sums, with no split of their own); then, with
-    ``requests``, the leaves to split next into ``pending`` (the best ``per_request``
-    leaves that need histograms and have no children yet). Returns per tree whether it is
-    grown."""
+    ``requests``, the nodes to split next into ``pending``: the leaf the growth splits next,
+    and, with ``per_request`` > 1, the best-ranked others (:func:`_speculate`). Returns per
+    tree whether it is grown."""
     n_trees, capacity = ints.shape[0], ints.shape[1]
     done = np.zeros(n_trees, dtype=np.bool_)
     taken = np.zeros(capacity, dtype=np.bool_)
+    rank = np.empty(capacity)
+    parent = np.empty(capacity, dtype=np.int64)
     for t in range(n_trees):
         while counts[t, _LEAVES] < max_leaf_nodes:
             taken[:] = False
@@ -302,32 +390,15 @@ def _advance_growths(
         done[t] = full or _heap_top(ints, reals, counts, t, taken) < 0
         if not requests or done[t]:
             continue
-        # At most max_leaf_nodes - leaves more splits: a leaf ranked lower can never be split.
-        # Among those, the best per_request that still need their children's histograms (the
-        # ones split by an earlier request, or needing none, are passed over, not counted).
-        n_out = 0
-        for _ in range(max_leaf_nodes - counts[t, _LEAVES]):
-            if n_out >= per_request:
-                break
-            i = _heap_top(ints, reals, counts, t, taken)
-            if i < 0:
-                break
-            taken[i] = True
-            if ints[t, i, _LEFT] >= 0 or not _needs_histograms(
-                ints, reals, counts, t, i, max_leaf_nodes, max_depth, min_leaf
-            ):
-                continue
-            left_count = reals[t, i, _LEFT_SUMS + 2]
-            left = counts[t, _RECORDS] + 2 * n_out
-            request = pending[t, n_out]
-            request[0] = i
-            request[1] = left
-            request[2] = left + 1
-            request[3] = ints[t, i, _FEATURE]
-            request[4] = ints[t, i, _POSITION]
-            request[5] = ints[t, i, _MISSING_LEFT]
-            request[6] = left_count <= reals[t, i, _SUMS + 2] - left_count
-            n_out += 1
+        # The leaf that the growth splits next (the best one; it needs its children's
+        # histograms, else it would have been split above) ...
+        i = _heap_top(ints, reals, counts, t, taken)
+        n_out = _request(ints, reals, counts, pending, t, i, 0)
+        if per_request > 1:
+            n_out = _speculate(
+                ints, reals, counts, pending, t, i, n_out, max_leaf_nodes, max_depth, min_leaf,
+                per_request, rank, parent,
+            )  # fmt: skip
         counts[t, _PENDING] = n_out
     return done
 
@@ -516,9 +587,10 @@ class TreeGrowths:
     priors : sequence of float
         Per tree, :meth:`TreeSettings.prior` of its round's weights.
     speculate : bool or int, default=False
-        Which leaves a request splits: False (or 1) only the one the growth splits next; an
-        int ``m`` the best ``m``; True every leaf that may still be split (one exchange per
-        level of the tree instead of per node). The same trees whichever.
+        Which nodes a request splits: False (or 1) only the leaf the growth splits next; an
+        int ``m`` also the ``m - 1`` best-ranked others (the module docstring); True every one
+        that may still be split (about one exchange per level of the tree instead of one per
+        node). The same trees whichever.
     """
 
     def __init__(
@@ -548,10 +620,11 @@ class TreeGrowths:
         self._min_leaf = max(1e-300, float(settings.min_samples_leaf))
         # (no limit: a depth no tree reaches)
         self._max_depth = 1 << 62 if settings.max_depth is None else int(settings.max_depth)
-        # Nodes a tree can have: at most max_leaf_nodes - 1 splits of nodes of the final tree
-        # and max_leaf_nodes speculative ones (a node split speculatively but never by the
-        # growth is a leaf of the final tree), two children each, and the root.
-        capacity = 4 * leaves + 1
+        # Nodes a tree can have: the root and two children a split, for at most
+        # max_leaf_nodes - 1 splits of nodes of the final tree and the speculative ones (a
+        # node split speculatively but never by the growth is a leaf of the final tree), which
+        # _speculate keeps within the rest, always leaving room for the growth's own splits.
+        capacity = 6 * leaves + 1
         self._ints = np.zeros((n_trees, capacity, _N_INTS), dtype=np.int64)
         self._reals = np.zeros((n_trees, capacity, _N_REALS))
         self._counts = np.zeros((n_trees, 4), dtype=np.int64)

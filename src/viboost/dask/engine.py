@@ -17,12 +17,13 @@ cross-fitting, all stepped together, so every pass below serves all of them). A 
    needs and gets back, per block, the histograms of the smaller children (the larger ones
    are their parents' minus those), added in block order. The blocks split their partitions
    in place (:class:`~viboost.dask.blocks.TreeRows`, every ensemble's tree in one pass).
-   Through the scheduler the growth speculates, splitting in one pass every leaf that may
+   Through the scheduler the growth speculates, splitting in one pass every node that may
    still split, so a tree costs about one pass per level (for 31 leaves, typically 9 to 12
    passes) instead of one per split; over direct connections
    (:class:`~viboost.dask.service.BlockService`), whose passes are cheaper, it splits the
-   best few leaves per pass (``BlockService.speculate``), which are nearly always split
-   anyway. The tree is the same either way. The first round of per-leaf trees, the
+   best-ranked few per pass (``BlockService.speculate``; children of earlier speculative
+   splits included, so still about a pass per level), which are nearly always split anyway.
+   The tree is the same either way. The first round of per-leaf trees, the
    intercept, needs no search (one pass for the knot ranges);
 2. **round rows**: each block returns the knot moments of its rows for the learner (by leaf
    for per-leaf weights), or, for at most
@@ -353,9 +354,10 @@ class BlockRows:
         all ensembles' trees together) from node histograms that the blocks compute over their
         rows (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.
         expand_trees`) and the client adds in block order; all ensembles share each trip. With
-        ``speculate=True`` a trip splits every leaf that may still split, so a tree costs
+        ``speculate=True`` a trip splits every node that may still split, so a tree costs
         about one trip per level; with an int ``m`` (cheaper trips: direct connections) the
-        best ``m`` leaves of each tree. The same trees either way."""
+        best-ranked ``m`` of each tree (:class:`~viboost.boosting.grower.TreeGrowths`). The
+        same trees either way."""
         settings = self.tree
         binner = self.binner
         trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)

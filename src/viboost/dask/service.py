@@ -210,13 +210,14 @@ class BlockService:
         The training blocks, as the services hold them.
     """
 
-    #: A trip splits the best 4 leaves of each tree (:class:`~viboost.dask.engine.BlockRows`,
-    #: ``TreeGrowth``'s ``speculate``): a trip here costs about a millisecond of transfer and
-    #: the client's work between passes, so splitting every leaf that may still split (a
-    #: level per trip) computed more histograms for nothing than it saved (10^6 rows: 100
-    #: 31-leaf trees 25.0 s against 23.3 s a split per trip), while the best few leaves are
-    #: nearly always split. Measured in pairs on 10^6 x 20 rows, 2 workers, 30 31-leaf trees:
-    #: 2 leaves a trip 0.92x the time of 1, 4 leaves 0.89x the time of 2, 8 leaves 0.96x of 4.
+    #: A trip splits the 4 best-ranked nodes of each tree (:class:`~viboost.dask.engine.
+    #: BlockRows`, ``TreeGrowth``'s ``speculate``; children of earlier speculative splits
+    #: included, so a tree costs about a trip per level): a trip here costs about a
+    #: millisecond of transfer and the client's work between passes, so splitting every node
+    #: that may still split computed more histograms for nothing than it saved, while the best
+    #: few are nearly always split. 100 31-leaf trees on 10^6 x 20 rows, 2 workers
+    #: (2026-11-28): 2 / 3 / 4 / 6 / 8 nodes a trip took 15.9 / 12.5 / 11.3 / 10.8 / 10.7
+    #: trips and 30.3 / 32.7 / 35.8 / 41.8 / 47.6 splits a tree (a tree needs about 29).
     speculate = 4
 
     def __init__(self, tasks: Any, training: list) -> None:
