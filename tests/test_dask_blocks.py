@@ -395,6 +395,60 @@ def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_mar
     assert trees.leaves_of(0, intercept_tree()) is None
 
 
+def test_a_round_gives_its_partitions_back_to_the_block_and_reruns_rebuild_them():
+    """Once round_rows has read a round's rows, its partitions' arrays go back to the block's
+    pool and the next round's partitions reuse them (no fresh pages a round); a task that
+    dask runs again on the released round rebuilds the partitions: the same histograms and
+    the same round rows."""
+    X, y = _tree_data(8, n=900)
+    weight = np.where(np.arange(900) % 7 == 0, 0.0, 1.0)
+    binner = FeatureBinner(max_bins=32).fit(X)
+    block = blocks.build_block(X, y, weight, binner, 1.0)
+    clean = CleanLogOdds.constant(1.0)
+    settings = TreeSettings(max_leaf_nodes=6, min_samples_leaf=5)
+    boosters = blocks.reweight(
+        block, blocks.start_boosters(block, None, 1), None, (None,), (clean,), 1.0, True
+    )
+    trees = blocks.start_trees(block, boosters, settings)
+    ((root,), log_scale, total, _) = blocks.tree_roots(trees)[0]
+    growth = TreeGrowth(
+        root, binner.n_bins_, binner.thresholds_, settings,
+        settings.prior(total * np.exp(log_scale)), speculate=2,
+    )  # fmt: skip
+    history: tuple = ()
+    answers = []
+    while requests := tuple(growth.requests()):
+        history += ((requests,),)
+        (hists,) = blocks.expand_trees(block, boosters, trees, settings, history)
+        answers.append([hist.copy() for hist in hists])
+        growth.expanded(hists)
+    tree = HistogramTree(growth.tree()[0], "per-leaf")
+    grown = (settings, history, (growth.node_positions(),))
+    store = trees.partitions[0]._store
+    arrays = [store.stats, store.rows, store.stat_buffer, store.row_buffer]
+    first = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    assert trees.partitions == [] and trees.applied is None
+    assert store.stats is None and store.rows is None  # given back
+    # A rerun of the last expansion and of the round rows: rebuilt from the boosters.
+    (again,) = blocks.expand_trees(block, boosters, trees, settings, history)
+    for got, want in zip(again, answers[-1], strict=True):
+        np.testing.assert_array_equal(got, want)
+    rerun = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    for got, want in zip(rerun[0][0] + (rerun[0][1],), first[0][0] + (first[0][1],), strict=True):
+        np.testing.assert_array_equal(got, want)
+    # The next round's partitions on the pool's arrays.
+    update = (blocks.LearnerUpdate(tree.with_leaf_values(np.linspace(-1, 1, 6)), 0.3),)
+    later = blocks.reweight(block, boosters, trees, update, (clean,), 1.0, True)
+    following = blocks.start_trees(block, later, settings)
+    reused = following.partitions[0]._store
+    held = [reused.stats, reused.rows]
+    assert all(any(np.shares_memory(a, b) for b in arrays) for a in held)
+    fresh = blocks.start_trees(blocks.build_block(X, y, weight, binner, 1.0), later, settings)
+    np.testing.assert_array_equal(
+        blocks.tree_roots(following)[0][0][0], blocks.tree_roots(fresh)[0][0][0]
+    )
+
+
 class _LocalTasks:
     """:class:`~viboost.dask.engine.BlockTasks` without a cluster: every task runs here, at
     once, on the same objects (so a block function that wrote its input would show)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,15 @@ def test_byte_arrays_share_the_pool() -> None:
     assert np.shares_memory(decisions, again)
     with pytest.raises(ValueError, match="8-byte or 1-byte"):
         scratch.take((4,), np.int32)
+
+
+def test_a_pool_is_pickled_empty():
+    """Its buffers stay behind: the copy hands out new memory."""
+    scratch = ScratchArrays()
+    a = scratch.take((1000, 3))
+    scratch.give(a)
+    copy = pickle.loads(pickle.dumps(scratch))
+    assert len(pickle.dumps(scratch)) < 200
+    b = copy.take((1000, 3))
+    assert not np.shares_memory(a, b) and b.shape == (1000, 3)
+    assert np.shares_memory(scratch.take((10, 3)), a)

@@ -118,6 +118,11 @@ class ScratchArrays:
         start = starts[id(buf)]
         return buf[start : start + size].view(dtype)[:items].reshape(shape)
 
+    def __reduce__(self) -> tuple:
+        """A pool travels empty (pickled with a block's partitions, say): its free buffers are
+        this process's memory, not values."""
+        return (type(self), ())
+
     def reclaim(self) -> None:
         """Take back every array taken with ``hold=True``; none of them may be used after."""
         self._free.extend(self._held)

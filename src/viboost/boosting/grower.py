@@ -1078,15 +1078,19 @@ def histograms_together(
 
 
 def root_histograms(
-    partitions: Sequence[RowPartition], counts: Sequence[np.ndarray | None]
+    partitions: Sequence[RowPartition],
+    counts: Sequence[np.ndarray | None],
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The roots' histograms of stacked partitions (:func:`histograms_together` of node 0)
-    and their count histograms: ``counts`` (per partition, its root's count histogram from an
-    earlier round, or None), copied in where all are known (a root's rows and weights are the
-    same every round), else summed with the statistics and returned for the next rounds."""
+    """The roots' histograms of stacked partitions (:func:`histograms_together` of node 0;
+    ``out`` as there) and their count histograms: ``counts`` (per partition, its root's count
+    histogram from an earlier round, or None), copied in where all are known (a root's rows
+    and weights are the same every round), else summed with the statistics and returned for
+    the next rounds."""
+    nodes = [0] * len(partitions)
     if all(c is not None for c in counts):
-        return histograms_together(partitions, [0] * len(partitions), counts), list(counts)
-    roots = histograms_together(partitions, [0] * len(partitions))
+        return histograms_together(partitions, nodes, counts, out=out), list(counts)
+    roots = histograms_together(partitions, nodes, out=out)
     return roots, [root[:, :, 2].copy() for root in roots]
 
 
