@@ -4,11 +4,13 @@ way, the fallback to the scheduler when a connection fails, the memory rule of "
 
 from __future__ import annotations
 
+import pickle
+import socket
 import threading
 import time
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client as connect
-from multiprocessing.connection import answer_challenge, deliver_challenge
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from types import SimpleNamespace
 
 import numpy as np
@@ -72,24 +74,25 @@ def test_a_service_runs_calls_on_its_objects_and_returns_what_it_is_asked_for(mo
     answer_challenge(conn, key)
     deliver_challenge(conn, key)
     ref = service_module._Ref
+    send, receive = service_module._send_message, service_module._receive_message
     # Store block + 1 under keys 20, 21; then send back (stored + block) * 2; release 10.
-    conn.send(([], [(_add, [(ref(10), 1.0), (ref(11), 1.0)], {}, [20, 21])]))
-    assert conn.recv() == []
-    conn.send(([10], [(_add, [(ref(20), ref(10)), (ref(21), ref(11))], {"scale": 2.0}, None)]))
-    (sent,) = conn.recv()
+    send(conn, ([], [(_add, [(ref(10), 1.0), (ref(11), 1.0)], {}, [20, 21])]))
+    assert receive(conn, 10.0) == []
+    send(conn, ([10], [(_add, [(ref(20), ref(10)), (ref(21), ref(11))], {"scale": 2.0}, None)]))
+    (sent,) = receive(conn, 10.0)
     np.testing.assert_array_equal(sent[0], [6.0, 6.0, 6.0])
     np.testing.assert_array_equal(sent[1], [2.0, 6.0, 10.0])
     # A released object is gone (after the calls of the message that released it).
-    conn.send(([], [(_add, [(ref(10),), (ref(11),)], {}, None)]))
-    failure = conn.recv()
+    send(conn, ([], [(_add, [(ref(10),), (ref(11),)], {}, None)]))
+    failure = receive(conn, 10.0)
     assert isinstance(failure, service_module._Failure)
     assert isinstance(failure.error, KeyError)
     # An error in a call comes back with its type and the worker's traceback; the service goes on.
-    conn.send(([], [(_fail, [(ref(11),), (ref(11),)], {}, None)]))
-    failure = conn.recv()
+    send(conn, ([], [(_fail, [(ref(11),), (ref(11),)], {}, None)]))
+    failure = receive(conn, 10.0)
     assert isinstance(failure.error, ValueError)
     assert "bad block on the worker" in failure.trace
-    conn.send(("stop", [21]))
+    send(conn, ("stop", [21]))
     thread.join(30)
     conn.close()
     assert not thread.is_alive()
@@ -275,3 +278,41 @@ def test_a_service_looks_for_the_next_message_before_it_sleeps(monkeypatch):
     assert 0.14 <= elapsed < 5.0
     here.close()
     there.close()
+
+
+def test_messages_carry_their_arrays_out_of_band_whole_and_writable():
+    """_send_message / _receive_message: large and small arrays (contiguous or not, any
+    dtype, empty), nested in tuples and dataclasses, arrive equal and writable; a buffer cut
+    off by a closed connection, or late, raises instead of waiting."""
+    here, there = socket.socketpair()
+    a, b = Connection(here.detach()), Connection(there.detach())
+    rng = np.random.default_rng(0)
+    big = rng.normal(size=(20, 256, 3))
+    message = (
+        [big, big[:, ::2], np.arange(7), np.empty((0, 3))],
+        {"x": rng.integers(0, 255, (1000, 20), dtype=np.uint8)},
+        service_module._Failure(ValueError("v"), "trace"),
+        "text",
+    )
+    sender = threading.Thread(target=service_module._send_message, args=(a, message))
+    sender.start()  # (the arrays are larger than the socket's buffer)
+    got = service_module._receive_message(b, timeout=10.0)
+    sender.join(10)
+    arrays, table, failure, text = got
+    for sent, received in zip(message[0], arrays, strict=True):
+        assert received.dtype == sent.dtype and received.shape == sent.shape
+        np.testing.assert_array_equal(received, sent)
+    assert arrays[0].flags.writeable and arrays[0].ctypes.data % 8 == 0
+    arrays[0][0, 0, 0] = 1.0
+    np.testing.assert_array_equal(table["x"], message[1]["x"])
+    assert isinstance(failure.error, ValueError) and text == "text"
+    # A frame that promises a buffer which never comes: late, then cut off.
+    frame = service_module._COUNT.pack(1) + service_module._SIZE.pack(1000)
+    a.send_bytes(frame + pickle.dumps(None, protocol=5))
+    with pytest.raises(TimeoutError, match="no data"):
+        service_module._receive_message(b, timeout=0.05)
+    a.send_bytes(frame + pickle.dumps(None, protocol=5))
+    a.close()
+    with pytest.raises(EOFError, match="closed in the middle"):
+        service_module._receive_message(b, timeout=1.0)
+    b.close()

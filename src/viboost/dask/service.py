@@ -17,9 +17,12 @@ results in block order. What ``submit`` returns stays on the service (a :class:`
 when the client drops it); ``submit`` only queues its call, and the queue goes with the next
 call whose results the client waits for, so a pass is one message per service each way.
 
-The wire is :mod:`multiprocessing.connection` (length-prefixed pickles) after a mutual HMAC
-challenge with a key that only the client and the tasks know (it travels with the tasks'
-arguments), so nothing else can send the service code to run. After each reply a service looks
+The wire is :mod:`multiprocessing.connection` after a mutual HMAC challenge with a key that
+only the client and the tasks know (it travels with the tasks' arguments), so nothing else can
+send the service code to run. A message is a pickle (protocol 5) whose large buffers, the
+histograms, travel out of band after it: written from the arrays themselves and read straight
+into new ones (:func:`_send_message`, :func:`_receive_message`), where a whole pickle would
+copy each of them four times on the way. After each reply a service looks
 for the next message for two milliseconds before it sleeps (the client's send then need not wake
 it). Every wait is bounded: the service ends when the client sends nothing for ``timeout``
 seconds, and the client raises :class:`ServiceLost` when a service does not answer in time or
@@ -31,8 +34,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import secrets
+import select
 import socket
+import struct
 import time
 import traceback
 import weakref
@@ -40,7 +46,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
+from multiprocessing.connection import wait as wait_for_any
 from typing import Any
+
+import numpy as np
 
 from viboost._utils.memory import retained_heap
 from viboost._utils.parallel import numba_threads
@@ -139,7 +148,7 @@ def serve(
         deliver_challenge(conn, key)
         answer_challenge(conn, key)
         while _wait_for_message(conn, timeout):
-            message = conn.recv()
+            message = _receive_message(conn, timeout)
             if message[0] == "stop":
                 return {k: objects[k] for k in message[1]}
             released, calls = message
@@ -150,8 +159,63 @@ def serve(
             # After the calls: the client dropped these after queueing any call that uses them.
             for k in released:
                 objects.pop(k, None)
-            conn.send(replies)
+            _send_message(conn, replies)
     return {}
+
+
+#: The frame before a message's pickle: how many out-of-band buffers follow it ...
+_COUNT = struct.Struct("!Q")
+#: ... and the length in bytes of each.
+_SIZE = struct.Struct("!Q")
+
+
+def _send_message(conn: Connection, message: Any) -> None:
+    """Send ``message``: one frame holding the number and sizes of its out-of-band buffers
+    (pickle protocol 5: C-contiguous arrays, the histograms) and its pickle, then each buffer
+    written from where it lies (:func:`_receive_message` reads them)."""
+    buffers: list[pickle.PickleBuffer] = []
+    body = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    raws = [buffer.raw() for buffer in buffers]
+    head = _COUNT.pack(len(raws)) + b"".join(_SIZE.pack(raw.nbytes) for raw in raws)
+    conn.send_bytes(head + body)
+    for raw in raws:
+        _write_all(conn.fileno(), raw)
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    """Write all of ``data`` to the blocking descriptor ``fd``."""
+    view = data.cast("B")
+    while view.nbytes:
+        view = view[os.write(fd, view) :]
+
+
+def _receive_message(conn: Connection, timeout: float) -> Any:
+    """The next message (:func:`_send_message`); each out-of-band buffer is read into an array
+    of its own, which the message's arrays then use. A buffer that does not arrive within
+    ``timeout`` seconds, or a connection closed in the middle of one, raises OSError."""
+    frame = conn.recv_bytes()
+    (n_buffers,) = _COUNT.unpack_from(frame)
+    sizes = [_SIZE.unpack_from(frame, _COUNT.size + k * _SIZE.size)[0] for k in range(n_buffers)]
+    body = memoryview(frame)[_COUNT.size + n_buffers * _SIZE.size :]
+    buffers = []
+    for size in sizes:
+        buffer = np.empty(size, dtype=np.uint8)
+        _read_into(conn.fileno(), memoryview(buffer), timeout)
+        buffers.append(buffer)
+    return pickle.loads(body, buffers=buffers)
+
+
+def _read_into(fd: int, view: memoryview, timeout: float) -> None:
+    """Fill ``view`` from the descriptor ``fd``, waiting at most ``timeout`` seconds for each
+    read."""
+    while view.nbytes:
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            raise TimeoutError(f"no data within {timeout:g} s in the middle of a message")
+        got = os.readv(fd, [view])
+        if got == 0:
+            raise EOFError("the connection closed in the middle of a message")
+        view = view[got:]
 
 
 def _wait_for_message(conn: Connection, timeout: float, spin: float = _SPIN_SECONDS) -> bool:
@@ -354,8 +418,18 @@ class BlockService:
             message = (self._released[s], self._queues[s])
             self._released[s], self._queues[s] = [], []
             self._send(conn, message)
-        # Every reply is read before an error is raised: none is left for the next pass.
-        replies = [self._receive(conn) for conn in self._connections]
+        # Every reply is read before an error is raised: none is left for the next pass. They
+        # are read as they come (the first while the other services still compute).
+        replies: list = [None] * len(self._connections)
+        waiting = {conn: s for s, conn in enumerate(self._connections)}
+        while waiting:
+            ready = wait_for_any(list(waiting), self.timeout)
+            if not ready:
+                raise ServiceLost(
+                    f"a worker's service did not answer within timeout={self.timeout:g} s"
+                )
+            for conn in ready:
+                replies[waiting.pop(conn)] = self._receive(conn)
         for reply in replies:
             if isinstance(reply, _Failure):
                 raise reply.error from RuntimeError(f"on the worker:\n{reply.trace}")
@@ -363,7 +437,7 @@ class BlockService:
 
     def _send(self, conn: Connection, message: Any) -> None:
         try:
-            conn.send(message)
+            _send_message(conn, message)
         except OSError as error:
             raise ServiceLost(f"a worker's service is gone: {error}") from error
 
@@ -373,7 +447,7 @@ class BlockService:
                 raise ServiceLost(
                     f"a worker's service did not answer within timeout={self.timeout:g} s"
                 )
-            return conn.recv()
+            return _receive_message(conn, self.timeout)
         except (OSError, EOFError) as error:
             raise ServiceLost(f"a worker's service is gone: {error}") from error
 
@@ -421,7 +495,7 @@ class BlockService:
             for conn in self._connections:
                 if conn is not None:
                     try:
-                        conn.send(("stop", []))
+                        _send_message(conn, ("stop", []))
                     except OSError:
                         pass
         for conn in self._connections:
