@@ -167,6 +167,8 @@ def serve(
 _COUNT = struct.Struct("!Q")
 #: ... and the length in bytes of each.
 _SIZE = struct.Struct("!Q")
+#: At most this many buffers are filled by one read (within every system's IOV_MAX).
+_MAX_VIEWS = 64
 
 
 def _send_message(conn: Connection, message: Any) -> None:
@@ -197,25 +199,28 @@ def _receive_message(conn: Connection, timeout: float) -> Any:
     (n_buffers,) = _COUNT.unpack_from(frame)
     sizes = [_SIZE.unpack_from(frame, _COUNT.size + k * _SIZE.size)[0] for k in range(n_buffers)]
     body = memoryview(frame)[_COUNT.size + n_buffers * _SIZE.size :]
-    buffers = []
-    for size in sizes:
-        buffer = np.empty(size, dtype=np.uint8)
-        _read_into(conn.fileno(), memoryview(buffer), timeout)
-        buffers.append(buffer)
+    buffers = [np.empty(size, dtype=np.uint8) for size in sizes]
+    _read_into(conn.fileno(), [memoryview(buffer) for buffer in buffers if buffer.size], timeout)
     return pickle.loads(body, buffers=buffers)
 
 
-def _read_into(fd: int, view: memoryview, timeout: float) -> None:
-    """Fill ``view`` from the descriptor ``fd``, waiting at most ``timeout`` seconds for each
-    read."""
-    while view.nbytes:
+def _read_into(fd: int, views: list[memoryview], timeout: float) -> None:
+    """Fill ``views``, in order, from the descriptor ``fd`` (as much as has arrived in one
+    read), waiting at most ``timeout`` seconds for each read."""
+    while views:
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:
             raise TimeoutError(f"no data within {timeout:g} s in the middle of a message")
-        got = os.readv(fd, [view])
+        got = os.readv(fd, views[:_MAX_VIEWS])
         if got == 0:
             raise EOFError("the connection closed in the middle of a message")
-        view = view[got:]
+        while got:
+            first = views[0]
+            if got < first.nbytes:
+                views[0] = first[got:]
+                break
+            got -= first.nbytes
+            views.pop(0)
 
 
 def _wait_for_message(conn: Connection, timeout: float, spin: float = _SPIN_SECONDS) -> bool:
