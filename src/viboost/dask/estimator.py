@@ -301,11 +301,13 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         self._train_chunks = X.chunks[0]
         self._n_rows = n_rows
         sizes = blocks.block_sizes(n_rows, n_features, self.block_size)
-        raw = (
-            X.rechunk((sizes, n_features)).to_delayed().ravel().tolist(),
-            y.rechunk((sizes,)).to_delayed().ravel().tolist(),
-            sample_weight.rechunk((sizes,)).to_delayed().ravel().tolist(),
+        # The raw blocks are computed once (the input read, cut into blocks) for the three
+        # passes before the rounds (checks, the binner's sample, binning), and released once
+        # binned: each pass would otherwise read the input and cut it again.
+        blocked = client.persist(
+            [X.rechunk((sizes, n_features)), y.rechunk((sizes,)), sample_weight.rechunk((sizes,))]
         )
+        raw = tuple(part.to_delayed().ravel().tolist() for part in blocked)
         summaries = tasks.gather(tasks.compute(blocks.summarize_block, *raw))
         classes = self._check_summaries(summaries)
         total_weight = float(sum(summary.total_weight for summary in summaries))
@@ -319,6 +321,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             training = tasks.compute(blocks.build_block, *raw, binner=binner, positive=classes[-1])
         # Balanced over the workers' threads, which then run one task each per pass.
         training = tasks.place(training, sizes)
+        del raw, blocked  # (binned: the raw blocks are released)
 
         self.n_features_in_ = n_features
         if feature_names is not None:
