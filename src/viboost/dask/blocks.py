@@ -41,7 +41,7 @@ from viboost.boosting.grower import (
     partition_leaf_index,
     root_histograms,
 )
-from viboost.boosting.histogram import HISTOGRAM_SLOTS, binned_histogram, occupied_bins
+from viboost.boosting.histogram import binned_histogram, occupied_bins
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.boosting.softmax import class_labels, other_class_margins
@@ -593,10 +593,11 @@ def _release(trees: TreeRows) -> None:
     trees.applied = None
 
 
-def _histograms_out(block: TrainingBlock, n_nodes: int) -> np.ndarray:
-    """Fresh arrays for the histograms of ``n_nodes`` nodes (they leave the block, so not
-    from its pool)."""
-    return np.empty((n_nodes, block.binned.shape[1], HISTOGRAM_SLOTS, 3))
+def _histograms_out(partitions: list[RowPartition], n_nodes: int) -> np.ndarray:
+    """Fresh arrays for the histograms of ``n_nodes`` nodes of ``partitions`` (they leave the
+    block, so not from its pool)."""
+    first = partitions[0]
+    return np.empty((n_nodes, first.binned.shape[1], first.n_slots, 3))
 
 
 def _partitions(
@@ -629,7 +630,7 @@ def start_trees(
     hists, counts = root_histograms(
         partitions,
         [booster.counts.get("root") for booster in boosters],
-        out=_histograms_out(block, len(boosters)),
+        out=_histograms_out(partitions, len(boosters)),
     )
     for booster, count in zip(boosters, counts, strict=True):
         booster.counts["root"] = count
@@ -667,7 +668,7 @@ def expand_trees(
     trees.applied = None
     n_nodes = sum(len(mine) for mine in step)
     hists = expand_together(
-        trees.partitions, step, out=_histograms_out(block, n_nodes) if n_nodes else None
+        trees.partitions, step, out=_histograms_out(trees.partitions, n_nodes) if n_nodes else None
     )
     trees.applied = tuple(history)
     return [tuple(mine) for mine in hists]
