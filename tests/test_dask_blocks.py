@@ -7,6 +7,7 @@ functions take numpy arrays; no cluster needed)."""
 from __future__ import annotations
 
 import pickle
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -351,17 +352,17 @@ def test_per_leaf_round_rows_and_covers_of_a_block():
     np.testing.assert_array_equal(moments, want)
 
 
-def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_margins():
-    """Trees grown on a block (speculatively, as a distributed fit grows them): round_rows
-    reads every row's leaf off the grown partitions (rows of zero weight routed by their bins),
-    the same leaves as routing every row; the next pass adds the tree from the kept leaves,
-    the same margins as from the bins, and a tree of another structure is routed."""
-    X, y = _tree_data(7, n=800)
-    weight = np.where(np.arange(800) % 5 == 0, 0.0, 1.0)
+def _tree_grown_on_block(seed, n, every, max_leaf_nodes, speculate):
+    """A block of ``n`` rows (every ``every``-th of zero weight), one booster, and its first
+    tree grown on the block's partitions as a distributed fit grows it (the roots' and
+    children's histograms normalised by the block's total); also the raw histograms of each
+    expansion step, in order."""
+    X, y = _tree_data(seed, n=n)
+    weight = np.where(np.arange(n) % every == 0, 0.0, 1.0)
     binner = FeatureBinner(max_bins=32).fit(X)
     block = blocks.build_block(X, y, weight, binner, 1.0)
     clean = CleanLogOdds.constant(1.0)
-    settings = TreeSettings(max_leaf_nodes=7, min_samples_leaf=5)
+    settings = TreeSettings(max_leaf_nodes=max_leaf_nodes, min_samples_leaf=5)
     boosters = blocks.reweight(
         block, blocks.start_boosters(block, None, 1), None, (None,), (clean,), 1.0, True
     )
@@ -370,17 +371,33 @@ def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_mar
     scale = np.array([total, total, 1.0])
     growth = TreeGrowth(
         root / scale, binner.n_bins_, binner.thresholds_, settings,
-        settings.prior(total * np.exp(log_scale)), speculate=True,
+        settings.prior(total * np.exp(log_scale)), speculate=speculate,
     )  # fmt: skip
     history: tuple = ()
+    answers = []
     while requests := tuple(growth.requests()):
         history += ((requests,),)
         (hists,) = blocks.expand_trees(block, boosters, trees, settings, history)
+        answers.append([hist.copy() for hist in hists])
         growth.expanded([hist / scale for hist in hists])
     tree = HistogramTree(growth.tree()[0], "per-leaf")
-    assert tree.n_leaves == 7
     grown = (settings, history, (growth.node_positions(),))
-    ((part, covers),) = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    return SimpleNamespace(
+        X=X, y=y, weight=weight, binner=binner, block=block, clean=clean, settings=settings,
+        boosters=boosters, trees=trees, tree=tree, grown=grown, history=history,
+        answers=answers,
+    )  # fmt: skip
+
+
+def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_margins():
+    """Trees grown on a block (speculatively, as a distributed fit grows them): round_rows
+    reads every row's leaf off the grown partitions (rows of zero weight routed by their bins),
+    the same leaves as routing every row; the next pass adds the tree from the kept leaves,
+    the same margins as from the bins, and a tree of another structure is routed."""
+    g = _tree_grown_on_block(7, 800, 5, 7, True)
+    block, boosters, trees, tree, weight = g.block, g.boosters, g.trees, g.tree, g.weight
+    assert tree.n_leaves == 7
+    ((part, covers),) = blocks.round_rows(block, boosters, trees, (tree,), (None,), g.grown)
     routed = tree.leaf_index(block.binned.T)
     np.testing.assert_array_equal(trees.leaves[1][0], routed)
     np.testing.assert_array_equal(part[3], routed[weight > 0])
@@ -391,7 +408,7 @@ def test_round_rows_read_the_leaves_off_the_partitions_and_keep_them_for_the_mar
     assert trees.leaves_of(0, valued) is trees.leaves[1][0]
     want = blocks.finish_boosters(block, boosters, None, update)
     np.testing.assert_array_equal(kept[0].margins.margin, want[0].margins.margin)
-    np.testing.assert_array_equal(want[0].margins.margin, 0.3 * valued.predict(X))
+    np.testing.assert_array_equal(want[0].margins.margin, 0.3 * valued.predict(g.X))
     assert trees.leaves_of(0, intercept_tree()) is None
 
 
@@ -400,50 +417,29 @@ def test_a_round_gives_its_partitions_back_to_the_block_and_reruns_rebuild_them(
     pool and the next round's partitions reuse them (no fresh pages a round); a task that
     dask runs again on the released round rebuilds the partitions: the same histograms and
     the same round rows."""
-    X, y = _tree_data(8, n=900)
-    weight = np.where(np.arange(900) % 7 == 0, 0.0, 1.0)
-    binner = FeatureBinner(max_bins=32).fit(X)
-    block = blocks.build_block(X, y, weight, binner, 1.0)
-    clean = CleanLogOdds.constant(1.0)
-    settings = TreeSettings(max_leaf_nodes=6, min_samples_leaf=5)
-    boosters = blocks.reweight(
-        block, blocks.start_boosters(block, None, 1), None, (None,), (clean,), 1.0, True
-    )
-    trees = blocks.start_trees(block, boosters, settings)
-    ((root,), log_scale, total, _) = blocks.tree_roots(trees)[0]
-    growth = TreeGrowth(
-        root, binner.n_bins_, binner.thresholds_, settings,
-        settings.prior(total * np.exp(log_scale)), speculate=2,
-    )  # fmt: skip
-    history: tuple = ()
-    answers = []
-    while requests := tuple(growth.requests()):
-        history += ((requests,),)
-        (hists,) = blocks.expand_trees(block, boosters, trees, settings, history)
-        answers.append([hist.copy() for hist in hists])
-        growth.expanded(hists)
-    tree = HistogramTree(growth.tree()[0], "per-leaf")
-    grown = (settings, history, (growth.node_positions(),))
+    g = _tree_grown_on_block(8, 900, 7, 6, 2)
+    block, boosters, trees, tree, settings = g.block, g.boosters, g.trees, g.tree, g.settings
     store = trees.partitions[0]._store
     arrays = [store.stats, store.rows, store.stat_buffer, store.row_buffer]
-    first = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    first = blocks.round_rows(block, boosters, trees, (tree,), (None,), g.grown)
     assert trees.partitions == [] and trees.applied is None
     assert store.stats is None and store.rows is None  # given back
     # A rerun of the last expansion and of the round rows: rebuilt from the boosters.
-    (again,) = blocks.expand_trees(block, boosters, trees, settings, history)
-    for got, want in zip(again, answers[-1], strict=True):
+    (again,) = blocks.expand_trees(block, boosters, trees, settings, g.history)
+    for got, want in zip(again, g.answers[-1], strict=True):
         np.testing.assert_array_equal(got, want)
-    rerun = blocks.round_rows(block, boosters, trees, (tree,), (None,), grown)
+    rerun = blocks.round_rows(block, boosters, trees, (tree,), (None,), g.grown)
     for got, want in zip(rerun[0][0] + (rerun[0][1],), first[0][0] + (first[0][1],), strict=True):
         np.testing.assert_array_equal(got, want)
     # The next round's partitions on the pool's arrays.
     update = (blocks.LearnerUpdate(tree.with_leaf_values(np.linspace(-1, 1, 6)), 0.3),)
-    later = blocks.reweight(block, boosters, trees, update, (clean,), 1.0, True)
+    later = blocks.reweight(block, boosters, trees, update, (g.clean,), 1.0, True)
     following = blocks.start_trees(block, later, settings)
     reused = following.partitions[0]._store
     held = [reused.stats, reused.rows]
     assert all(any(np.shares_memory(a, b) for b in arrays) for a in held)
-    fresh = blocks.start_trees(blocks.build_block(X, y, weight, binner, 1.0), later, settings)
+    other = blocks.build_block(g.X, g.y, g.weight, g.binner, 1.0)
+    fresh = blocks.start_trees(other, later, settings)
     np.testing.assert_array_equal(
         blocks.tree_roots(following)[0][0][0], blocks.tree_roots(fresh)[0][0][0]
     )

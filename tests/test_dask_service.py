@@ -307,7 +307,7 @@ def test_messages_carry_their_arrays_out_of_band_whole_and_writable():
     np.testing.assert_array_equal(table["x"], message[1]["x"])
     assert isinstance(failure.error, ValueError) and text == "text"
     # A frame that promises a buffer which never comes: late, then cut off.
-    frame = service_module._COUNT.pack(1) + service_module._SIZE.pack(1000)
+    frame = service_module._LENGTH.pack(1) + service_module._LENGTH.pack(1000)
     a.send_bytes(frame + pickle.dumps(None, protocol=5))
     with pytest.raises(TimeoutError, match="no data"):
         service_module._receive_message(b, timeout=0.05)

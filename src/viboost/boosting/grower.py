@@ -204,12 +204,12 @@ _N_REQUEST = 7
 
 
 @numba.njit(cache=True)
-def _heap_top(ints, reals, counts, t, taken):  # pragma: no cover - compiled
-    """The best candidate of tree ``t`` not in ``taken`` (-1: none): the highest gain, ties to
+def _heap_top(ints, reals, counts, t):  # pragma: no cover - compiled
+    """The best candidate of tree ``t`` (-1: none): the highest gain, ties to
     the node created first (the order of a heap of ``(-gain, order)``)."""
     best = -1
     for i in range(counts[t, _RECORDS]):
-        if ints[t, i, _IN_HEAP] == 0 or taken[i]:
+        if ints[t, i, _IN_HEAP] == 0:
             continue
         if best < 0:
             best = i
@@ -355,13 +355,11 @@ def _advance_growths(
     tree whether it is grown."""
     n_trees, capacity = ints.shape[0], ints.shape[1]
     done = np.zeros(n_trees, dtype=np.bool_)
-    taken = np.zeros(capacity, dtype=np.bool_)
     rank = np.empty(capacity)
     parent = np.empty(capacity, dtype=np.int64)
     for t in range(n_trees):
         while counts[t, _LEAVES] < max_leaf_nodes:
-            taken[:] = False
-            i = _heap_top(ints, reals, counts, t, taken)
+            i = _heap_top(ints, reals, counts, t)
             if i < 0:
                 break
             if ints[t, i, _LEFT] < 0:
@@ -385,14 +383,13 @@ def _advance_growths(
             _admit(ints, reals, counts, t, ints[t, i, _LEFT])
             _admit(ints, reals, counts, t, ints[t, i, _RIGHT])
             counts[t, _LEAVES] += 1
-        taken[:] = False
         full = counts[t, _LEAVES] >= max_leaf_nodes
-        done[t] = full or _heap_top(ints, reals, counts, t, taken) < 0
+        done[t] = full or _heap_top(ints, reals, counts, t) < 0
         if not requests or done[t]:
             continue
         # The leaf that the growth splits next (the best one; it needs its children's
         # histograms, else it would have been split above) ...
-        i = _heap_top(ints, reals, counts, t, taken)
+        i = _heap_top(ints, reals, counts, t)
         n_out = _request(ints, reals, counts, pending, t, i, 0)
         if per_request > 1:
             n_out = _speculate(

@@ -163,10 +163,9 @@ def serve(
     return {}
 
 
-#: The frame before a message's pickle: how many out-of-band buffers follow it ...
-_COUNT = struct.Struct("!Q")
-#: ... and the length in bytes of each.
-_SIZE = struct.Struct("!Q")
+#: The frame before a message's pickle: how many out-of-band buffers follow it, then the
+#: length in bytes of each, each in this format.
+_LENGTH = struct.Struct("!Q")
 #: At most this many buffers are filled by one read (within every system's IOV_MAX).
 _MAX_VIEWS = 64
 
@@ -178,7 +177,7 @@ def _send_message(conn: Connection, message: Any) -> None:
     buffers: list[pickle.PickleBuffer] = []
     body = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
     raws = [buffer.raw() for buffer in buffers]
-    head = _COUNT.pack(len(raws)) + b"".join(_SIZE.pack(raw.nbytes) for raw in raws)
+    head = b"".join(_LENGTH.pack(n) for n in [len(raws), *(raw.nbytes for raw in raws)])
     conn.send_bytes(head + body)
     for raw in raws:
         _write_all(conn.fileno(), raw)
@@ -194,11 +193,13 @@ def _write_all(fd: int, data: memoryview) -> None:
 def _receive_message(conn: Connection, timeout: float) -> Any:
     """The next message (:func:`_send_message`); each out-of-band buffer is read into an array
     of its own, which the message's arrays then use. A buffer that does not arrive within
-    ``timeout`` seconds, or a connection closed in the middle of one, raises OSError."""
+    ``timeout`` seconds raises TimeoutError; a connection closed in the middle of one,
+    EOFError."""
     frame = conn.recv_bytes()
-    (n_buffers,) = _COUNT.unpack_from(frame)
-    sizes = [_SIZE.unpack_from(frame, _COUNT.size + k * _SIZE.size)[0] for k in range(n_buffers)]
-    body = memoryview(frame)[_COUNT.size + n_buffers * _SIZE.size :]
+    (n_buffers,) = _LENGTH.unpack_from(frame)
+    step = _LENGTH.size
+    sizes = [_LENGTH.unpack_from(frame, step * (1 + k))[0] for k in range(n_buffers)]
+    body = memoryview(frame)[step * (1 + n_buffers) :]
     buffers = [np.empty(size, dtype=np.uint8) for size in sizes]
     _read_into(conn.fileno(), [memoryview(buffer) for buffer in buffers if buffer.size], timeout)
     return pickle.loads(body, buffers=buffers)
