@@ -22,7 +22,9 @@ only the client and the tasks know (it travels with the tasks' arguments), so no
 send the service code to run. A message is a pickle (protocol 5) whose large buffers, the
 histograms, travel out of band after it: written from the arrays themselves and read straight
 into new ones (:func:`_send_message`, :func:`_receive_message`), where a whole pickle would
-copy each of them four times on the way. After each reply a service looks
+copy each of them four times on the way. A service whose client shares its host puts its
+replies' buffers in a shared region instead (:mod:`viboost.dask.shared`, offered when the
+client connects), and the socket carries only the pickle. After each reply a service looks
 for the next message for two milliseconds before it sleeps (the client's send then need not wake
 it). Every wait is bounded: the service ends when the client sends nothing for ``timeout``
 seconds, and the client raises :class:`ServiceLost` when a service does not answer in time or
@@ -53,6 +55,7 @@ import numpy as np
 
 from viboost._utils.memory import retained_heap
 from viboost._utils.parallel import numba_threads
+from viboost.dask.shared import RegionReader, RegionWriter
 
 __all__ = ["BlockService", "Handle", "ServiceLost", "serve"]
 
@@ -147,40 +150,96 @@ def serve(
     with _connection(sock) as conn, retained_heap():
         deliver_challenge(conn, key)
         answer_challenge(conn, key)
-        while _wait_for_message(conn, timeout):
-            message = _receive_message(conn, timeout)
-            if message[0] == "stop":
-                return {k: objects[k] for k in message[1]}
-            released, calls = message
-            try:
-                replies = _run_calls(calls, objects)
-            except Exception as error:  # noqa: BLE001 - sent to the client, which raises it
-                replies = _Failure(error, traceback.format_exc())
-            # After the calls: the client dropped these after queueing any call that uses them.
-            for k in released:
-                objects.pop(k, None)
-            _send_message(conn, replies)
+        region = _offer_region(conn, timeout)
+        try:
+            return _serve_messages(conn, timeout, objects, region)
+        finally:
+            if region is not None:
+                region.close()
+
+
+def _offer_region(conn: Connection, timeout: float) -> RegionWriter | None:
+    """The service's side of the shared region's offer (:mod:`viboost.dask.shared`): make a
+    region (none where ``/dev/shm`` is missing or full), send its path and token, and keep it
+    if the client says it mapped it (:func:`_accept_region`) within ``timeout`` seconds."""
+    try:
+        region: RegionWriter | None = RegionWriter()
+    except OSError:
+        region = None
+    accepted = False
+    try:
+        _send_message(conn, (None, None) if region is None else (region.path, region.token))
+        accepted = conn.poll(timeout) and _receive_message(conn, timeout) is True
+    finally:
+        if region is not None and not accepted:
+            region.close()
+    return region if accepted else None
+
+
+def _accept_region(conn: Connection, timeout: float) -> RegionReader | None:
+    """The client's side of the offer (:func:`_offer_region`): map the service's region if it
+    lies on this host, and say whether it did."""
+    if not conn.poll(timeout):
+        raise TimeoutError(f"no offer of a shared region within {timeout:g} s")
+    path, token = _receive_message(conn, timeout)
+    region = RegionReader.attach(path, token)
+    try:
+        _send_message(conn, region is not None)
+    except BaseException:
+        if region is not None:
+            region.close()
+        raise
+    return region
+
+
+def _serve_messages(
+    conn: Connection, timeout: float, objects: dict[int, Any], region: RegionWriter | None
+) -> dict:
+    """:func:`serve`'s loop: run each message's calls and reply (the buffers through
+    ``region``, if any), until the client says stop (then the objects it asks for) or sends
+    nothing for ``timeout`` seconds (then nothing)."""
+    while _wait_for_message(conn, timeout):
+        message = _receive_message(conn, timeout)
+        if message[0] == "stop":
+            return {k: objects[k] for k in message[1]}
+        released, calls = message
+        try:
+            replies = _run_calls(calls, objects)
+        except Exception as error:  # noqa: BLE001 - sent to the client, which raises it
+            replies = _Failure(error, traceback.format_exc())
+        # After the calls: the client dropped these after queueing any call that uses them.
+        for k in released:
+            objects.pop(k, None)
+        _send_message(conn, replies, region)
     return {}
 
 
-#: The frame before a message's pickle: how many out-of-band buffers follow it, then the
-#: length in bytes of each, each in this format.
+#: The frame before a message's pickle: whether its out-of-band buffers lie in the service's
+#: shared region (1) or follow on the socket (0), how many there are, the length of the path of
+#: a new region file (0: none), then the length in bytes of each buffer, each in this format;
+#: then the path, then the pickle.
 _LENGTH = struct.Struct("!Q")
 #: At most this many buffers are filled by one read (within every system's IOV_MAX).
 _MAX_VIEWS = 64
 
 
-def _send_message(conn: Connection, message: Any) -> None:
+def _send_message(conn: Connection, message: Any, region: RegionWriter | None = None) -> None:
     """Send ``message``: one frame holding the number and sizes of its out-of-band buffers
-    (pickle protocol 5: C-contiguous arrays, the histograms) and its pickle, then each buffer
-    written from where it lies (:func:`_receive_message` reads them)."""
+    (pickle protocol 5: C-contiguous arrays, the histograms) and its pickle; the buffers are
+    then written into ``region`` (:mod:`viboost.dask.shared`: a service's replies, when the
+    client shares its host) or, without one or when they do not fit there, after the frame,
+    each from where it lies (:func:`_receive_message` reads them)."""
     buffers: list[pickle.PickleBuffer] = []
     body = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
     raws = [buffer.raw() for buffer in buffers]
-    head = b"".join(_LENGTH.pack(n) for n in [len(raws), *(raw.nbytes for raw in raws)])
-    conn.send_bytes(head + body)
-    for raw in raws:
-        _write_all(conn.fileno(), raw)
+    path = None if region is None or not raws else region.put(raws)
+    in_region = path is not None
+    where = (path or "").encode()
+    fields = [int(in_region), len(raws), len(where), *(raw.nbytes for raw in raws)]
+    conn.send_bytes(b"".join(_LENGTH.pack(n) for n in fields) + where + body)
+    if not in_region:
+        for raw in raws:
+            _write_all(conn.fileno(), raw)
 
 
 def _write_all(fd: int, data: memoryview) -> None:
@@ -190,18 +249,27 @@ def _write_all(fd: int, data: memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _receive_message(conn: Connection, timeout: float) -> Any:
+def _receive_message(conn: Connection, timeout: float, region: RegionReader | None = None) -> Any:
     """The next message (:func:`_send_message`); each out-of-band buffer is read into an array
-    of its own, which the message's arrays then use. A buffer that does not arrive within
-    ``timeout`` seconds raises TimeoutError; a connection closed in the middle of one,
-    EOFError."""
+    of its own, which the message's arrays then use: copied out of ``region`` if the sender put
+    them there, else read from the socket. A buffer that does not arrive within ``timeout``
+    seconds raises TimeoutError; a connection closed in the middle of one, EOFError; buffers
+    in a region that the receiver does not have, ValueError."""
     frame = conn.recv_bytes()
-    (n_buffers,) = _LENGTH.unpack_from(frame)
     step = _LENGTH.size
-    sizes = [_LENGTH.unpack_from(frame, step * (1 + k))[0] for k in range(n_buffers)]
-    body = memoryview(frame)[step * (1 + n_buffers) :]
-    buffers = [np.empty(size, dtype=np.uint8) for size in sizes]
-    _read_into(conn.fileno(), [memoryview(buffer) for buffer in buffers if buffer.size], timeout)
+    in_region, n_buffers, path_length = (_LENGTH.unpack_from(frame, step * k)[0] for k in range(3))
+    sizes = [_LENGTH.unpack_from(frame, step * (3 + k))[0] for k in range(n_buffers)]
+    at = step * (3 + n_buffers)
+    path = bytes(frame[at : at + path_length]).decode()
+    body = memoryview(frame)[at + path_length :]
+    if in_region:
+        if region is None:
+            raise ValueError("a message's buffers are in a shared region that is not mapped here")
+        buffers = region.take(sizes, path)
+    else:
+        buffers = [np.empty(size, dtype=np.uint8) for size in sizes]
+        views = [memoryview(buffer) for buffer in buffers if buffer.size]
+        _read_into(conn.fileno(), views, timeout)
     return pickle.loads(body, buffers=buffers)
 
 
@@ -307,6 +375,8 @@ class BlockService:
         self._queues: list[list] = [[] for _ in self._members]
         self._released: list[list[int]] = [[] for _ in self._members]
         self._connections: list[Connection | None] = [None] * len(self._members)
+        #: Per service, its shared region for the replies (None: they come by the socket).
+        self._regions: list[RegionReader | None] = [None] * len(self._members)
         self._closed = False
         self._stopped = False
         topic = f"viboost-service-{secrets.token_hex(8)}"
@@ -354,6 +424,7 @@ class BlockService:
                 conn = _connection(socket.create_connection(address, timeout=self.timeout))
                 answer_challenge(conn, self._key)
                 deliver_challenge(conn, self._key)
+                self._regions[s] = _accept_region(conn, self.timeout)
             except (OSError, EOFError, AuthenticationError) as error:
                 raise ServiceLost(
                     f"cannot connect to the service on {self._workers[s]}: {error!r}"
@@ -435,7 +506,8 @@ class BlockService:
                     f"a worker's service did not answer within timeout={self.timeout:g} s"
                 )
             for conn in ready:
-                replies[waiting.pop(conn)] = self._receive(conn)
+                s = waiting.pop(conn)
+                replies[s] = self._receive(conn, self._regions[s])
         for reply in replies:
             if isinstance(reply, _Failure):
                 raise reply.error from RuntimeError(f"on the worker:\n{reply.trace}")
@@ -447,13 +519,13 @@ class BlockService:
         except OSError as error:
             raise ServiceLost(f"a worker's service is gone: {error}") from error
 
-    def _receive(self, conn: Connection) -> Any:
+    def _receive(self, conn: Connection, region: RegionReader | None) -> Any:
         try:
             if not conn.poll(self.timeout):
                 raise ServiceLost(
                     f"a worker's service did not answer within timeout={self.timeout:g} s"
                 )
-            return _receive_message(conn, self.timeout)
+            return _receive_message(conn, self.timeout, region)
         except (OSError, EOFError) as error:
             raise ServiceLost(f"a worker's service is gone: {error}") from error
 
@@ -507,6 +579,10 @@ class BlockService:
         for conn in self._connections:
             if conn is not None:
                 conn.close()
+        for s, region in enumerate(self._regions):
+            if region is not None:
+                region.close()
+                self._regions[s] = None
 
     def __enter__(self) -> BlockService:
         return self
