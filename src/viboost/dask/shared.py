@@ -90,9 +90,12 @@ class RegionWriter:
 
     def _new_file(self, size: int) -> tuple[str, mmap.mmap]:
         size = max(int(size), _TOKEN_BYTES)
+        reserve = getattr(os, "posix_fallocate", None)
+        if reserve is None:  # (not on macOS, which has no /dev/shm either)
+            raise OSError("this system cannot reserve a file's space (posix_fallocate)")
         fd, path = tempfile.mkstemp(prefix="viboost-region-", dir=self.directory)
         try:
-            os.posix_fallocate(fd, 0, size)
+            reserve(fd, 0, size)
             return path, mmap.mmap(fd, size)
         except BaseException:
             os.unlink(path)
@@ -121,11 +124,9 @@ class RegionWriter:
                 return None
             self._drop_file()
             self.path, self._map, self._announce = path, new, True
-        target = np.frombuffer(self._map, dtype=np.uint8)
         for buffer, offset in zip(buffers, offsets, strict=True):
-            view = np.frombuffer(buffer.cast("B"), dtype=np.uint8)
-            target[offset : offset + view.size] = view
-        del target  # (an exported view would keep the mapping from closing)
+            data = buffer.cast("B")
+            self._map[offset : offset + data.nbytes] = data
         path, self._announce = (self.path if self._announce else ""), False
         return path
 
@@ -198,13 +199,12 @@ class RegionReader:
             raise ValueError(
                 f"a reply's buffers need {needed} bytes of a shared region of {len(self._map)}"
             )
-        source = np.frombuffer(self._map, dtype=np.uint8)
-        out = [
-            source[offset : offset + int(size)].copy()
+        # Each view of the mapping is dropped once copied (a view alive would keep the file
+        # from being unmapped).
+        return [
+            np.frombuffer(self._map, dtype=np.uint8, count=int(size), offset=offset).copy()
             for offset, size in zip(offsets, sizes, strict=True)
         ]
-        del source  # (an exported view would keep the mapping from closing)
-        return out
 
     def close(self) -> None:
         """Unmap the region."""
