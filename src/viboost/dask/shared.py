@@ -3,14 +3,16 @@ out-of-band buffers (the histograms) from a worker's service to the client witho
 
 A pass of a distributed tree fit sends the client about a megabyte of histograms from each
 worker (a few nodes' histograms for each of its blocks). Through a TCP socket on one host a
-megabyte costs a copy into the kernel, the loopback's segments and a copy out (measured on the
+megabyte costs a copy into the kernel, the loopback's segments and a copy out (measured on a
 2-core AMD EPYC VM, 2026-11-28: a round trip with a 1 MB reply took 0.60-0.77 ms over TCP,
-0.42 ms over a Unix socket, where copying a megabyte takes 0.03 ms; in a fit of 100 31-leaf
-trees on 10^6 rows a worker spent 0.57-0.72 ms a pass sending its reply and the client 0.46 ms
-reading each). When the client and the worker share a host, the service writes the buffers into
-a file in ``/dev/shm`` that both map, and the socket carries only the pickle and the sizes
-(:func:`viboost.dask.service.serve`); the client copies the buffers out into arrays of its own
-before it sends the next message, after which the service may overwrite them.
+0.42 ms over a Unix socket, where copying a megabyte takes 0.03 ms). When the client and the
+worker share a host, the service writes the buffers into a file in ``/dev/shm`` that both map,
+and the socket carries only the pickle and the sizes (:func:`viboost.dask.service.serve`); the
+client copies the buffers out into arrays of its own before it sends the next message, after
+which the service may overwrite them. In fits of 100 31-leaf trees on 10^6 rows (2 workers)
+the client then read the replies in 0.53-0.59 s of a fit against 1.05-1.29 s, and eight fits
+alternating with the socket in one cluster took 12.4 s against 13.1 s on average
+(``docs/dask.md``).
 
 The region is offered once, when the client connects: the service creates a file, writes a
 random token at its start and sends its path and the token; the client maps the file and says
