@@ -161,7 +161,7 @@ _PARALLEL_STATISTICS = 1 << 15
 def _row_statistics(out, rows, weights, y, margin, counts, code):  # pragma: no cover - compiled
     """:meth:`TreeSettings.row_statistics` into ``out``."""
     for k in numba.prange(rows.shape[0]):
-        i = rows[k]
+        i = np.uint64(rows[k])
         w = weights[i]
         if code == 0:
             out[k, 0] = y[i] * w

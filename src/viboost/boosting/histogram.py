@@ -365,6 +365,56 @@ def _add_row(h, w, to_wide, counted, j, slot, a, b, n_k):  # pragma: no cover - 
             h[j, slot, 2] += n_k
 
 
+@numba.njit(cache=True)
+def _wide_dense_rows(
+    binned, rows, stats, lo, hi, d0, d1, counted, w, n_slots
+):  # pragma: no cover - compiled
+    """Rows ``rows[lo:hi]`` (statistics ``stats[lo:hi]``) into the 4-lane slots ``w`` of
+    features ``d0:d1`` (:func:`_add_to_slot`), every feature dense: the common case of
+    :func:`_node_histograms`, compiled apart so that its loop is optimised alone. The features
+    are counted with unsigned integers: an index that may be negative makes numba test it
+    for Python's wraparound at every use (measured, AMD EPYC, one thread, 2.5 x 10^5 random
+    rows x 20: 1.13-1.18 ns a (row, feature) against 1.45-1.5 inline with signed
+    indices). The bins of the row :data:`_PREFETCH_ROWS` ahead are prefetched (the rows of a
+    node are sorted but sparse)."""
+    missing_slot = n_slots - 1
+    ahead = hi - _PREFETCH_ROWS
+    for k in range(lo, hi):
+        if k < ahead:
+            prefetch(binned, (rows[k + _PREFETCH_ROWS], d0))
+        a, b = stats[k, 0], stats[k, 1]
+        n_k = stats[k, 2] if counted else 0.0
+        row = binned[rows[k]]
+        for j in range(np.uint64(d0), np.uint64(d1)):
+            slot = np.int64(row[j])
+            if slot == 255:
+                slot = missing_slot
+            _add_to_slot(w, (np.int64(j) * n_slots + slot) * 4, a, b, n_k)
+
+
+@numba.njit(cache=True)
+def _dense_rows(
+    binned, rows, stats, lo, hi, features, counted, to_wide, h, w
+):  # pragma: no cover - compiled
+    """As :func:`_wide_dense_rows` for any dense ``features`` (int64), into ``w`` if
+    ``to_wide``, else one statistic at a time into ``h`` (:func:`_add_row`)."""
+    missing_slot = h.shape[1] - 1
+    first_feature = features[0]
+    ahead = hi - _PREFETCH_ROWS
+    for k in range(lo, hi):
+        if k < ahead:
+            prefetch(binned, (rows[k + _PREFETCH_ROWS], first_feature))
+        a, b = stats[k, 0], stats[k, 1]
+        n_k = stats[k, 2] if counted else 0.0
+        row = binned[rows[k]]
+        for jj in range(np.uint64(features.shape[0])):
+            j = features[jj]
+            slot = np.int64(row[j])
+            if slot == 255:
+                slot = missing_slot
+            _add_row(h, w, to_wide, counted, j, slot, a, b, n_k)
+
+
 def _feature_groups(parallel: bool, n_units: int, sparse: SparseBins | None) -> int:
     """Into how many groups :func:`_node_histograms` splits the dense features of each chunk:
     one per thread when a parallel call has fewer than :data:`_GROUP_BELOW` chunks a thread
@@ -464,22 +514,12 @@ def _node_histograms(
                 else:
                     h[j] = 0.0
         if d1 > d0:
-            # Row by row; the bins of the row ``_PREFETCH_ROWS`` ahead are prefetched, as the
-            # node's rows are sorted but sparse (see _PREFETCH_ROWS).
-            first_feature = dense[d0]
-            ahead = hi - _PREFETCH_ROWS
-            for k in range(lo, hi):
-                if k < ahead:
-                    prefetch(binned, (node_rows[k + _PREFETCH_ROWS], first_feature))
-                a, b = node_stats[k, 0], node_stats[k, 1]
-                n_k = node_stats[k, 2] if counted else 0.0
-                row = binned[node_rows[k]]
-                for jj in range(d0, d1):
-                    j = jj if all_dense else dense[jj]
-                    slot = np.int64(row[j])
-                    if slot == 255:
-                        slot = missing_slot
-                    _add_row(h, w, to_wide, counted, j, slot, a, b, n_k)
+            if to_wide and all_dense:
+                _wide_dense_rows(binned, node_rows, node_stats, lo, hi, d0, d1, counted, w, n_slots)
+            else:
+                _dense_rows(
+                    binned, node_rows, node_stats, lo, hi, dense[d0:d1], counted, to_wide, h, w
+                )
         # The sparse features: only each row's bins other than the feature's commonest
         # (:class:`SparseBins`), and the rows' totals, from which the commonest bin's sums
         # follow below.

@@ -289,9 +289,9 @@ def _add_kernel(
         acc, max_abs_margin, low, high = 0.0, 0.0, np.inf, -np.inf
         start, stop = c * size, min(n, (c + 1) * size)
         if by_leaf:
-            for i in range(start, stop):
+            for i in range(np.uint64(start), np.uint64(stop)):
                 yi = y[i]
-                j = leaf[i]
+                j = np.uint64(leaf[i])
                 m = margin[i] + leaf_step[j]
                 e = exp_knot[i] * (leaf_down[j] if yi > 0.0 else leaf_up[j])
                 margin[i], exp_knot[i] = m, e
@@ -300,7 +300,7 @@ def _add_kernel(
                     logistic, acc, max_abs_margin, low, high,
                 )  # fmt: skip
         elif unit:
-            for i in range(start, stop):
+            for i in range(np.uint64(start), np.uint64(stop)):
                 yi = y[i]
                 m = margin[i] + alpha * h[i]
                 e = exp_knot[i] * (down if yi * h[i] > 0.0 else up)
@@ -310,7 +310,7 @@ def _add_kernel(
                     logistic, acc, max_abs_margin, low, high,
                 )  # fmt: skip
         else:
-            for i in range(start, stop):
+            for i in range(np.uint64(start), np.uint64(stop)):
                 yi = y[i]
                 m = margin[i] + alpha * h[i]
                 e = exp_knot[i] * math.exp(-alpha * yi * h[i])

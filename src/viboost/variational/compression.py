@@ -131,7 +131,7 @@ def _accumulate(
         for k in range(n_groups * n_bins):
             m[6 * k + 4] = np.inf
             m[6 * k + 5] = -np.inf
-        for i in range(c * size, min(n, (c + 1) * size)):
+        for i in range(np.uint64(c * size), np.uint64(min(n, (c + 1) * size))):
             s = sample_weight[i]
             if s > 0.0:
                 yi = y[i]
