@@ -146,6 +146,46 @@ def test_a_grown_partition_gives_its_arrays_back() -> None:
         parts[1].node_rows(1)
 
 
+@pytest.mark.parametrize("out_of_band", [False, True])
+def test_a_pickled_partition_releases_without_its_pool(out_of_band: bool) -> None:
+    """A grown partition pickled (as dask moves a block's trees to another worker: pickle
+    protocol 5, its arrays in band or out of band) releases its copy's arrays without a pool
+    (they are the pickle's memory; giving them to one raised AttributeError), and the original
+    still gives its own back to its pool."""
+    from viboost.boosting.grower import Expansion, RowPartition, expand_together
+
+    rng = np.random.default_rng(1)
+    n = 600
+    binned = rng.integers(0, 8, size=(n, 2)).astype(np.uint8)
+    scratch = ScratchArrays()
+    stats = scratch.take((n, 3))
+    stats[:] = rng.random((n, 3))
+    parts = RowPartition.stacked(binned, [np.arange(300), np.arange(300, n)], stats, 9,
+                                 scratch=scratch)  # fmt: skip
+    split = [Expansion(0, 1, 2, 0, 4, False, True)]
+    expand_together(parts, [split, split])
+    if out_of_band:
+        buffers: list = []
+        data = pickle.dumps(parts, protocol=5, buffer_callback=buffers.append)
+        copy = pickle.loads(data, buffers=[b.raw() for b in buffers])
+    else:
+        copy = pickle.loads(pickle.dumps(parts, protocol=5))
+    for got, want in zip(copy, parts, strict=True):
+        np.testing.assert_array_equal(got.node_rows(1), want.node_rows(1))
+    scratch.reclaim()
+    n_free = len(scratch._free)
+    for part in copy:
+        part.release()
+    for part in copy:
+        part.release_rows()
+    assert len(scratch._free) == n_free  # nothing of the copy's went to the original pool
+    for part in parts:
+        part.release()
+    for part in parts:
+        part.release_rows()
+    assert len(scratch._free) == n_free + 5  # statistics, buffers, decisions, rows (both sides)
+
+
 def test_byte_arrays_share_the_pool() -> None:
     """take() hands out uint8 arrays (the partition's decisions) on the same 8-byte buffers:
     a buffer given back serves a later array of either kind, and no other item size is

@@ -1033,6 +1033,14 @@ class _Store:
             self.stat_buffer = self.scratch.take(self.stats.shape)
             self.decisions = self.scratch.take(self.rows.shape, np.uint8)
 
+    def __getstate__(self) -> dict:
+        """A copy (a block's trees moved to another dask worker) keeps no pool: its arrays are
+        the pickle's memory, which no pool handed out, so its partitions' releases leave them
+        to the garbage collector."""
+        state = self.__dict__.copy()
+        state["scratch"] = None
+        return state
+
 
 def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
     store = partitions[0]._store
