@@ -73,7 +73,7 @@ _CLOSE_GRACE = 5.0
 #: on the 2-core AMD EPYC VM that send took 0.34-0.47 ms on average (the 90th percentile 0.8-1.5)
 #: against 0.14-0.19 ms to a service still looking. 100 31-leaf trees on 10^6 rows, 2 workers
 #: (2026-11-28, three alternating pairs): passes of 6.6-7.6 ms against 8.0-8.3 on average, fits
-#: of 13.5-15.6 s against 16.0-17.1 s (docs/dask.md).
+#: of 13.5-15.6 s against 16.0-17.1 s (docs/dask_history.md).
 _SPIN_SECONDS = 0.002
 #: Gives the core to another runnable thread (``os.sched_yield`` where the system has it).
 _yield_core = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))

@@ -12,7 +12,7 @@ client copies the buffers out into arrays of its own before it sends the next me
 which the service may overwrite them. In fits of 100 31-leaf trees on 10^6 rows (2 workers)
 the client then read the replies in 0.53-0.59 s of a fit against 1.05-1.29 s, and eight fits
 alternating with the socket in one cluster took 12.4 s against 13.1 s on average
-(``docs/dask.md``).
+(``docs/dask_history.md``).
 
 The region is offered once, when the client connects: the service creates a file, writes a
 random token at its start and sends its path and the token; the client maps the file and says
