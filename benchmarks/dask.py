@@ -12,11 +12,12 @@ Options: ``--rows N`` (training rows, default 1,000,000), ``--features D`` (defa
 ``--rounds T`` (boosting rounds of every model, default 100), ``--repeat R`` (best of R fits,
 default 1), ``--workers W`` (default 2), ``--memory-limit`` (per worker, default 4GB),
 ``--setting NAME ...`` (a subset of ``stumps``, ``trees``, ``robust``; default all), ``--models
-KEY ...`` (a subset of the chosen settings' models, below), ``--no-warmup``, ``--dashboard
-ADDRESS`` (off by default) and ``--out PATH`` (default ``benchmarks/dask.md``). The table is
-printed on stdout and written atomically to ``--out``; progress goes to stderr. The script exits
-with status 1, before starting anything, when ``viboost-dask`` is requested but
-``viboost.dask.DaskVIBoostClassifier`` cannot be imported.
+KEY ...`` (a subset of the chosen settings' models, below), ``--transport NAME`` (how the
+DaskVIBoost rows other than the ``-scheduler`` ones reach the blocks, below; default ``auto``),
+``--no-warmup``, ``--dashboard ADDRESS`` (off by default) and ``--out PATH`` (default
+``benchmarks/dask.md``). The table is printed on stdout and written atomically to ``--out``;
+progress goes to stderr. The script exits with status 1, before starting anything, when
+``viboost-dask`` is requested but ``viboost.dask.DaskVIBoostClassifier`` cannot be imported.
 
 What is measured, in one run, on one ``distributed.LocalCluster`` of W worker processes with one
 thread each (``processes=True``), all on this machine:
@@ -63,6 +64,17 @@ robust default's fit time over this one's as a second ratio. The
 report's note gives each DaskVIBoost fit's ``transport_`` (the default ``"auto"`` picks the
 direct connections on this cluster).
 The models above the trees are the setting ``stumps``.
+
+``--transport``: ``auto`` (the estimator's default), ``direct`` (the hand-written service,
+:class:`viboost.dask.service.BlockService`), ``scheduler``, ``actors`` (the rounds on Dask
+Actors, :class:`viboost.dask.actors.ActorService`, each call straight from the client to the
+actor's worker), ``actors-on-loop`` (the same, each actor's calls run on its worker's event
+loop instead of a thread of its own) or ``actors-via-scheduler`` (the same actors, each call
+relayed by the scheduler: the route of a ``distributed.Actor`` handle on a client with the
+default ``direct_to_workers``). Where the estimator has no ``transport="actors"``, the actors
+replace the service for the run (``viboost.dask.estimator.BlockService`` set to
+``ActorService``, with ``transport="direct"``); its ``transport_`` then reads ``'direct'`` and
+the report says which it was.
 
 For each model: "fit s" is the wall-clock time of ``fit`` (``time.perf_counter``), the best of R
 fits of fresh estimators, after warm-up fits (2,000 rows x 5 rounds and 50,000 rows x 2 rounds,
@@ -197,6 +209,8 @@ WARMUP_SEED = 20_260_803
 WARMUP_FITS = ((2_000, 5), (50_000, 2))  # (rows, rounds), as benchmarks/speed.py
 CLOSE_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 120.0
+#: ``--transport`` choices (see the module docstring).
+TRANSPORTS = ("auto", "direct", "scheduler", "actors", "actors-on-loop", "actors-via-scheduler")
 VERSIONED = ("viboost", "dask", "distributed", "lightgbm", "xgboost", "numpy", "scikit-learn")
 
 
@@ -276,16 +290,37 @@ class DaskCleanLearning:
         return self.model_.predict(X)
 
 
-def model_factory(key: str, client: Client) -> Callable[[int], Any]:
-    """A function of the number of rounds that returns a fresh, unfitted estimator.
+def use_transport(name: str) -> str:
+    """Make the DaskVIBoost fits of this process take the ``--transport`` ``name``; the value
+    of the estimator's ``transport`` parameter that does it. For the actors: ``"actors"`` if
+    the estimator accepts it, else ``"direct"`` with the service replaced by
+    :class:`viboost.dask.actors.ActorService` (for every fit of this process)."""
+    if not name.startswith("actors"):
+        return name
+    from viboost.dask import estimator
+    from viboost.dask.actors import ActorService
+
+    ActorService.via_scheduler = name == "actors-via-scheduler"
+    ActorService.threaded = name != "actors-on-loop"
+    accepted = estimator.DaskVIBoostClassifier._parameter_constraints["transport"]
+    if any(getattr(c, "is_satisfied_by", lambda _: False)("actors") for c in accepted):
+        return "actors"
+    estimator.BlockService = ActorService
+    return "direct"
+
+
+def model_factory(key: str, client: Client, transport: str = "auto") -> Callable[[int], Any]:
+    """A function of the number of rounds that returns a fresh, unfitted estimator; the
+    DaskVIBoost models other than the ``-scheduler`` ones get ``transport``.
 
     Raises ImportError when the model's library is not installed.
     """
     if key == "viboost-dask":
         cls = import_viboost_dask()
         return lambda rounds: cls(
-            n_estimators=rounds, preset="paper", random_state=0, client=client
-        )
+            n_estimators=rounds, preset="paper", random_state=0, client=client,
+            transport=transport,
+        )  # fmt: skip
     if key == "lightgbm-dask":
         from lightgbm.dask import DaskLGBMClassifier
 
@@ -318,7 +353,7 @@ def model_factory(key: str, client: Client) -> Callable[[int], Any]:
         return lambda rounds: VIBoostClassifier(n_estimators=rounds, preset="paper", random_state=0)
     if key in ("viboost-dask-trees", "viboost-dask-trees-scheduler"):
         cls = import_viboost_dask()
-        transport = "scheduler" if key.endswith("-scheduler") else "auto"
+        transport = "scheduler" if key.endswith("-scheduler") else transport
         return lambda rounds: cls(
             n_estimators=rounds + 1, client=client, transport=transport, **TREE_PARAMS
         )
@@ -328,7 +363,7 @@ def model_factory(key: str, client: Client) -> Callable[[int], Any]:
         return lambda rounds: VIBoostClassifier(n_estimators=rounds + 1, **TREE_PARAMS)
     if key in ("viboost-dask-robust", "viboost-dask-robust-scheduler"):
         cls = import_viboost_dask()
-        transport = "scheduler" if key.endswith("-scheduler") else "auto"
+        transport = "scheduler" if key.endswith("-scheduler") else transport
         return lambda rounds: cls(random_state=0, client=client, transport=transport)
     if key in ("lightgbm-dask-trees", "lightgbm-dask-default"):
         from lightgbm.dask import DaskLGBMClassifier
@@ -458,6 +493,13 @@ def build_report(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         + ("" if args.no_warmup else ", after warm-up fits (excluded from the timings)")
         + f"; predict time: best of {args.repeat} calls of predict on the test set, computed "
         "to numpy.",
+        f"- DaskVIBoost's transport (`--transport`): {args.transport}"
+        + (
+            " (viboost.dask.actors.ActorService in place of the service: transport_ reads 'direct')"
+            if args.transport.startswith("actors") and args.transport_parameter == "direct"
+            else ""
+        )
+        + "; the '-scheduler' rows: scheduler.",
         f"- Load average (1 min) before the run: {args.load_before:.2f}, after: "
         f"{load_average():.2f} (other processes on the machine slow every fit down).",
         "",
@@ -558,6 +600,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the settings to run (default: all)",
     )
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=None)
+    parser.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        default="auto",
+        help="how the DaskVIBoost rows (not the -scheduler ones) reach the blocks",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="time the first fits too")
     parser.add_argument("--dashboard", default=None, help="dashboard address (default: none)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("dask.md"))
@@ -589,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
+    args.transport_parameter = use_transport(args.transport)
     args.load_before = load_average()
     if args.load_before > 0.5:
         progress(
@@ -632,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, key in enumerate(args.models, 1):
             label = f"[{i}/{len(args.models)}] {MODELS[key]}"
             try:
-                factory = model_factory(key, client)
+                factory = model_factory(key, client, args.transport_parameter)
             except ImportError as exc:
                 lib = key.split("-")[0]
                 note = f"skipped: cannot import {exc.name or lib} (pip install 'viboost[bench]')"

@@ -7,6 +7,7 @@ from oracles import laplace_log_integral
 from scipy.special import softmax
 
 from viboost._utils.parallel import numba_threads
+from viboost.noise_fit.calibration import joint_of
 from viboost.noise_fit.channel_calibration import (
     ClassChannelCalibration,
     _channel_sums,
@@ -15,7 +16,6 @@ from viboost.noise_fit.channel_calibration import (
 from viboost.noise_fit.class_calibration import (
     calibrate_class_noise,
     expected_joints,
-    joint_of,
     joint_rates,
 )
 

@@ -6,14 +6,13 @@ import pytest
 from scipy.special import expit, log_softmax, softmax
 
 from viboost._utils.parallel import numba_threads
-from viboost.noise_fit.calibration import calibrate_noise
+from viboost.noise_fit.calibration import calibrate_noise, joint_of
 from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
     _objective_sums,
     calibrate_class_noise,
     class_log_likelihood,
     expected_joints,
-    joint_of,
     joint_rates,
     rate_interval,
 )

@@ -1,6 +1,6 @@
 """viboost.dask.blocks and the engine's row source: the blocks' sizes, each block function
 against the in-memory computation on the same rows, the tree growth from node histograms
-(:mod:`viboost.boosting.grower`) against :class:`~viboost.boosting.trees.TreeSearch`, and
+(:mod:`viboost.boosting.growth`) against :class:`~viboost.boosting.tree_search.TreeSearch`, and
 :class:`~viboost.dask.engine.BlockRows` driving a booster over blocks held in this process (the
 functions take numpy arrays; no cluster needed)."""
 
@@ -16,13 +16,16 @@ import pytest
 from viboost._utils.parallel import max_threads, numba_threads
 from viboost.boosting.binning import FeatureBinner
 from viboost.boosting.booster import Booster, InMemoryRows
-from viboost.boosting.grower import RowPartition, TreeGrowth, TreeSettings, grow
+from viboost.boosting.growth import TreeGrowth
+from viboost.boosting.partition import RowPartition, grow
 from viboost.boosting.reweighting import search_weights
+from viboost.boosting.split_statistics import TreeSettings
 from viboost.boosting.stumps import BinnedStumpSearch, DecisionStump, best_binned_stump
 from viboost.boosting.tree_search import TreeSearch
 from viboost.boosting.trees import HistogramTree, intercept_tree
 from viboost.dask import blocks
 from viboost.dask.engine import BlockRows
+from viboost.fitting.task import BinaryTask, make_task
 from viboost.noise_fit.calibration import flip_rate_sums
 from viboost.variational import ModelPriors, RoundRows, RoundSettings, initial_state
 from viboost.variational.compression import KnotGrid, knot_moments
@@ -50,6 +53,10 @@ def test_block_sizes_depend_on_the_shape_only(n_rows, n_features, block_size, wa
     assert blocks.block_sizes(n_rows, n_features, block_size) == want
 
 
+#: Labels -1.0 / +1.0 as blocks of a two-class fit: their classes and task.
+_BINARY = (np.array([-1.0, 1.0]), BinaryTask())
+
+
 def _block(seed: int = 0, n: int = 300):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 4))
@@ -57,7 +64,8 @@ def _block(seed: int = 0, n: int = 300):
     y = np.where(X[:, 0] > 0, "yes", "no").astype(object)
     weight = rng.random(n) * (rng.random(n) < 0.9)
     binner = FeatureBinner(max_bins=32).fit(X, weight > 0)
-    return X, y, weight, binner, blocks.build_block(X, y, weight, binner, "yes")
+    classes = np.array(["no", "yes"], dtype=object)
+    return X, y, weight, binner, blocks.build_block(X, y, weight, binner, classes, BinaryTask())
 
 
 def test_summary_counts_bad_values_and_labels():
@@ -258,7 +266,7 @@ def test_expanding_trees_on_a_block_gives_the_same_histograms_when_run_again():
     X, y = _tree_data(2, n=500)
     weight = np.ones(y.size)
     binner = FeatureBinner(max_bins=32).fit(X)
-    block = blocks.build_block(X, y, weight, binner, 1.0)
+    block = blocks.build_block(X, y, weight, binner, *_BINARY)
     clean = CleanLogOdds.constant(1.0)
     boosters = blocks.reweight(
         block, blocks.start_boosters(block, None, 2), None, (None, None), (clean, clean), 1.0,
@@ -300,7 +308,7 @@ def test_roots_count_their_rows_once_and_copy_the_counts_in_later_rounds():
     X, y = _tree_data(5, n=600)
     weight = np.random.default_rng(1).integers(0, 3, y.size).astype(np.float64)
     binner = FeatureBinner(max_bins=32).fit(X)
-    block = blocks.build_block(X, y, weight, binner, 1.0)
+    block = blocks.build_block(X, y, weight, binner, *_BINARY)
     clean = CleanLogOdds.constant(1.0)
     multiplicities = np.stack([weight, weight * (np.arange(y.size) % 2)])
     boosters = blocks.reweight(
@@ -360,7 +368,7 @@ def _tree_grown_on_block(seed, n, every, max_leaf_nodes, speculate):
     X, y = _tree_data(seed, n=n)
     weight = np.where(np.arange(n) % every == 0, 0.0, 1.0)
     binner = FeatureBinner(max_bins=32).fit(X)
-    block = blocks.build_block(X, y, weight, binner, 1.0)
+    block = blocks.build_block(X, y, weight, binner, *_BINARY)
     clean = CleanLogOdds.constant(1.0)
     settings = TreeSettings(max_leaf_nodes=max_leaf_nodes, min_samples_leaf=5)
     boosters = blocks.reweight(
@@ -438,7 +446,7 @@ def test_a_round_gives_its_partitions_back_to_the_block_and_reruns_rebuild_them(
     reused = following.partitions[0]._store
     held = [reused.stats, reused.rows]
     assert all(any(np.shares_memory(a, b) for b in arrays) for a in held)
-    other = blocks.build_block(g.X, g.y, g.weight, g.binner, 1.0)
+    other = blocks.build_block(g.X, g.y, g.weight, g.binner, *_BINARY)
     fresh = blocks.start_trees(other, later, settings)
     np.testing.assert_array_equal(
         blocks.tree_roots(following)[0][0][0], blocks.tree_roots(fresh)[0][0][0]
@@ -462,7 +470,9 @@ class _LocalTasks:
 
 def _blocks_of(X, y, weight, binner, size):
     return [
-        blocks.build_block(X[i : i + size], y[i : i + size], weight[i : i + size], binner, 1.0)
+        blocks.build_block(
+            X[i : i + size], y[i : i + size], weight[i : i + size], binner, *_BINARY
+        )
         for i in range(0, y.size, size)
     ]
 
@@ -543,7 +553,7 @@ def test_the_clients_share_of_a_pass_runs_its_kernels_on_one_thread(monkeypatch)
     # The split search and the round rows' combination run between two trips, while the
     # workers wait or start the next pass: one thread whatever the caller's count, and the
     # caller's count back afterwards.
-    import viboost.boosting.grower as grower_module
+    import viboost.boosting.growth as growth_module
     import viboost.dask.engine as engine_module
 
     seen = {"search": [], "combine": []}
@@ -556,7 +566,7 @@ def test_the_clients_share_of_a_pass_runs_its_kernels_on_one_thread(monkeypatch)
         return wrapper
 
     monkeypatch.setattr(  # the children's split search (TreeGrowths.expanded)
-        grower_module, "_attach_children", recorded("search", grower_module._attach_children)
+        growth_module, "_attach_children", recorded("search", growth_module._attach_children)
     )
     monkeypatch.setattr(
         engine_module, "_sum_in_order", recorded("combine", engine_module._sum_in_order)
@@ -582,7 +592,12 @@ def _class_blocks_of(X, y, weight, binner, size, n_classes):
     classes = np.arange(n_classes)
     return [
         blocks.build_block(
-            X[i : i + size], y[i : i + size], weight[i : i + size], binner, classes=classes
+            X[i : i + size],
+            y[i : i + size],
+            weight[i : i + size],
+            binner,
+            classes=classes,
+            task=make_task(n_classes),
         )
         for i in range(0, y.size, size)
     ]

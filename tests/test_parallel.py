@@ -151,7 +151,7 @@ def test_fit_bit_identical_across_n_jobs(no_threshold, spy_threads, max_bins):
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_fit_on_sparse_features_bit_identical_across_n_jobs(no_threshold, spy_threads, n_classes):
     """One-hot and mostly-zero features (read by their entries: histogram.sparse_bins), K
-    classes too (the trees of a step grown together: grower.TreeGrowths)."""
+    classes too (the trees of a step grown together: growth.TreeGrowths)."""
     X, signal, rng = sparse_feature_rows(3_000, 12, 3, 2, seed=5)
     y = np.digitize(signal + rng.logistic(size=X.shape[0]) * 0.5, [0.3, 1.2][: n_classes - 1])
     kwargs = dict(n_estimators=12, random_state=0)

@@ -90,7 +90,7 @@ def saved_robust() -> dict[str, np.ndarray]:
 
 
 #: Since issue 22 the round-count search stops once its gains are within a standard error
-#: (:class:`viboost.noise_fit.cross_fit.RoundCountSearch`), so it scores fewer round counts:
+#: (:class:`viboost.fitting.cross_fit.RoundCountSearch`), so it scores fewer round counts:
 #: those it scores are the saved ones, the count it chooses is the same.
 _SEARCH_KEYS = ("cv_rounds", "cv_log_likelihood")
 #: The credible intervals come from the Laplace covariance, the inverse of a Hessian taken by

@@ -119,7 +119,8 @@ def test_a_grown_partition_gives_its_arrays_back() -> None:
     """Stacked partitions on a pool: release() returns the statistics (both sides) and the
     partition's decisions, and the shared rows (both sides) come back once every partition
     has released them."""
-    from viboost.boosting.grower import Expansion, RowPartition, expand_together
+    from viboost.boosting.growth import Expansion
+    from viboost.boosting.partition import RowPartition, expand_together
 
     rng = np.random.default_rng(0)
     n = 2_000
@@ -152,7 +153,8 @@ def test_a_pickled_partition_releases_without_its_pool(out_of_band: bool) -> Non
     protocol 5, its arrays in band or out of band) releases its copy's arrays without a pool
     (they are the pickle's memory; giving them to one raised AttributeError), and the original
     still gives its own back to its pool."""
-    from viboost.boosting.grower import Expansion, RowPartition, expand_together
+    from viboost.boosting.growth import Expansion
+    from viboost.boosting.partition import RowPartition, expand_together
 
     rng = np.random.default_rng(1)
     n = 600

@@ -1,34 +1,30 @@
 """VIBoost as a scikit-learn classifier (Algorithm 1 of Lorbert, Blei, Schapire and Ramadge).
 
 This module owns the scikit-learn plumbing only: parameters and their validation, the fitted
-attributes, pickling and the predictions. ``fit`` validates the data, resolves the preset
-(:mod:`viboost.presets`; the resolved plan is the fitted attribute ``plan_``), builds the fit's
-one learner search over the binned rows, and hands the rounds to the engine:
+attributes, pickling and the predictions. ``fit`` validates the data, decides the task once
+(two classes or K: :mod:`viboost.fitting.task`), resolves the preset (the fitted attribute
+``plan_``) and hands the rows to the fit driver (:class:`~viboost.fitting.driver.FitDriver`),
+whose one result it stores (:class:`~viboost.fitting.driver.FittedModel`):
 
-- ``noise_fit="in-sample"`` (the paper preset): a :class:`~viboost.boosting.booster.Booster`
-  runs Algorithm 1's rounds on all rows (search, :func:`~viboost.variational.run_round`,
-  reweight, record), with the noise model fitted by each round's inner loop;
-- ``noise_fit="cross-fit"`` (the robust preset): the driver
-  :class:`~viboost.noise_fit.cross_fit.CrossFitter` runs fold boosters in lockstep, chooses the
-  number of rounds and calibrates the noise model on their out-of-fold margins
-  (:mod:`viboost.noise_fit.calibration`), and refits on every row counted ``s_n phi_n`` times.
+- ``noise_fit="in-sample"`` (the paper preset): Algorithm 1's rounds on all rows, with the
+  noise model fitted by each round's inner loop;
+- ``noise_fit="cross-fit"`` (the robust preset): fold boosters in lockstep choose the number of
+  rounds and calibrate the noise model on their out-of-fold margins, and the final ensemble is
+  fitted on every row counted ``s_n phi_n`` times (:mod:`viboost.fitting.cross_fit`).
 
-Between rounds q(w) is held as a function of the margin
-(:class:`~viboost.variational.CleanLogOdds`), so no per-row phi is stored; ``clean_proba_`` is
-computed from it at the end of ``fit``. Prediction is ``sign(H)`` and ``predict_proba`` is
-``sigmoid(H)``: the model's probability of the *true* label (section 2), not of a label that may
-have been corrupted by the noise process.
+Predictions are the task's link of the margins: ``predict_proba`` is ``sigmoid(H)`` for two
+classes and ``softmax(F)`` for K, the model's probability of the *true* label (section 2), not
+of a label that may have been corrupted by the noise process.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, replace
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
-from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -37,23 +33,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
 from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
-from viboost.boosting.booster import Booster, BoosterRecords, InMemoryRows, run_rounds
-from viboost.boosting.learners import LearnerSearch
+from viboost.boosting.booster import BoosterRecords
 from viboost.boosting.predictor import predict_ensemble
-from viboost.boosting.softmax import SoftmaxRows
-from viboost.boosting.stumps import BinnedStumpSearch, ExactStumpSearch
-from viboost.boosting.tree_search import TreeSearch
-from viboost.noise_fit.calibration import flip_rates_from_mislabel, mislabel_proba_in_sample
-from viboost.noise_fit.channel_calibration import ClassChannelCalibration
-from viboost.noise_fit.class_calibration import joint_of
-from viboost.noise_fit.cross_fit import (
-    CrossFitResult,
-    CrossFitter,
-    MakeRows,
-    cross_fit_folds,
-)
-from viboost.presets import PRESETS, FitPlan, resolve_preset
-from viboost.variational import ModelPriors, RoundSettings, VariationalState, initial_state
+from viboost.fitting import FitConfig, FitDriver, InMemoryData, Task, WarmStart, make_task
+from viboost.presets import PRESETS, resolve_preset
 
 __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
@@ -141,7 +124,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         class has fewer rows), shuffled by ``random_state``. ``"auto"``: 5 such folds, or from
         250,000 rows of positive weight on the fewest (at least 2) whose boosters each train on
         200,000 rows or more (2 from 400,000 rows:
-        :func:`~viboost.noise_fit.cross_fit.auto_fold_count`); the number used is
+        :func:`~viboost.fitting.cross_fit.auto_fold_count`); the number used is
         ``cv_n_splits_``. A splitter or an iterable of
         (train, validation) index arrays is used as given, as in scikit-learn; rows in no
         validation fold get the final ensemble's margin.
@@ -149,7 +132,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         With cross-fitting: stop once the out-of-fold log-likelihood (scored every 10 rounds)
         has not risen significantly for this many rounds (by more than 1e-5 nats per unit of
         sample weight, and at least 0.1% of the score's size, plus one standard error of the
-        rise, paired over the rows: :class:`~viboost.noise_fit.cross_fit.RoundCountSearch`);
+        rise, paired over the rows: :class:`~viboost.fitting.cross_fit.RoundCountSearch`);
         the round count of the highest score is chosen (``cv_best_rounds_``). None tries all
         ``n_estimators``.
     tol : float, default=1e-8
@@ -211,11 +194,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         without the flagged rows (when these carry 1% of the weight or more); the noise
         statistics stay those of the first pass, fitted to every label. ``refit_weight_``
         holds each row's weight in the final booster
-        (:meth:`~viboost.noise_fit.cross_fit.CrossFitter.fit`). Measured on K classes
-        (``docs/multiclass.md``): more accurate where the one-pass search stops within a few
-        dozen rounds on noisy labels (Satellite with 10-30% of the labels moved, digits with
-        20%), less where it does not (digits with 10%, DNA, pairwise noise), and 1.1-2.1
-        times the time.
+        (:meth:`~viboost.fitting.cross_fit.CrossFitter.fit`). Where it is the more accurate,
+        and what it costs: ``docs/multiclass.md``.
     final_model : {"refit", "fold-average"}, default="refit"
         With cross-fitting: what is fitted once the noise model is calibrated. ``"refit"``: one
         booster on every row (counted as ``mislabeled`` says) for the chosen round count
@@ -223,11 +203,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         fold's training rows for the chosen count (the count that the search chose for
         boosters of that size), and the model is the average of their margins (bagging over
         the folds; ``estimators_`` holds every booster's learners, round by round, each weight
-        divided by the number of folds). It costs about ``(cv - 1)**2 / cv`` times a refit (3.2
-        with 5 folds; 1.0-1.5 times the whole fit on DNA and Satellite); measured on K
-        classes (``docs/multiclass.md``), it is the more accurate on Satellite in every setting
-        (by 1.2 points under pairwise noise), mixed on DNA; on two classes (Spambase,
-        binarised Satellite) as good or up to 0.24 points better.
+        divided by the number of folds). It costs about ``(cv - 1)**2 / cv`` times a refit;
+        its accuracy and cost, measured: ``docs/multiclass.md``.
     n_jobs : int or None, default=None
         Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
         scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
@@ -315,7 +292,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     cv_best_rounds_ : int
         The round count chosen by cross-fitting (the fold boosters' best); the final ensemble
         has that many times the refit's share of the weight over a fold booster's (1.25 with
-        5 folds, 2 with 2; :func:`~viboost.noise_fit.cross_fit.refit_round_count`), at most
+        5 folds, 2 with 2; :func:`~viboost.fitting.cross_fit.refit_round_count`), at most
         ``n_estimators``. 0 when not cross-fitted.
     cv_n_splits_ : int
         The number of folds cross-fitted (``cv="auto"``: 5, fewer from 250,000 rows); 0 when
@@ -542,6 +519,20 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         reject_non_numeric_columns(X)
         return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan")
 
+    @property
+    def _task(self) -> Task:
+        """Two classes or K (:mod:`viboost.fitting.task`), from the fitted ``classes_``."""
+        return make_task(self.classes_.size)
+
+    def _fit_config(self) -> FitConfig:
+        """The parameters as the fit driver reads them (the pairs checked)."""
+        return FitConfig(
+            self.get_params(deep=False),
+            clean_prior=check_pair("clean_prior", self.clean_prior),
+            init_eta=check_pair("init_eta", self.init_eta),
+            name=type(self).__name__,
+        )
+
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, sample_weight=None) -> VIBoostClassifier:
         """Fit the ensemble: rounds of Algorithm 1, cross-fitted or in-sample (see ``preset``).
@@ -562,8 +553,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
-        clean_prior = check_pair("clean_prior", self.clean_prior)
-        init_eta = check_pair("init_eta", self.init_eta)
+        config = self._fit_config()
         reject_non_numeric_columns(X)
         X, y = validate_data(
             self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
@@ -574,443 +564,36 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
-        if classes.size > 2:
-            self._fit_classes(X, y, classes, sample_weight, clean_prior, init_eta)
-            return self
-        y_index = (y == classes[-1]).astype(np.intp)
-        y_signed = np.where(y_index == 1, 1.0, -1.0)
-        weighted = sample_weight > 0
-        if np.unique(y_signed[weighted]).size < 2:
-            raise ValueError(
-                "VIBoostClassifier needs both classes to carry positive sample weight; only "
-                f"class {classes[int(y_signed[weighted][0] > 0)]!r} does."
-            )
-
-        plan = self._resolve_plan(float(sample_weight.sum()))
-        if not plan.stumps and self.max_bins is None:
-            raise ValueError(
-                "max_bins=None (the exhaustive search) builds decision stumps only; trees "
-                "(max_leaf_nodes > 2 or leaf_weights='per-leaf') need binned features: set "
-                "max_bins, e.g. 255."
-            )
-        priors = self._model_priors(clean_prior)
-        folds = None
-        if plan.noise_fit == "cross-fit":
-            if self.warm_start:
-                raise ValueError(
-                    "warm_start=True continues one run of rounds, but a cross-fitted fit "
-                    "chooses its number of rounds from scratch; use noise_fit='in-sample' "
-                    "(or preset='paper') to warm-start."
-                )
-            folds = cross_fit_folds(self.cv, y_signed, weighted, self.random_state)
-            if folds is None:  # too few rows in a class (warned)
-                plan = replace(plan, noise_fit="in-sample")
-
-        # The kernels' threads for this call only; one thread below the work threshold.
-        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
-        with fit_threads(threads):
-            # One binning for the whole fit (as LightGBM's cv): every booster searches the same
-            # candidate thresholds, from the weighted rows' values (no labels are used).
-            search = self._learner_search(X, sample_weight, plan)
-            if folds is None:
-                self._fit_in_sample(
-                    search, X, classes, y_signed, sample_weight, priors, plan, init_eta
-                )
-            else:
-                result = self._cross_fitter(plan, priors, init_eta).fit(
-                    _in_memory_rows(search, y_signed), y_signed, sample_weight, folds
-                )
-                self.classes_ = classes
-                self._store_cross_fit(result, y_signed, sample_weight, priors)
-        self._set_label_posteriors(y_index, sample_weight)
-        self.plan_ = plan
-        return self
-
-    def _set_label_posteriors(self, y_index: np.ndarray, sample_weight: np.ndarray) -> None:
-        """Two classes: ``true_class_proba_`` from ``mislabel_proba_``, then ``label_joint_``,
-        ``noise_matrix_`` and ``noise_channel_`` (:meth:`_store_binary_joint`); also
-        :class:`viboost.dask.DaskVIBoostClassifier`'s cross-fitted two-class fit."""
-        self.true_class_proba_ = self._binary_true_class_proba(self.mislabel_proba_, y_index)
-        self._store_binary_joint(self._label_joint(y_index, sample_weight))
-
-    @staticmethod
-    def _binary_true_class_proba(wrong: np.ndarray, y_index: np.ndarray) -> np.ndarray:
-        """Two classes: each row's posterior of its true class (columns in the order of
-        ``classes_``) from ``wrong``, the probability that its label is wrong (a wrong label's
-        true class is the other one); also :class:`viboost.dask.DaskVIBoostClassifier`'s, block
-        by block."""
-        positive = np.where(y_index == 1, 1.0 - wrong, wrong)
-        return np.column_stack([1.0 - positive, positive])
-
-    def _label_joint(self, y_index: np.ndarray, sample_weight: np.ndarray) -> np.ndarray | None:
-        """The joint of given labels (rows) and true classes (columns), as shares of the weight,
-        from ``true_class_proba_``; None without the noise model."""
-        if not self.noise_model:
-            return None
-        return joint_of(self.true_class_proba_, y_index, sample_weight)
-
-    def _store_binary_joint(self, joint: np.ndarray | None) -> None:
-        """Two classes: ``label_joint_`` and ``noise_matrix_`` (:meth:`_store_joint`) and
-        ``noise_channel_``; also :class:`viboost.dask.DaskVIBoostClassifier`'s in-sample
-        two-class fit, whose joint is summed over the blocks."""
-        self._store_joint(joint)
-        self.noise_channel_ = "independent"  # two classes: the paper's channel is the general one
-
-    def _store_joint(self, joint: np.ndarray | None) -> None:
-        """``label_joint_`` (``joint``; NaN where None: without the noise model) and
-        ``noise_matrix_`` (its columns normalised)."""
-        if joint is None:
-            joint = np.full((self.classes_.size, self.classes_.size), np.nan)
-        self.label_joint_ = joint
-        with np.errstate(divide="ignore", invalid="ignore"):  # a class expected empty: NaN
-            self.noise_matrix_ = joint / joint.sum(axis=0)
-
-    def _fit_classes(
-        self,
-        X: np.ndarray,
-        y: np.ndarray,
-        classes: np.ndarray,
-        sample_weight: np.ndarray,
-        clean_prior: tuple[float, float],
-        init_eta: tuple[float, float],
-    ) -> None:
-        """K > 2 classes: one ensemble per class (:mod:`viboost.boosting.softmax`), cross-fitted
-        with the K-class noise model (:mod:`viboost.noise_fit.class_calibration`)."""
-        n_classes = classes.size
+        task = make_task(classes.size)
         y_index = np.searchsorted(classes, y)
         weighted = sample_weight > 0
-        counts = np.bincount(y_index[weighted], minlength=n_classes)
-        plan = self._class_plan(classes, counts, float(sample_weight.sum()))
-        priors = self._model_priors(clean_prior)
-        folds = cross_fit_folds(self.cv, y_index, weighted, self.random_state)
-        threads = kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])
-        with fit_threads(threads):
-            search = self._learner_search(X, sample_weight, plan)
-            fitter = self._cross_fitter(plan, priors, init_eta, n_classes=n_classes)
-            result = fitter.fit(
-                _softmax_rows(search, y_index, n_classes), y_index, sample_weight, folds
-            )
-        self._store_class_fit(result, classes, y_index, sample_weight, priors, plan)
-
-    def _class_plan(self, classes: np.ndarray, counts: np.ndarray, total_weight: float) -> FitPlan:
-        """K > 2 classes: the fit's plan, after the checks of a K-class fit on ``counts``, the
-        rows of positive weight of each class (also :class:`viboost.dask.DaskVIBoostClassifier`'s,
-        from its blocks' summaries)."""
-        name = type(self).__name__
-        n_classes = classes.size
-        if np.count_nonzero(counts) < 2:
-            raise ValueError(
-                f"{name} needs at least 2 classes with positive sample weight; only class "
-                f"{_shown(classes[np.argmax(counts)])!r} has any."
-            )
-        plan = self._resolve_plan(total_weight)
-        if plan.noise_fit == "in-sample":
-            raise ValueError(
-                "Only binary classification is supported with noise_fit='in-sample' "
-                f"(preset='paper': Algorithm 1 as printed), and y has {n_classes} classes. "
-                "K classes are fitted with the noise model cross-fitted (noise_fit='cross-fit', "
-                "the robust preset)."
-            )
-        if not plan.stumps and self.max_bins is None:
-            raise ValueError("max_bins=None builds decision stumps only; set max_bins, e.g. 255.")
-        if self.warm_start:
-            raise ValueError(
-                "warm_start=True continues one run of rounds, but a cross-fitted fit (every "
-                "K-class fit) chooses its number of rounds from scratch."
-            )
-        stratified = isinstance(self.cv, Integral) or (
-            isinstance(self.cv, str) and self.cv == "auto"
+        counts = np.bincount(y_index[weighted], minlength=classes.size)
+        plan = config.plan(task, classes, counts, float(sample_weight.sum()))
+        warm = self._warm_start(X, classes, plan)
+        data = InMemoryData(
+            task,
+            X,
+            task.encode(y_index),
+            sample_weight,
+            plan,
+            self.weight_prior,
+            self.max_bins,
+            self.random_state,
         )
-        lonely = (counts == 1) if stratified else np.zeros(n_classes, bool)
-        if lonely.any():
-            alone = _shown(classes[np.flatnonzero(lonely)[0]])
-            raise ValueError(
-                f"Class {alone!r} has a single training row of "
-                "positive weight: the K-class noise model is cross-fitted and needs at least 2 "
-                "rows per class (drop or relabel that row, or give it weight 0)."
-            )
-        return plan
-
-    def _store_class_fit(
-        self,
-        result: CrossFitResult,
-        classes: np.ndarray,
-        y_index: np.ndarray,
-        sample_weight: np.ndarray,
-        priors: ModelPriors,
-        plan: FitPlan,
-    ) -> None:
-        """K > 2 classes: the fitted attributes of a cross-fit (``y_index``: each row's index
-        in ``classes``); also :class:`viboost.dask.DaskVIBoostClassifier`'s."""
-        n_classes = classes.size
+        driver = FitDriver(task, config, plan)
+        plan, folds = driver.folds(data)
+        # The kernels' threads for this call only; one thread below the work threshold.
+        with fit_threads(kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])):
+            fitted = driver.fit(data, plan, folds, warm)
         self.classes_ = classes
-        self._n_train = y_index.shape[0]
-        self._priors = priors
-        records = result.records
-        n_rounds = len(records[0])
-        self.estimators_ = [[r.learners[t] for r in records] for t in range(n_rounds)]
-        self.alphas_ = np.column_stack([np.array(r.alphas, dtype=np.float64) for r in records])
-        self.elbo_ = [[r.elbo[t] for r in records] for t in range(n_rounds)]
-        self.n_vi_iter_ = np.column_stack([np.array(r.n_iter, dtype=int) for r in records])
-        self.snr_path_ = np.full(n_rounds, np.nan)
-        self.noise_grade_path_ = np.full(n_rounds, np.nan)
-        self._store_search(result)
-        self.noise_channel_ = (
-            "class-conditional"
-            if isinstance(result.calibration, ClassChannelCalibration)
-            else "independent"
-        )
-        self.cv_decision_function_ = result.out_of_fold
-        self.clean_proba_ = result.clean_proba
-        self.noise_grade_ = float("nan")
-        if result.calibration is None:  # core model: no noise statistics
-            self.eta_ = np.full(2, np.nan)
-            self.omega_ = np.full(n_classes, np.nan)
-            self.snr_ = float("nan")
-            self.mislabel_proba_ = np.zeros(y_index.shape[0])
-            self.true_class_proba_ = np.eye(n_classes)[y_index]
-            self._store_flip_rates(np.full(n_classes + 1, np.nan), None)
-        else:
-            self.eta_ = result.eta
-            self.omega_ = result.omega
-            self.snr_ = float(result.eta[0] / result.eta[1])
-            self.mislabel_proba_ = result.mislabel_proba
-            self.true_class_proba_ = result.true_class_proba
-            self._store_flip_rates(result.flip_rates, result.flip_rate_intervals)
-        self._store_joint(self._label_joint(y_index, sample_weight))
-        self.plan_ = plan
+        fitted.store(self)
+        return self
 
-    def _model_priors(self, clean_prior: tuple[float, float]) -> ModelPriors:
-        return ModelPriors(
-            weight=float(self.weight_prior),
-            noise_grade=float(self.noise_grade_prior),
-            clean=clean_prior,
-        )
-
-    def _fit_in_sample(
-        self,
-        search: LearnerSearch,
-        X: np.ndarray,
-        classes: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray,
-        priors: ModelPriors,
-        plan: FitPlan,
-        init_eta: tuple[float, float],
-    ) -> None:
-        """Rounds of Algorithm 1 on all rows (from scratch or warm-started), with the noise
-        model fitted in-sample by the inner loop (or the core model)."""
-        margins = records = None
-        if self.warm_start and hasattr(self, "estimators_"):
-            self._check_warm_start(X, classes, plan)
-            margins = [self._margin(X, len(self.estimators_))]
-            state, records = self._state, [self._records()]
-        else:
-            phi0 = self._initial_clean_proba(plan)
-            state = initial_state(y, sample_weight, phi0, init_eta, priors)
-        booster = Booster(
-            InMemoryRows([search], y, [sample_weight], margins),
-            [state],
-            priors,
-            self._round_settings(plan),
-            plan.learning_rate,
-            records,
-        )
-        run_rounds(booster, plan.n_estimators, "VIBoost", self.verbose, done=booster.n_rounds)
-        self.classes_ = classes
-        self._n_train = y.shape[0]
-        self._store_booster(booster, priors)
-        margin = booster.margins()
-        # phi_n for every training row, from the final q(w) and the final ensemble.
-        self.clean_proba_ = self._state.clean.proba(y, margin)
-        self._set_in_sample_noise_statistics(y, sample_weight, margin)
-
-    def _cross_fitter(
-        self,
-        plan: FitPlan,
-        priors: ModelPriors,
-        init_eta: tuple[float, float],
-        label: str = "",
-        n_classes: int = 2,
-    ) -> CrossFitter:
-        """The robust fit's driver (:class:`~viboost.noise_fit.cross_fit.CrossFitter`)."""
-        return CrossFitter(
-            n_estimators=plan.n_estimators,
-            learning_rate=plan.learning_rate,
-            patience=self.n_iter_no_change,
-            priors=priors,
-            settings=self._round_settings(plan),
-            noise_model=bool(self.noise_model),
-            init_eta=init_eta,
-            verbose=self.verbose,
-            label=label,
-            random_state=self.random_state,
-            n_classes=n_classes,
-            channel=self.noise_channel,
-            drop_mislabeled=self.mislabeled == "drop",
-            average_folds=self.final_model == "fold-average",
-        )
-
-    def _store_search(self, result: CrossFitResult) -> None:
-        """The round-count search of a cross-fit (two or K classes): the counts scored, their
-        scores, the chosen count, the folds and the calibration at that count."""
-        self.cv_rounds_ = result.rounds
-        self.cv_best_rounds_ = int(result.n_rounds)
-        self.cv_n_splits_ = int(result.n_splits)
-        self.cv_n_passes_ = int(result.n_passes)
-        self.cv_log_likelihood_ = result.scores
-        self.refit_weight_ = result.refit_weight
-        self.noise_calibration_ = result.calibration
-
-    def _store_cross_fit(
-        self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray, priors: ModelPriors
-    ) -> None:
-        """The final booster's ensemble and the calibrated noise statistics of a cross-fit."""
-        self._n_train = y.shape[0]
-        self._store_booster(result.final, priors, result.records[0])
-        self._store_search(result)
-        self.cv_decision_function_ = result.out_of_fold
-        self.clean_proba_ = result.clean_proba
-        if result.calibration is None:  # core model: no noise statistics
-            self._set_flip_rates(y, sample_weight, None)
-            return
-        self._state = result.state
-        self._set_noise_statistics()
-        # The in-sample paths of Algorithm 1's inner loop do not exist in a cross-fitted fit.
-        self.snr_path_ = np.full(len(self.estimators_), np.nan)
-        self.noise_grade_path_ = np.full(len(self.estimators_), np.nan)
-        self.mislabel_proba_ = result.mislabel_proba
-        self._store_flip_rates(result.flip_rates, result.flip_rate_intervals)
-
-    def _store_booster(
-        self, booster: Booster, priors: ModelPriors, records: BoosterRecords | None = None
-    ) -> None:
-        """The fitted ensemble and its records: those of ``booster``'s (only) ensemble, or
-        ``records`` (an average of the booster's ensembles)."""
-        records = booster.records[0] if records is None else records
-        self.estimators_ = list(records.learners)
-        self.alphas_ = np.array(records.alphas, dtype=np.float64)
-        self.elbo_ = list(records.elbo)
-        self.n_vi_iter_ = np.array(records.n_iter, dtype=int)
-        self._state: VariationalState = booster.states[0]
-        self._priors = priors
-        self._set_noise_statistics()
-        if self.noise_model:
-            self.snr_path_ = np.array(records.snr_path, dtype=np.float64)
-            self.noise_grade_path_ = np.array(records.noise_grade_path, dtype=np.float64)
-        else:
-            self.snr_path_ = np.full(len(records), np.nan)
-            self.noise_grade_path_ = np.full(len(records), np.nan)
-
-    def _records(self) -> BoosterRecords:
-        """The fitted rounds as a booster's records (to continue them: ``warm_start``)."""
-        return BoosterRecords(
-            learners=list(self.estimators_),
-            alphas=list(self.alphas_),
-            elbo=list(self.elbo_),
-            n_iter=list(self.n_vi_iter_),
-            snr_path=list(self.snr_path_),
-            noise_grade_path=list(self.noise_grade_path_),
-        )
-
-    def _set_in_sample_noise_statistics(
-        self, y: np.ndarray, sample_weight: np.ndarray, margin: np.ndarray
-    ) -> None:
-        """The flip rates implied by Algorithm 1's in-sample q(w) and the training margins: a
-        ranking, not calibrated (no intervals)."""
-        self.cv_rounds_ = np.empty(0, dtype=int)
-        self.cv_best_rounds_ = 0
-        self.cv_n_splits_ = 0
-        self.cv_n_passes_ = 0
-        self.cv_log_likelihood_ = np.empty(0)
-        self.refit_weight_ = None
-        self.cv_decision_function_ = np.full(y.shape[0], np.nan)
-        self.noise_calibration_ = None
-        self.mislabel_proba_ = mislabel_proba_in_sample(self.clean_proba_, y, margin)
-        self._set_flip_rates(y, sample_weight, None)
-
-    def _set_flip_rates(
-        self, y: np.ndarray, sample_weight: np.ndarray, intervals: np.ndarray | None
-    ) -> None:
-        """``noise_rate_`` and ``flip_rates_`` from ``mislabel_proba_`` (NaN without the noise
-        model), with their credible intervals (NaN when there are none)."""
-        if self.noise_model:
-            rates = flip_rates_from_mislabel(self.mislabel_proba_, y, sample_weight)
-        else:
-            self.mislabel_proba_ = np.zeros(y.shape[0])
-            rates = np.full(3, np.nan)
-        self._store_flip_rates(rates, intervals)
-
-    def _store_flip_rates(self, rates: np.ndarray, intervals: np.ndarray | None) -> None:
-        """``noise_rate_``, ``flip_rates_`` and their intervals (NaN where there are none) from
-        ``[share of wrong labels, flip rate of each true class]``."""
-        if intervals is None:
-            intervals = np.full((rates.size, 2), np.nan)
-        self.noise_rate_ = float(rates[0])
-        self.noise_rate_interval_ = intervals[0]
-        self.flip_rates_ = rates[1:]
-        self.flip_rates_interval_ = intervals[1:]
-
-    def _resolve_plan(self, total_weight: float | None = None) -> FitPlan:
-        """The preset's settings with the explicitly set ones (:func:`resolve_preset`); the
-        robust preset's ``min_samples_leaf`` from ``total_weight``."""
-        return resolve_preset(
-            self.preset,
-            self.n_estimators,
-            self.learning_rate,
-            self.alpha,
-            self.noise_fit,
-            self.max_leaf_nodes,
-            self.max_depth,
-            self.min_samples_leaf,
-            self.leaf_weights,
-            total_weight,
-        )
-
-    def _learner_search(
-        self, X: np.ndarray, sample_weight: np.ndarray, plan: FitPlan
-    ) -> LearnerSearch:
-        """The search engine of this fit, built once: trees, binned stumps, or the exhaustive
-        stump search with max_bins=None."""
-        weighted = sample_weight > 0
-        settings = plan.tree_settings(float(self.weight_prior))
-        if settings is not None:
-            return TreeSearch(
-                X,
-                active=weighted,
-                max_bins=self.max_bins,
-                random_state=self.random_state,
-                sample_weight=sample_weight,
-                **asdict(settings),
-            )
-        if self.max_bins is None:
-            return ExactStumpSearch(X, active=weighted)
-        return BinnedStumpSearch(
-            X, active=weighted, max_bins=self.max_bins, random_state=self.random_state
-        )
-
-    def _in_sample_noise(self, plan: FitPlan) -> bool:
-        """Whether the rounds run Algorithm 1's inner loop (the noise model fitted in-sample)."""
-        return bool(self.noise_model) and plan.noise_fit == "in-sample"
-
-    def _round_settings(self, plan: FitPlan) -> RoundSettings:
-        """The hyperparameters of :func:`~viboost.variational.run_round`."""
-        return RoundSettings(
-            tau=float(self.tau),
-            alpha=plan.alpha,
-            noise_model=self._in_sample_noise(plan),
-            tol=float(self.tol),
-            max_vi_iter=int(self.max_vi_iter),
-            fixed_vi_iter=self.fixed_vi_iter,
-            update_alpha_once=bool(self.update_alpha_once),
-        )
-
-    def _initial_clean_proba(self, plan: FitPlan) -> float:
-        """phi_n before the first round: 1 for the core model (and each booster of a
-        cross-fitted fit: every label true)."""
-        return float(self.init_clean_proba) if self._in_sample_noise(plan) else 1.0
-
-    def _check_warm_start(self, X: np.ndarray, classes: np.ndarray, plan: FitPlan) -> None:
+    def _warm_start(self, X: np.ndarray, classes: np.ndarray, plan: Any) -> WarmStart | None:
+        """The fitted run to continue (``warm_start=True`` on a fitted in-sample model), after
+        checking that ``fit`` got the same training data; else None."""
+        if not (self.warm_start and hasattr(self, "estimators_") and hasattr(self, "_state")):
+            return None
         if plan.n_estimators < len(self.estimators_):
             raise ValueError(
                 f"n_estimators={plan.n_estimators} must be at least the "
@@ -1022,49 +605,46 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 f"(it was fitted on {self._n_train} rows with classes "
                 f"{self.classes_.tolist()})."
             )
-
-    def _set_noise_statistics(self) -> None:
-        if self.noise_model:
-            self.eta_ = self._state.eta.copy()
-            self.omega_ = self._state.omega.copy()
-            self.snr_ = self._state.snr
-            self.noise_grade_ = self._state.noise_grade
-        else:
-            self.eta_ = np.full(2, np.nan)
-            self.omega_ = np.full(2, np.nan)
-            self.snr_ = float("nan")
-            self.noise_grade_ = float("nan")
+        records = BoosterRecords(
+            learners=list(self.estimators_),
+            alphas=list(self.alphas_),
+            elbo=list(self.elbo_),
+            n_iter=list(self.n_vi_iter_),
+            snr_path=list(self.snr_path_),
+            noise_grade_path=list(self.noise_grade_path_),
+        )
+        margin = self._margin(X, len(self.estimators_))[:, 0]
+        return WarmStart([margin], self._state, [records])
 
     # ------------------------------------------------------------------ prediction
-    def _class_ensembles(self) -> list[tuple[list, np.ndarray]]:
-        """K classes: each class's learners and weights (its ensemble ``F_k``)."""
-        return [
-            ([learners[k] for learners in self.estimators_], self.alphas_[:, k])
-            for k in range(self.classes_.size)
-        ]
-
     def _margin(self, X: np.ndarray, n_rounds: int) -> np.ndarray:
-        """H(x) after ``n_rounds`` rounds, accumulated in the order used during fit; for K
-        classes, the K margins ``F(x)``, shape (n_samples, K)."""
-        if self.alphas_.ndim == 2:
-            return np.column_stack(
-                [
-                    predict_ensemble(X, learners[:n_rounds], alphas[:n_rounds])
-                    for learners, alphas in self._class_ensembles()
-                ]
-            )
-        return predict_ensemble(X, self.estimators_[:n_rounds], self.alphas_[:n_rounds])
+        """The margins after ``n_rounds`` rounds, one column per ensemble (``H``, or the K
+        margins ``F``), accumulated in the order used during fit."""
+        return np.column_stack(
+            [
+                predict_ensemble(X, learners[:n_rounds], alphas[:n_rounds])
+                for learners, alphas in self._task.ensembles(self.estimators_, self.alphas_)
+            ]
+        )
 
-    def _classes_from_margin(self, margin: np.ndarray) -> np.ndarray:
-        if margin.ndim == 2:
-            return self.classes_[np.argmax(margin, axis=1)]
-        return self.classes_[(margin > 0).astype(int)]
+    def _margins(self, X) -> np.ndarray:
+        """The fitted margins of ``X`` (validated), one column per ensemble."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        # One compiled pass of rows x stumps: one thread below the work threshold.
+        with numba_threads(kernel_threads(self.n_jobs, X.shape[0] * self.alphas_.size)):
+            return self._margin(X, len(self.estimators_))
 
-    @staticmethod
-    def _proba_from_margin(margin: np.ndarray) -> np.ndarray:
-        if margin.ndim == 2:
-            return softmax(margin, axis=1)
-        return np.column_stack([expit(-margin), expit(margin)])
+    def _staged_margins(self, X) -> Iterator[np.ndarray]:
+        """The margins after each round, one column per ensemble."""
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        ensembles = self._task.ensembles(self.estimators_, self.alphas_)
+        margin = np.zeros((X.shape[0], len(ensembles)))
+        for t in range(len(self.estimators_)):
+            for k, (learners, alphas) in enumerate(ensembles):
+                margin[:, k] += alphas[t] * learners[t].predict(X)
+            yield margin.copy()
 
     def decision_function(self, X) -> np.ndarray:
         """The ensemble log-odds ``H(x) = sum_t alpha_t h_t(x)``; positive favours ``classes_[1]``.
@@ -1080,39 +660,25 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,), or (n_samples, n_classes) for K > 2 classes
         """
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        n_rounds = len(self.estimators_)
-        # One compiled pass of rows x stumps: one thread below the work threshold.
-        with numba_threads(kernel_threads(self.n_jobs, X.shape[0] * self.alphas_.size)):
-            return self._margin(X, n_rounds)
+        return self._task.decision(self._margins(X))
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
         """Yield ``H(x)`` (for K classes, ``F(x)``) after each round, the first after one base
         learner (per class)."""
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        if self.alphas_.ndim == 2:
-            margin = np.zeros((X.shape[0], self.classes_.size))
-            for learners, alphas in zip(self.estimators_, self.alphas_, strict=True):
-                for k, (learner, alpha) in enumerate(zip(learners, alphas, strict=True)):
-                    margin[:, k] += alpha * learner.predict(X)
-                yield margin.copy()
-            return
-        margin = np.zeros(X.shape[0])
-        for learner, alpha in zip(self.estimators_, self.alphas_, strict=True):
-            margin += alpha * learner.predict(X)
-            yield margin.copy()
+        task = self._task
+        for margin in self._staged_margins(X):
+            yield task.decision(margin)
 
     def predict(self, X) -> np.ndarray:
         """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]`` (for K
         classes, the class of the largest margin)."""
-        return self._classes_from_margin(self.decision_function(X))
+        return self.classes_[self._task.predict_index(self._margins(X))]
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
         """Yield the predicted classes after each round."""
-        for margin in self.staged_decision_function(X):
-            yield self._classes_from_margin(margin)
+        task = self._task
+        for margin in self._staged_margins(X):
+            yield self.classes_[task.predict_index(margin)]
 
     def predict_proba(self, X) -> np.ndarray:
         """Probability of each class for the *true* label: ``[sigmoid(-H), sigmoid(H)]``.
@@ -1121,8 +687,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         observed label is noise with probability ``1 - theta``, in which case it is +1 with
         probability ``sigmoid(xi)`` whatever x is; these probabilities leave that channel out.
         They are a score, not calibrated probabilities: with the robust preset they are
-        under-confident (expected calibration error 0.047 against the clean test labels in the
-        Spambase example of ``docs/label_noise.md``).
+        under-confident (their calibration against clean test labels is measured in
+        ``docs/label_noise.md``).
 
         For K classes, ``softmax(F(x))``, the model's probabilities of the true class.
 
@@ -1131,19 +697,17 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         ndarray of shape (n_samples, n_classes)
             Columns in the order of ``classes_``.
         """
-        return self._proba_from_margin(self.decision_function(X))
+        return self._task.proba(self._margins(X))
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`, computed without underflow."""
-        margin = self.decision_function(X)
-        if margin.ndim == 2:
-            return log_softmax(margin, axis=1)
-        return np.column_stack([log_expit(-margin), log_expit(margin)])
+        return self._task.log_proba(self._margins(X))
 
     def staged_predict_proba(self, X) -> Iterator[np.ndarray]:
         """Yield :meth:`predict_proba` after each round."""
-        for margin in self.staged_decision_function(X):
-            yield self._proba_from_margin(margin)
+        task = self._task
+        for margin in self._staged_margins(X):
+            yield task.proba(margin)
 
     def predict_contributions(self, X, background=None, background_weight=None) -> np.ndarray:
         """Exact SHAP values of :meth:`decision_function`: one column per feature, then the bias.
@@ -1199,11 +763,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         importances = np.zeros(self.n_features_in_)
-        learners, alphas = self.estimators_, self.alphas_
-        if alphas.ndim == 2:  # K classes: every class's learners
-            learners = [learner for per_class in learners for learner in per_class]
-            alphas = alphas.ravel()
-        for learner, alpha in zip(learners, alphas, strict=True):
+        for learner, alpha in self._task.learners(self.estimators_, self.alphas_):
             features, gains = learner.split_gains()
             if getattr(learner, "per_leaf", False):
                 np.add.at(importances, features, np.nan_to_num(np.maximum(gains, 0.0)))
@@ -1216,30 +776,3 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 np.add.at(importances, features, abs(alpha) * shares)
         total = importances.sum()
         return importances / total if total > 0 else importances
-
-
-def _shown(label: object) -> object:
-    """A class label as a user wrote it (a Python scalar, not a numpy one) for messages."""
-    return label.item() if isinstance(label, np.generic) else label
-
-
-def _softmax_rows(search: LearnerSearch, y: np.ndarray, n_classes: int) -> MakeRows:
-    """The row sources of a K-class cross-fit in this process: per group (a fold, or the
-    refit) one ensemble per class over the fit's one binning."""
-
-    def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> SoftmaxRows:
-        searches = [search.restricted(m > 0) for m in multiplicities]
-        return SoftmaxRows(searches, y, n_classes, multiplicities, validation)
-
-    return make_rows
-
-
-def _in_memory_rows(search: LearnerSearch, y: np.ndarray) -> MakeRows:
-    """The row sources of a cross-fitted fit in this process: every booster searches the fit's
-    one binning, restricted to the rows it fits (positive multiplicity)."""
-
-    def make_rows(multiplicities: np.ndarray, validation: np.ndarray | None) -> InMemoryRows:
-        searches = [search.restricted(m > 0) for m in multiplicities]
-        return InMemoryRows(searches, y, list(multiplicities), validation=validation)
-
-    return make_rows

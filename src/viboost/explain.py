@@ -195,7 +195,7 @@ def learner_contributions(
     alphas: Sequence[float] | np.ndarray,
     X: np.ndarray,
     background: np.ndarray | None = None,
-    background_weight: np.ndarray | None = None,
+    background_weight: object = None,
     n_jobs: int | None = None,
 ) -> np.ndarray:
     """Exact SHAP values of ``sum_t alphas[t] * h_t(x)`` on validated float arrays.

@@ -29,8 +29,12 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import column_or_1d
 
-from viboost._utils.validation import RandomStateLike, check_probability
+from viboost._utils.validation import check_probability
 from viboost.estimator import VIBoostClassifier
+
+#: What the functions' ``random_state`` may be: what :class:`~viboost.estimator.VIBoostClassifier`
+#: accepts (scikit-learn's convention; no Generator).
+SeedLike = int | np.random.RandomState | None
 
 __all__ = ["FlipRateEstimate", "estimate_flip_rate", "find_label_issues", "label_quality_scores"]
 
@@ -80,7 +84,7 @@ def _fitted(
     estimator: VIBoostClassifier | None,
     sample_weight,
     cv: int | None,
-    random_state: RandomStateLike,
+    random_state: SeedLike,
 ) -> VIBoostClassifier:
     """``estimator`` if it is fitted (on these rows), else a fitted clone of it (or of the
     default VIBoostClassifier)."""
@@ -113,7 +117,7 @@ def label_quality_scores(
     estimator: VIBoostClassifier | None = None,
     sample_weight=None,
     cv: int | None = None,
-    random_state: RandomStateLike = None,
+    random_state: SeedLike = None,
 ) -> np.ndarray:
     """Per row, the posterior probability that its label is correct.
 
@@ -167,7 +171,7 @@ def find_label_issues(
     frac_noise: float = 1.0,
     num_to_remove_per_class: list[int] | None = None,
     cv: int | None = None,
-    random_state: RandomStateLike = None,
+    random_state: SeedLike = None,
 ) -> np.ndarray:
     """The rows whose label is likely wrong, as a mask or ranked most suspicious first.
 
@@ -253,7 +257,7 @@ def estimate_flip_rate(
     sample_weight=None,
     level: float = 0.9,
     cv: int | None = None,
-    random_state: RandomStateLike = None,
+    random_state: SeedLike = None,
 ) -> FlipRateEstimate:
     """The share of wrong labels and each class's flip rate, with credible intervals.
 

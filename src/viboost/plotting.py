@@ -468,7 +468,7 @@ def plot_clean_proba(
         raise ValueError(f"bins must be a positive int; got {bins!r}.")
     # An uncalibrated (in-sample) fit may put every row far below 0.5: zoom on [0, max].
     upper = 1.0 if wrong.max(initial=0.0) > _THRESHOLD else max(float(wrong.max()), 1e-12)
-    edges = np.linspace(0.0, upper, int(bins) + 1)
+    edges = np.linspace(0.0, upper, int(bins) + 1).tolist()  # matplotlib's hints: a sequence
     ax = _axes(ax, (7.4, 4.0))
     if flipped is None:
         ax.hist(wrong, bins=edges, color="tab:blue", label=f"all rows (n={wrong.size})")

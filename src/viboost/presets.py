@@ -26,7 +26,7 @@
     2. *the final fit*: the same booster on all rows, each row counting ``s_n phi_n`` times
        (the weight update of S.4.1 under the calibrated q(w)), for the chosen count scaled by
        the refit's weight over a fold booster's (1.25 times it with 5 folds, at most
-       ``n_estimators``: :func:`~viboost.noise_fit.cross_fit.refit_round_count`).
+       ``n_estimators``: :func:`~viboost.fitting.cross_fit.refit_round_count`).
 
     Measured in ``benchmarks/label_noise.md`` (why each choice, and what the alternatives did):
     shrinkage and the exact mode make the booster accurate; cross-fitting makes the noise
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from viboost.boosting.grower import TreeSettings
+    from viboost.boosting.split_statistics import TreeSettings
 
 __all__ = [
     "AUTO_MIN_SAMPLES_LEAF",
@@ -83,7 +83,7 @@ class FitPlan:
         ``min_samples_leaf`` must be resolved (``resolve_preset`` with ``total_weight``)."""
         if self.stumps:
             return None
-        from viboost.boosting.grower import TreeSettings
+        from viboost.boosting.split_statistics import TreeSettings
 
         if self.leaf_weights == "per-leaf":
             criterion = "newton" if self.alpha == "exact" else "smoothed"

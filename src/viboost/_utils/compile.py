@@ -1,14 +1,13 @@
 """A one-line notice on stderr when numba compiles viboost's kernels.
 
 viboost's hot loops are numba kernels compiled lazily, on first use, and cached on disk
-(``cache=True``: next to the modules in site-packages, or under ``NUMBA_CACHE_DIR``). The first
-fit after an install therefore spends seconds compiling (about 5 s for a small fit on 2 cores,
-15 s more for the parallel forms of the first multi-threaded fit), with nothing to show. This
-module installs a listener for numba's ``"numba:compile"`` event, which numba broadcasts only when
-it really compiles a function (a function loaded from the on-disk cache raises no event), and
-prints :data:`NOTICE` to stderr the first time a kernel defined in viboost compiles: at most once
-per process, never when everything comes from the cache, never for other libraries' numba
-functions.
+(``cache=True``: next to the modules in site-packages, or under ``NUMBA_CACHE_DIR``). The first fit
+after an install therefore spends seconds compiling (how many: :doc:`docs/speed.md </speed>`,
+"Shared machines and the first run"), with nothing to show. This module installs a listener for
+numba's ``"numba:compile"`` event, which numba broadcasts only when it really compiles a function (a
+function loaded from the on-disk cache raises no event), and prints :data:`NOTICE` to stderr the
+first time a kernel defined in viboost compiles: at most once per process, never when everything
+comes from the cache, never for other libraries' numba functions.
 
 Set the environment variable ``VIBOOST_QUIET_COMPILE=1`` to silence it (read when a kernel
 compiles, so setting it from Python after ``import viboost`` works too).
@@ -88,7 +87,8 @@ def ensure_cache_location() -> str | None:
     str or None
         The directory chosen, or None when numba could cache already (nothing changed).
     """
-    if numba_config.CACHE_DIR or os.environ.get("NUMBA_CACHE_DIR"):
+    # numba.config sets its settings at import, undeclared: hence the two ignores below.
+    if numba_config.CACHE_DIR or os.environ.get("NUMBA_CACHE_DIR"):  # type: ignore[attr-defined]
         return None
     try:
         FunctionCache(_probe)  # the same search numba makes when it defines a kernel
@@ -104,7 +104,7 @@ def ensure_cache_location() -> str | None:
         except OSError:
             return None  # nowhere to write: numba's own error will say so
     os.environ["NUMBA_CACHE_DIR"] = path  # numba re-reads its settings from the environment
-    numba_config.CACHE_DIR = path
+    numba_config.CACHE_DIR = path  # type: ignore[attr-defined]
     return path
 
 
@@ -142,6 +142,7 @@ class CompileNotice(numba_event.Listener):
         self._lock = threading.Lock()
         self._local = threading.local()  # per thread: nesting depth and start of the outermost
         self.announced = False
+        #: Wall time spent compiling viboost kernels so far, in seconds.
         self.seconds = 0.0
 
     def on_start(self, event: numba_event.Event) -> None:

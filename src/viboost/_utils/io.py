@@ -294,7 +294,7 @@ def sniff_delimiter(sample: str) -> str:
 
 def _text_sample(path: Path) -> str | None:
     """The first 64 KiB of ``path`` as text (decompressed by suffix), or None if not readable."""
-    openers: dict[str, Callable[..., IO[bytes]]] = {
+    openers: dict[str, Callable[..., IO[Any]]] = {
         ".gz": gzip.open,
         ".bz2": bz2.open,
         ".xz": lzma.open,

@@ -26,7 +26,8 @@ MOVED_MODULES = {
     "viboost.reweighting": "viboost.boosting.reweighting",
     "viboost.compression": "viboost.variational.compression",
     "viboost.calibration": "viboost.noise_fit.calibration",
-    "viboost.cross_fit": "viboost.noise_fit.cross_fit",
+    "viboost.cross_fit": "viboost.fitting.cross_fit",
+    "viboost.noise_fit.cross_fit": "viboost.fitting.cross_fit",
 }
 
 

@@ -9,9 +9,8 @@ threshold rises to the size of the largest block freed so far, which soon serves
 from the heap; but dask's nanny starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536``
 (``distributed.nanny.pre-spawn-environ``, to hand unused memory back to the system), and setting
 any of glibc's thresholds switches that adjustment off: the threshold stays at 128 KiB for the
-worker's life. Measured with ``benchmarks/dask.py`` (2 workers with nannies, 10^6 rows x 20
-features, 100 rounds; two runs, before and after): 31-leaf trees 21.1 s, 18.9 s with the
-thresholds below; stumps 4.3 s, 3.3 s; the robust default 80.2 s, 59.1 s.
+worker's life. What that cost the Dask fit, measured with ``benchmarks/dask.py``:
+:doc:`docs/dask.md </dask>` ("Speed").
 
 :func:`retained_heap` raises both thresholds for the duration of a block (arrays up to 32 MiB,
 glibc's largest mmap threshold, come from the heap, and freed memory stays there for the next

@@ -14,8 +14,7 @@ Policy
   the previous count, also when the call raises. :func:`fit_threads` does the same for a fit and
   also keeps BLAS (OpenBLAS, MKL) on one thread meanwhile: the fit's own BLAS calls are tiny
   (3 x 3 factorisations of the noise calibration), and OpenBLAS's threads spin for a while after
-  each call, taking a core from the compiled kernels (measured on 2 cores: a calibration of
-  10^5 rows 3-8x slower, a 10^5-row default fit 17% slower). numba's count is thread-local,
+  each call, taking a core from the compiled kernels. numba's count is thread-local,
   so a fit in a joblib worker thread (``GridSearchCV(n_jobs=2)`` with the threading backend)
   changes the count of that thread only, and a new thread starts from ``NUMBA_NUM_THREADS``.
 
@@ -23,38 +22,17 @@ Policy
   compiles it on first use in the form the call needs, serial when the calling thread's numba
   count is 1 (the default ``n_jobs`` and every call below the threshold) and with ``prange`` on
   threads otherwise. A small fit thus never touches numba's threading layer (whose ``workqueue``
-  fallback, used where neither OpenMP nor TBB loads, costs ~60-140 us per launch even at one
-  thread) and never waits for the slower parallel compile (3-4x the serial one: 2.7 s against
-  0.7 s for the histogram kernel).
+  fallback, used where neither OpenMP nor TBB loads, is slow to launch even at one thread) and
+  never waits for the slower parallel compile.
 
 The kernels split their rows into chunks fixed by the data's shape, never by the thread count,
 and reduce the chunks in a fixed order; numba compiles without fast-math, so the serial and the
 parallel forms add the same numbers in the same order: results are bit-identical for every
 ``n_jobs``.
 
-Measurements (provisional: a 2-core AMD EPYC shared with other work, load average 1-3 before
-any of ours, numba 0.68 with its ``omp`` threading layer; two runs each, speed-up = time at one
-thread / time at two). Reproduce with ``python benchmarks/contention.py --sweep`` (threshold) and
-``python benchmarks/contention.py --launch`` (launch cost), on a quiet machine.
-
-- Launch cost of a small parallel kernel (the loop of ``_stump_outputs``, 569 rows), per call:
-  with no added load 6-35 us at two threads, 6 us at ``set_num_threads(1)``, 4-6 us compiled
-  without ``parallel``; with two busy background processes 69-134 us, 12-15 us and 1-12 us.
-  A fit launches about three kernels per round, so at one thread the launch costs well under
-  1% of a 100-round fit: ``set_num_threads(1)`` suffices and no serial copies are compiled.
-  Not so with numba's ``workqueue`` layer (used when neither OpenMP nor TBB loads;
-  ``numba.threading_layer()`` says which): one thread still hands each launch to a pool thread,
-  57 us per call with no added load and 140 us loaded, against 3-4 us compiled without
-  ``parallel``.
-- The threshold, in rows x features for a fit (the histogram's work per round; the other
-  per-round kernels are linear in the rows) and rows x stumps for a prediction: 5-round fits
-  gain from two threads from about 10^6 cells up (262,144 x 4: 1.05x and 1.36x; 65,536 x 30:
-  1.40x and 1.54x; 131,072 x 30: 1.68x and 1.74x) and lose or tie below (569 x 30, breast
-  cancer: 0.82x and 0.17x; 65,536 x 4: 0.76x and 0.69x; 16,384 x 30: 0.91x and 1.13x). The
-  rows are split into chunks of 2^15-2^16 rows, so smaller fits have little to share.
-  ``decision_function`` of 100 stumps gains 1.2-1.9x from 3 x 10^4 rows up; at 10^4 rows
-  (1.60x and 1.44x) the call takes 1-2 ms, so the one threshold, 2^20, leaving it on one
-  thread costs about a millisecond and serves both.
+The threshold, the launch costs and the BLAS threads were measured (``python
+benchmarks/contention.py --sweep`` and ``--launch``): :doc:`docs/speed.md </speed>` ("Inside the
+kernels").
 """
 
 from __future__ import annotations
@@ -88,7 +66,7 @@ WORK_THRESHOLD = 1 << 20
 
 def max_threads() -> int:
     """The size of numba's thread pool, ``numba.config.NUMBA_NUM_THREADS``."""
-    return int(numba.config.NUMBA_NUM_THREADS)
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]  # set at import
 
 
 def resolve_n_jobs(n_jobs: int | None) -> int:

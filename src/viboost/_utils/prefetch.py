@@ -6,9 +6,8 @@ strides, not a list of row indices. :func:`prefetch` asks the CPU to load the ca
 row that the loop will reach some iterations later (LLVM's ``llvm.prefetch``, a PREFETCHT0 on
 x86 and PRFM on ARM), as LightGBM's histogram loops do. It is a hint: it changes no value the
 kernels compute, only when the memory arrives. Where the data already sits in a near cache it
-only costs instructions: the partition's pass over the split feature's column of 5 x 10^5 bins
-(500 KB, held in L2) took 1.75 ns a row with it against 1.23 without (AMD EPYC, 2026-11-27),
-so the partition does without."""
+only costs instructions, so the partition's pass over the split feature's column (held in L2)
+does without it (measured: :doc:`docs/speed.md </speed>` ("Inside the kernels"))."""
 
 from __future__ import annotations
 
@@ -19,6 +18,8 @@ from numba.extending import intrinsic
 __all__ = ["prefetch"]
 
 
+# Compiled callers leave out ``typingctx``, which numba's type hints of an @intrinsic count as an
+# argument: hence their ``# type: ignore[call-arg]``.
 @intrinsic
 def prefetch(typingctx, array, index):  # pragma: no cover - compiled
     """Prefetch (for reading, into every cache level) the cache line that holds
@@ -32,9 +33,10 @@ def prefetch(typingctx, array, index):  # pragma: no cover - compiled
     elif (
         isinstance(index, types.BaseTuple)
         and len(index) == array.ndim
-        and all(isinstance(member, types.Integer) for member in index)
+        # numba's BaseTuple declares no __iter__ (its tuple kinds each define one).
+        and all(isinstance(member, types.Integer) for member in index)  # type: ignore[attr-defined]
     ):
-        index_types = list(index)
+        index_types = list(index)  # type: ignore[call-overload]
     else:
         return None
     sig = types.void(array, index)

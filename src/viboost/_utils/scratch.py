@@ -5,9 +5,8 @@ partition order, the partition's buffers, the per-chunk partial histograms. Allo
 every round, they cost more than their arithmetic: glibc hands blocks of this size back to the
 kernel when they are freed (``munmap``, or trimming the heap's top), so the next round's arrays
 arrive as untouched pages that the kernel must fault in and zero one 4 KiB page at a time, and
-faults taken on two threads at once serialise in the kernel. Measured on a 10^5-row default fit
-(2 cores): 650,000 page faults, 1.7 s of system time, and a parallel partition slower than the
-serial one.
+faults taken on two threads at once serialise in the kernel (what that cost a fit:
+:doc:`docs/speed.md </speed>` ("Inside the kernels")).
 
 :class:`ScratchArrays` keeps the buffers a fit has used and hands them out again; the growth
 returns each one when it is done with it, or all at once when its tree is grown
@@ -18,13 +17,9 @@ from the pool are arbitrary (as with :func:`numpy.empty`).
 Every array handed out starts on a 64-byte boundary (:func:`aligned_empty`), a cache line. The
 histograms add a row's statistics to a 32-byte slot in one vector operation
 (:mod:`viboost.boosting.histogram`); numpy's large arrays start 16 bytes past a boundary (glibc's
-block header), so every slot straddled two 32-byte halves and every other one two cache lines.
-Measured on a 2-core Intel Xeon, one thread, random bins, best of 9 in one process: the
-4-lane addition loop alone 1.67 ns a (row, feature) against 1.21 on aligned slots (5 x 10^5
-rows x 20); the node histogram kernel 2.5 against 2.05 ns for 5 roots of 80,000 rows (10^5
-rows x 20), the same for any offset that is a multiple of 32 bytes. Whole fits gain less than
-their run-to-run noise on that machine (the histograms of small nodes wait on reading the
-rows' bins, not on the slots).
+block header), so every slot straddled two 32-byte halves and every other one two cache lines;
+aligned, the histogram kernels run faster, whole fits by less than their run-to-run noise
+(measured: :doc:`docs/speed.md </speed>` ("Inside the kernels")).
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 __all__ = ["ALIGNMENT", "ScratchArrays", "aligned_empty"]
 
@@ -51,7 +47,7 @@ def _aligned_start(buf: np.ndarray) -> int:
     return _bytes_to_boundary(buf) // 8
 
 
-def aligned_empty(shape: tuple[int, ...] | int, dtype: type = np.float64) -> np.ndarray:
+def aligned_empty(shape: tuple[int, ...] | int, dtype: DTypeLike = np.float64) -> np.ndarray:
     """:func:`numpy.empty` whose data start on a 64-byte boundary (:data:`ALIGNMENT`).
 
     Examples
@@ -60,12 +56,12 @@ def aligned_empty(shape: tuple[int, ...] | int, dtype: type = np.float64) -> np.
     >>> a.shape, a.ctypes.data % 64, a.flags.c_contiguous
     ((1000, 3), 0, True)
     """
-    dtype = np.dtype(dtype)
+    item = np.dtype(dtype)
     shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
-    n_bytes = math.prod(int(n) for n in shape) * dtype.itemsize
+    n_bytes = math.prod(int(n) for n in shape) * item.itemsize
     buf = np.empty(n_bytes + ALIGNMENT, dtype=np.uint8)
     start = _bytes_to_boundary(buf)
-    return buf[start : start + n_bytes].view(dtype).reshape(shape)
+    return buf[start : start + n_bytes].view(item).reshape(shape)
 
 
 class ScratchArrays:
@@ -94,7 +90,7 @@ class ScratchArrays:
         return buf
 
     def take(
-        self, shape: tuple[int, ...], dtype: type = np.float64, hold: bool = False
+        self, shape: tuple[int, ...], dtype: DTypeLike = np.float64, hold: bool = False
     ) -> np.ndarray:
         """An uninitialised array of ``shape`` and ``dtype`` (``np.float64``, ``np.int64`` or
         ``np.uint8``), starting on a 64-byte boundary, on the smallest free buffer that holds
@@ -102,11 +98,11 @@ class ScratchArrays:
         ``hold=True``: it comes back with every other held array at :meth:`reclaim` (for
         arrays that many hands keep, such as a tree's node histograms, until the tree is
         grown)."""
-        dtype = np.dtype(dtype)
-        if dtype.itemsize not in (1, 8):
-            raise ValueError(f"scratch buffers hold 8-byte or 1-byte items, not {dtype}")
+        item = np.dtype(dtype)
+        if item.itemsize not in (1, 8):
+            raise ValueError(f"scratch buffers hold 8-byte or 1-byte items, not {item}")
         items = math.prod(int(n) for n in shape)  # (np.prod costs several microseconds)
-        size = -(-items // (8 // dtype.itemsize))  # in 8-byte items
+        size = -(-items // (8 // item.itemsize))  # in 8-byte items
         starts = self._starts
         fitting = [k for k, buf in enumerate(self._free) if buf.size - starts[id(buf)] >= size]
         if fitting:
@@ -116,7 +112,7 @@ class ScratchArrays:
         if hold:
             self._held.append(buf)
         start = starts[id(buf)]
-        return buf[start : start + size].view(dtype)[:items].reshape(shape)
+        return buf[start : start + size].view(item)[:items].reshape(shape)
 
     def __reduce__(self) -> tuple:
         """A pool travels empty (pickled with a block's partitions, say): its free buffers are

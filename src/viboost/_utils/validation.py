@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -120,13 +121,13 @@ def spawn_generator(random_state: RandomStateLike) -> np.random.Generator:
         return np.random.default_rng(int(random_state))
     rng = check_random_state(random_state)
     if isinstance(rng, np.random.Generator):
-        seed = rng.integers(0, _SPAWN_SEED_BOUND)
+        seed = int(rng.integers(0, _SPAWN_SEED_BOUND))
     else:
-        seed = rng.randint(0, _SPAWN_SEED_BOUND)
-    return np.random.default_rng(int(seed))
+        seed = int(rng.randint(0, _SPAWN_SEED_BOUND))
+    return np.random.default_rng(seed)
 
 
-def check_pair(name: str, value: object) -> tuple[float, float]:
+def check_pair(name: str, value: Any) -> tuple[float, float]:
     """Return ``value`` as a pair of positive finite floats, else raise a ValueError naming it.
 
     Examples
@@ -193,7 +194,7 @@ def _non_numeric_positions(X: object) -> list[int]:
     ]
 
 
-def non_numeric_columns(X: object) -> list[str]:
+def non_numeric_columns(X: Any) -> list[str]:
     """Names of the columns of a DataFrame ``X`` that are neither numeric nor boolean.
 
     Anything without ``dtypes`` and ``columns`` (a numpy array, a list) has none.
@@ -201,7 +202,7 @@ def non_numeric_columns(X: object) -> list[str]:
     return [str(X.columns[position]) for position in _non_numeric_positions(X)]
 
 
-def describe_non_numeric_columns(frame: object) -> list[str]:
+def describe_non_numeric_columns(frame: Any) -> list[str]:
     """The non-numeric columns of ``frame`` (as :func:`non_numeric_columns`), each described.
 
     A column is described by its quoted name followed, where it has one, by its first value that

@@ -47,23 +47,24 @@ _TRANSPOSE_BLOCK_ROWS = 1 << 12
 # Rows per chunk of a tree node's histogram: boundaries from the node's row count only.
 _NODE_CHUNK_ROWS = 1 << 14
 _NODE_MAX_CHUNKS = 16
-# A node's rows are read row by row from ``binned``, and the bins of the row this many rows
-# ahead are prefetched (viboost._utils.prefetch): the rows are sorted but sparse, so without it
-# each row waits on a cache miss. Measured (AMD EPYC, one thread, 5 x 10^5 random rows x 20,
-# 2026-11-27): 1.2-1.5 ns a (row, feature) at any share of the rows from 1% to all of them,
-# where reading row by row without the prefetch took 3.2-3.8 ns at 1% and the column-wise
-# reading of sparse nodes that it replaces 2.6-3.7 ns from 1% to 20%; in the nodes below the
-# roots of 100 trees of 31 leaves, 1.85-2.1 ns against 3.55. The prefetch changes no sum.
+# Measured (AMD EPYC, one thread, 5 x 10^5 random rows x 20, 2026-11-27): 1.2-1.5 ns a (row,
+# feature) at any share of the rows from 1% to all of them, where reading row by row without
+# the prefetch took 3.2-3.8 ns at 1% and the column-wise reading of sparse nodes that it
+# replaces 2.6-3.7 ns from 1% to 20%; in the nodes below the roots of 100 trees of 31 leaves,
+# 1.85-2.1 ns against 3.55.
+#: A node's rows are read row by row from ``binned``, and the bins of the row this many rows
+#: ahead are prefetched (:mod:`viboost._utils.prefetch`): the rows are sorted but sparse, so
+#: without it each row waits on a cache miss. The prefetch changes no sum.
 _PREFETCH_ROWS = 16
-# A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
-# (_add_to_slot); a smaller one, whose slots would cost more to clear and copy than the wide
-# additions save, into the histogram itself.
+#: A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
+#: (:func:`_add_to_slot`); a smaller one, whose slots would cost more to clear and copy than the
+#: wide additions save, into the histogram itself.
 _WIDE_ROWS_PER_SLOT = 4
 # A call of fewer (rows x features) runs on the calling thread (waking threads would cost
 # more than it saves; a node of 3,000 rows x 50 takes 0.86 ms on one thread, 0.54 on two).
 _SERIAL_CELLS = 1 << 17
-# Calls of fewer chunks than this many a thread split each chunk's features among the threads
-# (_feature_groups); with more, the chunks alone keep the threads busy.
+#: Calls of fewer chunks than this many a thread split each chunk's features among the
+#: threads (:func:`_feature_groups`); with more, the chunks alone keep the threads busy.
 _GROUP_BELOW = 2
 
 
@@ -198,14 +199,13 @@ def histogram_slots(n_bins: int) -> int:
     features of at most ``n_bins`` bins: one per bin and one for the missing values, plus an
     empty one when that count is even.
 
-    A node's histogram holds each feature's slots ``n_slots x 3 x 8`` bytes apart. For an even
-    count that distance is a multiple of 16 bytes, and for 256 slots (255 bins) it is 96 cache
-    lines, so the same slot of every feature falls in one of two sets of a 64-set L1 cache.
-    Where most rows share a bin (sparse features: on Spambase the median feature has 84% of
-    its rows in bin 0) the features' slots then evict one another on every row: 3.5 ns a
-    (row, feature) against 0.79 ns with 257 slots on 3,000 Spambase rows, 6.0 ns against 0.76
-    with every row in one bin, and 0.86 ns either way with random bins (measured, one thread).
-    An odd count spreads them over the sets. The sums, so every split, are the same.
+    A node's histogram holds each feature's slots ``n_slots x 3 x 8`` bytes apart. For an even count
+    that distance is a multiple of 16 bytes, and for 256 slots (255 bins) it is 96 cache lines, so
+    the same slot of every feature falls in one of two sets of a 64-set L1 cache. Where most rows
+    share a bin (sparse features: on Spambase the median feature has 84% of its rows in bin 0) the
+    features' slots then evict one another on every row, several times slower (measured:
+    :doc:`docs/speed.md </speed>` ("Inside the kernels")). An odd count spreads them over the sets.
+    The sums, so every split, are the same.
 
     Examples
     --------
@@ -220,11 +220,12 @@ def histogram_slots(n_bins: int) -> int:
 HISTOGRAM_SLOTS = histogram_slots(255)
 
 
-# Values per feature in the stump histograms' partial sums: 257 (bin, label) pairs, one more
-# than the 256 bins, so that a feature's sums start 4,112 bytes after the previous feature's
-# rather than 4,096: at a multiple of 4 KiB the same bin of every feature falls in one set of
-# the L1 cache, and sparse features (most rows in one bin) evict one another every row (3,000
-# Spambase rows x 57: 8.8 ns a (row, feature) against 0.50; see histogram_slots).
+# 3,000 Spambase rows x 57 at a stride of 4,096 bytes: 8.8 ns a (row, feature) against 0.50.
+#: Values per feature in the stump histograms' partial sums: 257 (bin, label) pairs, one more
+#: than the 256 bins, so that a feature's sums start 4,112 bytes after the previous feature's
+#: rather than 4,096: at a multiple of 4 KiB the same bin of every feature falls in one set of
+#: the L1 cache, and sparse features (most rows in one bin) evict one another every row (see
+#: :func:`histogram_slots`).
 _STUMP_STRIDE = 2 * 257
 
 
@@ -322,6 +323,8 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
     return first, size
 
 
+# Compiled callers leave out ``typingctx``, which numba's type hints of an @intrinsic count as an
+# argument: hence their ``# type: ignore[call-arg]`` (also for prefetch).
 @intrinsic
 def _add_to_slot(typingctx, hist, offset, a, b, c):  # pragma: no cover - compiled
     """``hist[offset:offset + 4] += (a, b, c, 0)`` as one 4-lane load, add and store (one
@@ -357,7 +360,7 @@ def _add_row(h, w, to_wide, counted, j, slot, a, b, n_k):  # pragma: no cover - 
     ``w`` (flat, 4 lanes a slot; ``n_k`` is 0 when not ``counted``) if ``to_wide``, else one
     by one into ``h`` (``(d, n_slots, 3)``; the count only if ``counted``)."""
     if to_wide:
-        _add_to_slot(w, (j * h.shape[1] + slot) * 4, a, b, n_k)
+        _add_to_slot(w, (j * h.shape[1] + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
     else:
         h[j, slot, 0] += a
         h[j, slot, 1] += b
@@ -371,17 +374,16 @@ def _wide_dense_rows(
 ):  # pragma: no cover - compiled
     """Rows ``rows[lo:hi]`` (statistics ``stats[lo:hi]``) into the 4-lane slots ``w`` of
     features ``d0:d1`` (:func:`_add_to_slot`), every feature dense: the common case of
-    :func:`_node_histograms`, compiled apart so that its loop is optimised alone. The features
-    are counted with unsigned integers: an index that may be negative makes numba test it
-    for Python's wraparound at every use (measured, AMD EPYC, one thread, 2.5 x 10^5 random
-    rows x 20: 1.13-1.18 ns a (row, feature) against 1.45-1.5 inline with signed
-    indices). The bins of the row :data:`_PREFETCH_ROWS` ahead are prefetched (the rows of a
-    node are sorted but sparse)."""
+    :func:`_node_histograms`, compiled apart so that its loop is optimised alone. The features are
+    counted with unsigned integers: an index that may be negative makes numba test it for Python's
+    wraparound at every use (measured: :doc:`docs/speed.md </speed>` ("Inside the kernels")). The
+    bins of the row :data:`_PREFETCH_ROWS` ahead are prefetched (the rows of a node are sorted but
+    sparse)."""
     missing_slot = n_slots - 1
     ahead = hi - _PREFETCH_ROWS
     for k in range(lo, hi):
         if k < ahead:
-            prefetch(binned, (rows[k + _PREFETCH_ROWS], d0))
+            prefetch(binned, (rows[k + _PREFETCH_ROWS], d0))  # type: ignore[call-arg]
         a, b = stats[k, 0], stats[k, 1]
         n_k = stats[k, 2] if counted else 0.0
         row = binned[rows[k]]
@@ -389,7 +391,7 @@ def _wide_dense_rows(
             slot = np.int64(row[j])
             if slot == 255:
                 slot = missing_slot
-            _add_to_slot(w, (np.int64(j) * n_slots + slot) * 4, a, b, n_k)
+            _add_to_slot(w, (np.int64(j) * n_slots + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
 
 
 @numba.njit(cache=True)
@@ -403,7 +405,7 @@ def _dense_rows(
     ahead = hi - _PREFETCH_ROWS
     for k in range(lo, hi):
         if k < ahead:
-            prefetch(binned, (rows[k + _PREFETCH_ROWS], first_feature))
+            prefetch(binned, (rows[k + _PREFETCH_ROWS], first_feature))  # type: ignore[call-arg]
         a, b = stats[k, 0], stats[k, 1]
         n_k = stats[k, 2] if counted else 0.0
         row = binned[rows[k]]
@@ -419,9 +421,8 @@ def _feature_groups(parallel: bool, n_units: int, sparse: SparseBins | None) -> 
     """Into how many groups :func:`_node_histograms` splits the dense features of each chunk:
     one per thread when a parallel call has fewer than :data:`_GROUP_BELOW` chunks a thread
     and no sparse features, else 1. So a node of one chunk (up to 16,384 rows), as most of a
-    tree's nodes are, is histogrammed by all the threads, not by one (measured, 2-core Intel
-    Xeon, 10^5 x 50: 0.86 -> 0.54 ms at 3,000 rows, 2.4 -> 1.6 ms at 12,000). The groups
-    change no sum."""
+    tree's nodes are, is histogrammed by all the threads, not by one (measured:
+    :doc:`docs/speed.md </speed>` ("Inside the kernels")). The groups change no sum."""
     threads = numba.get_num_threads()
     if (
         not parallel
@@ -533,10 +534,10 @@ def _node_histograms(
                 tb += b
                 tc += n_k
                 for e in range(row_starts[i], row_starts[i + 1]):
-                    slot = np.int64(entry_bins[e])
-                    if slot == 255:
-                        slot = missing_slot
-                    _add_row(h, w, to_wide, counted, entry_features[e], slot, a, b, n_k)
+                    entry_slot = np.int64(entry_bins[e])
+                    if entry_slot == 255:
+                        entry_slot = missing_slot
+                    _add_row(h, w, to_wide, counted, entry_features[e], entry_slot, a, b, n_k)
         if to_wide:  # the three lanes of each slot into the partial
             for jj in range(d0, d1 + (n_sparse if with_sparse else 0)):
                 j = (jj if all_dense else dense[jj]) if jj < d1 else sparse[jj - d1]
@@ -601,10 +602,8 @@ def node_histograms(
     :meth:`~viboost._utils.scratch.ScratchArrays.reclaim`. With ``counted=False`` the counts are
     not summed (their slots hold 0): for nodes whose count histogram the caller already has (a
     search's root, whose rows are the same every round). A chunk of at least four rows a slot
-    adds a row's three statistics to a slot in one 4-lane operation (the same sums; measured on
-    a 2-core Intel Xeon, one thread, a tree's non-root nodes on 5 x 10^5 random rows x 20:
-    1.45-3.7 ns a (row, feature) against 2.0-4.6, and the binary features of DNA 1.35 against
-    1.84).
+    adds a row's three statistics to a slot in one 4-lane operation (the same sums, faster:
+    :doc:`docs/speed.md </speed>` ("Inside the kernels")).
     ``other_side``, ``(rows, stats)`` of the rows' other side, and ``sides`` (per node, 1
     where its rows are on that side, 0 where in ``rows`` and ``stats``) serve rows that
     :func:`~viboost.boosting.splitting.partition_nodes` moves between two sides. ``out``

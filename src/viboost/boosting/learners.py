@@ -17,7 +17,7 @@ through two small protocols, so that a new kind of learner is one new module:
 Two learners stand behind this seam: the decision stump
 (:class:`viboost.boosting.stumps.DecisionStump`, the paper's) and the histogram tree
 (:class:`viboost.boosting.trees.HistogramTree`). A tree with per-leaf weights is one base
-classifier per leaf; its search (:class:`~viboost.boosting.trees.TreeSearch`) also takes the
+classifier per leaf; its search (:class:`~viboost.boosting.tree_search.TreeSearch`) also takes the
 margins and the weights' total (``best(weights, y, margin, total)``), says so by ``per_leaf``,
 gives each row's leaf (``leaf_index``) and a one-leaf ``intercept()`` for the first round.
 Nothing in :mod:`viboost.variational` sees a learner: a round's inference reads only the
@@ -87,6 +87,11 @@ class BaseLearner(Protocol):
     def split_gains(self) -> tuple[np.ndarray, np.ndarray]:
         """The features of the splits that separate rows (a split that sends every value one
         way does not count) and their gains, as two arrays."""
+        ...
+
+    def with_covers(self, leaf_covers: np.ndarray) -> BaseLearner:
+        """The same learner with the training weight that reached each leaf (in leaf order)
+        recorded, for path-dependent SHAP values."""
         ...
 
 

@@ -207,7 +207,7 @@ def _next_weight(
     max_abs_margin, low, high,
 ):  # pragma: no cover - compiled  # fmt: skip
     """One row of :func:`_add_kernel`: its next weight from its new margin and ``exp_knot =
-    exp(-y H)``, and the running sum of the weights, max |H| and range of the knots (over the
+    exp(-y H)``, and the running sum of the weights, ``max |H|`` and range of the knots (over the
     weighted rows). No branch on the data: an unweighted row takes the same steps, its results
     selected away, and both forms of the weight are computed and one kept (``e <= 1`` is as
     unpredictable as the labels)."""
@@ -250,8 +250,8 @@ def _add_kernel(
     leaf,
     out,
 ):  # pragma: no cover - compiled
-    """H += alpha h and exp(u) *= exp(-alpha y h) in place; next weights (q(w) of slope 1 or
-    0, tau = 1). Slope 0 is a phi constant over the rows (1 for the core model), a common factor
+    """``H += alpha h`` and ``exp(u) *= exp(-alpha y h)`` in place; next weights (q(w) of slope 1
+    or 0, tau = 1). Slope 0 is a phi constant over the rows (1 for the core model), a common factor
     that the weights leave out, as :func:`_weights_kernel` does.
 
     With ``unit`` (outputs in {-1, +1}) the factor is one of two precomputed exponentials. With
@@ -260,7 +260,7 @@ def _add_kernel(
 
     With ``E = exp(u)``, ``u = -y H``, phi is rational in E (:func:`inverse_clean_proba`), so
     ``phi e^u = E phi`` and ``phi sigma(u) = E phi / (1 + E)`` need no exponential per row.
-    Returns the sum of the weights, max |H| and the range of the knots u over the weighted rows
+    Returns the sum of the weights, ``max |H|`` and the range of the knots u over the weighted rows
     (for :func:`~viboost.variational.compression.compress_round`).
     """
     n = y.shape[0]
@@ -272,10 +272,10 @@ def _add_kernel(
     leaf_step = np.empty(n_leaves)
     leaf_down = np.empty(n_leaves)  # exp(-alpha y h) for y = +1
     leaf_up = np.empty(n_leaves)  # and for y = -1
-    for j in range(n_leaves):
-        leaf_step[j] = alpha * h[j]
-        leaf_down[j] = math.exp(-alpha * 1.0 * h[j])
-        leaf_up[j] = math.exp(-alpha * -1.0 * h[j])
+    for k in range(n_leaves):
+        leaf_step[k] = alpha * h[k]
+        leaf_down[k] = math.exp(-alpha * 1.0 * h[k])
+        leaf_up[k] = math.exp(-alpha * -1.0 * h[k])
     inverse_odds_neg, inverse_odds_pos = math.exp(-offset_neg), math.exp(-offset_pos)
     sums = np.zeros(n_chunks)
     chunk_max_abs_margin = np.zeros(n_chunks)

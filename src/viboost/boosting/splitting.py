@@ -165,8 +165,7 @@ def _partition(
 
     The positions are counted with unsigned integers: an index that may be negative makes
     numba test it for Python's wraparound at every use, which here cost more than the work
-    (measured, AMD EPYC, one thread, one split of 2.5 x 10^5 rows held in cache: 1.9-2.0 ns a
-    row against 4.2 with signed positions)."""
+    (measured: :doc:`docs/speed.md </speed>` ("Inside the kernels"))."""
     n_nodes = starts.shape[0]
     first, size = _partition_chunks(starts, stops)
     n_units = first[n_nodes]
@@ -185,15 +184,15 @@ def _partition(
     left_at = np.zeros(n_units, dtype=np.int64)
     right_at = np.zeros(n_units, dtype=np.int64)
     n_left = np.zeros(n_nodes, dtype=np.int64)
-    for r in range(n_nodes):
+    for node in range(n_nodes):
         count = 0
-        for unit in range(first[r], first[r + 1]):
-            left_at[unit] = starts[r] + count
+        for unit in range(first[node], first[node + 1]):
+            left_at[unit] = starts[node] + count
             count += lefts[unit]
-        n_left[r] = count
+        n_left[node] = count
         taken = 0
-        for unit in range(first[r], first[r + 1]):
-            right_at[unit] = starts[r] + count + ((unit - first[r]) * size[r] - taken)
+        for unit in range(first[node], first[node + 1]):
+            right_at[unit] = starts[node] + count + ((unit - first[node]) * size[node] - taken)
             taken += lefts[unit]
     for unit in numba.prange(n_units):
         r = np.searchsorted(first, unit, side="right") - 1
@@ -245,11 +244,8 @@ def partition_nodes(
     all are one parallel pass. ``decisions`` (uint8, as long as ``rows``; allocated when None)
     is scratch. A call of a single chunk runs on the calling thread.
 
-    Measured on 5 x 10^5 random rows x 20, one thread (a 2-core Intel Xeon, 2026-11-27):
-    8.3 ns a row in the partitions of 30 trees of 31 leaves, against 10.4-11.8 ns when the
-    children were written to the buffers and copied back, and each row's side decided
-    again in the writing pass; one split alone, 5.7-9.6 ns against 14-17 on that noisy
-    machine."""
+    Two sides, with nothing copied back and each row's side decided once, against the
+    children copied back to one side: :doc:`docs/speed.md </speed>` ("Inside the kernels")."""
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     stops = np.ascontiguousarray(stops, dtype=np.int64)
     n_nodes = starts.shape[0]
@@ -278,7 +274,7 @@ def partition_nodes(
 def leaf_value(a, b, criterion, prior):  # pragma: no cover - compiled
     """The provisional value of a leaf from its two sums (replaced by its posterior's mode in a
     per-leaf fit): Newton's step, the smoothed log-ratio, or the majority label (compiled:
-    the grown trees' leaves take it in :mod:`viboost.boosting.grower`)."""
+    the grown trees' leaves take it in :mod:`viboost.boosting.growth`)."""
     if criterion == 0:
         return a / (b + prior) if b + prior > 0 else 0.0
     if criterion == 1:

@@ -2,8 +2,8 @@
 
 :class:`TreeSearch` is a :class:`~viboost.boosting.learners.LearnerSearch`: the features are
 binned once per fit (:class:`~viboost.boosting.binning.FeatureBinner`), and each round grows a
-tree best-first (:class:`~viboost.boosting.grower.TreeGrowth`) over this process's rows
-(:class:`~viboost.boosting.grower.RowPartition`) under the round's weights. See
+tree best-first (:class:`~viboost.boosting.growth.TreeGrowth`) over this process's rows
+(:class:`~viboost.boosting.partition.RowPartition`) under the round's weights. See
 :mod:`viboost.boosting.trees` for the model and the split scores.
 """
 
@@ -15,16 +15,15 @@ import numpy as np
 
 from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import (
+from viboost.boosting.growth import TreeGrowths, padded_thresholds
+from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
+from viboost.boosting.partition import (
     RowPartition,
-    TreeGrowths,
-    TreeSettings,
     expand_together,
-    padded_thresholds,
     partition_leaf_index,
     root_histograms,
 )
-from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
+from viboost.boosting.split_statistics import TreeSettings
 from viboost.boosting.trees import HistogramTree, intercept_tree
 
 __all__ = ["TreeSearch"]
@@ -110,7 +109,7 @@ class TreeSearch:
         self.binned_columns_ = transpose_bins(self.binned_)
         # The sparse features' bins row by row, for the node histograms (histogram.sparse_bins).
         self.sparse_bins_ = sparse_bins(self.binned_, active)
-        # The splits' thresholds by (feature, bin), for the growths (grower.padded_thresholds).
+        # The splits' thresholds by (feature, bin), for the growths (growth.padded_thresholds).
         self._thresholds = padded_thresholds(self.binner_.thresholds_, self.binner_.n_bins_)
         # Histogram slots: the bins of the widest feature, and one for missing values.
         self._n_slots = histogram_slots(int(np.max(self.binner_.n_bins_)))
@@ -133,7 +132,7 @@ class TreeSearch:
         # k times), never when inactive.
         self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
         # The root's count histogram (the same rows every round): summed by the first tree,
-        # then copied into every root's histogram (grower.root_histograms).
+        # then copied into every root's histogram (partition.root_histograms).
         self._root_counts: np.ndarray | None = None
 
     @property
@@ -164,7 +163,7 @@ class TreeSearch:
         margin: np.ndarray | None = None,
         total: float = 1.0,
     ) -> tuple[HistogramTree, float]:
-        """Grow the round's tree under the search weights (:class:`~viboost.boosting.grower.
+        """Grow the round's tree under the search weights (:class:`~viboost.boosting.growth.
         TreeGrowth` over this search's rows).
 
         Parameters
@@ -197,7 +196,7 @@ class TreeSearch:
         """:meth:`best` of several searches over the same bins (the folds of a cross-fit, each
         restricted to its rows, or the classes of a K-class fit), their trees grown in
         lockstep: each step splits one node of every tree and histograms the children in one
-        parallel pass (:func:`~viboost.boosting.grower.expand_together`). Each tree is the one
+        parallel pass (:func:`~viboost.boosting.partition.expand_together`). Each tree is the one
         its own :meth:`best` grows. ``y``: the labels of every search, or one array per
         search."""
         labels = [y] * len(searches) if isinstance(y, np.ndarray) else list(y)

@@ -9,15 +9,14 @@ multiplied by its ``alpha_t``, and the values added in learner order. Two value 
 - **path-dependent** (:func:`path_dependent_shap`): Lundberg, Erion and Lee's Algorithm 2
   ("Consistent individualized feature attribution for tree ensembles", 2018), as in shap's
   ``TreeExplainer(feature_perturbation="tree_path_dependent")`` and LightGBM's
-  ``pred_contrib=True``. ``v(S) = E[h(x_S, .)]`` follows ``x`` at the splits on features of
-  ``S`` and takes both sides of the others, weighted by the node ``cover`` (the training weight
-  that reached each node when the learner was fitted): at a split the left child gets the share
-  ``cover[left] / (cover[left] + cover[right])`` (one half each when both are 0; shap divides
-  by the node's own cover, the same number when a node's cover is its children's sum, as
-  recorded covers are, and refuses a leaf of zero cover). No background data are needed; the
-  expected value is the cover-weighted mean of the leaf values. Cost ``O(n_samples * leaves *
-  depth^2)`` per tree (measured at one thread on 100 random trees of 255 leaves, depth up to
-  20: 1.3-1.4x the time of shap 0.51's C++).
+  ``pred_contrib=True``. ``v(S) = E[h(x_S, .)]`` follows ``x`` at the splits on features of ``S``
+  and takes both sides of the others, weighted by the node ``cover`` (the training weight that
+  reached each node when the learner was fitted): at a split the left child gets the share
+  ``cover[left] / (cover[left] + cover[right])`` (one half each when both are 0; shap divides by the
+  node's own cover, the same number when a node's cover is its children's sum, as recorded covers
+  are, and refuses a leaf of zero cover). No background data are needed; the expected value is the
+  cover-weighted mean of the leaf values. Cost ``O(n_samples * leaves * depth^2)`` per tree (its
+  time against shap's C++: :doc:`docs/speed.md </speed>` ("Inside the kernels")).
 - **interventional** (:func:`interventional_shap`): ``v(S) = sum_b w_b h(x_S, b_{not S}) /
   sum_b w_b`` over every row ``b`` of a weighted background, as shap's ``TreeExplainer(...,
   data=background, feature_perturbation="interventional")`` with all of its rows. For each
@@ -26,8 +25,8 @@ multiplied by its ``alpha_t``, and the values added in learner order. Two value 
   a set ``A`` from ``x`` and those of a set ``B`` from ``b``, a product game whose Shapley
   values are ``(|A|-1)! |B|! / (|A|+|B|)!`` for each feature of ``A`` and minus
   ``|A|! (|B|-1)! / (|A|+|B|)!`` for each of ``B``, times the leaf value. Cost ``O(n_samples
-  * n_background * nodes visited)`` (on the trees above against 1,000 background rows, half
-  the time of shap's, which also rounds its thresholds and per-leaf terms to float32).
+  * n_background * nodes visited)`` (its time against shap's, which also rounds its thresholds
+  and per-leaf terms to float32: :doc:`docs/speed.md </speed>` ("Inside the kernels")).
 
 A learner whose splits all use one feature (a decision stump) gives that feature all of its
 value, ``alpha_t (h_t(x) - E[h_t])``; both algorithms take that short cut, which costs

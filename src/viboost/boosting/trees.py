@@ -38,8 +38,10 @@ Split scores, one per way of setting the leaf values (a node's score; a split ga
 
 The engine's stages, one module each (as scikit-learn's HGB): the node histograms
 (:func:`viboost.boosting.histogram.node_histograms`), the split scores, the best split of a node
-and the row partition (:mod:`viboost.boosting.splitting`), the best-first growth over node
-histograms wherever the rows are (:mod:`viboost.boosting.grower`), the in-memory search
+and the row partition (:mod:`viboost.boosting.splitting`), the trees' settings and the per-row
+statistics of the split scores (:mod:`viboost.boosting.split_statistics`), the best-first growth
+over node histograms wherever the rows are (:mod:`viboost.boosting.growth`), the rows of the
+nodes held in one place (:mod:`viboost.boosting.partition`), the in-memory search
 (:class:`viboost.boosting.tree_search.TreeSearch`) and the prediction
 (:mod:`viboost.boosting.predictor`). This module holds the fitted tree,
 :class:`HistogramTree` (a :class:`~viboost.boosting.learners.BaseLearner`), and the intercept.
@@ -161,7 +163,7 @@ class HistogramTree:
             self.nodes.dtype == other.nodes.dtype and self.nodes.tobytes() == other.nodes.tobytes()
         )
 
-    __hash__ = None  # mutable node arrays
+    __hash__ = None  # type: ignore[assignment]  # mutable node arrays: unhashable
 
     def with_covers(self, leaf_covers: np.ndarray) -> HistogramTree:
         """The same tree with each node's training weight recorded, from its leaves' (in leaf

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from viboost.estimator import VIBoostClassifier
     from viboost.presets import FitPlan
 
-PROG = "viboost"
+PROG = "viboost"  #: the command's name, in its usage and messages
 EXIT_FAILURE = 1  # a numerical failure
 EXIT_USAGE = 2  # a usage or input error
 

@@ -109,6 +109,7 @@ def _noise_sentence(model: VIBoostClassifier) -> str:
     c0, c1 = (str(c) for c in model.classes_)
     if is_calibrated(model):
         calibration = model.noise_calibration_
+        assert calibration is not None  # is_calibrated
         rate = float(model.noise_rate_)
         flip0, flip1 = (float(v) for v in model.flip_rates_)
         return (

@@ -198,6 +198,7 @@ def _noise_rate_lines(model: VIBoostClassifier) -> list[str]:
     ]
     if is_calibrated(model):
         calibration = model.noise_calibration_
+        assert calibration is not None  # is_calibrated
         lines += [
             "calibration (empirical Bayes on the out-of-fold margins):",
             f"  theta (share of labels drawn from the signal) {fmt(calibration.theta)}, noise "
@@ -254,10 +255,13 @@ def _class_noise_rate_lines(model: VIBoostClassifier) -> list[str]:
 
 
 def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
+    from viboost.boosting.stumps import DecisionStump
+
     rows = []
     for t, (stump, alpha) in enumerate(
         zip(model.estimators_[:count], model.alphas_[:count], strict=True)
     ):
+        assert isinstance(stump, DecisionStump)  # the caller's check: a model of stumps
         rows.append(
             [
                 str(t + 1),

@@ -7,7 +7,7 @@ either a new block state or a small summary (counts, a histogram, knot moments) 
 reduces over the blocks in block order. Every formula is the in-memory engine's own:
 :class:`~viboost.boosting.binning.FeatureBinner`,
 :func:`~viboost.boosting.histogram.binned_histogram` (stumps), the node histograms and row
-partition of :class:`~viboost.boosting.grower.RowPartition` (trees),
+partition of :class:`~viboost.boosting.partition.RowPartition` (trees),
 :class:`~viboost.boosting.reweighting.RowMargins`, the learners' own ``binned_outputs`` and
 ``leaf_index``, :func:`~viboost.variational.compression.knot_moments` and
 :func:`~viboost.noise_fit.calibration.flip_rate_sums`; for K classes the boosters of each group
@@ -26,29 +26,32 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.binning import FeatureBinner, absent_values
-from viboost.boosting.grower import (
-    Expansion,
+from viboost.boosting.histogram import binned_histogram, occupied_bins
+from viboost.boosting.learners import BaseLearner
+from viboost.boosting.partition import (
     RowPartition,
-    TreeSettings,
     expand_together,
     partition_leaf_index,
     root_histograms,
 )
-from viboost.boosting.histogram import binned_histogram, occupied_bins
-from viboost.boosting.learners import BaseLearner
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.boosting.softmax import class_labels, other_class_margins
+from viboost.boosting.split_statistics import TreeSettings
+from viboost.fitting.task import Task
 from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
 from viboost.variational.state import CleanLogOdds
 from viboost.variational.updates import update_omega
+
+if TYPE_CHECKING:  # (the splits the client's growth asks for: annotations only)
+    from viboost.boosting.growth import Expansion
 
 __all__ = [
     "BlockSummary",
@@ -222,23 +225,19 @@ def build_block(
     y: np.ndarray,
     sample_weight: np.ndarray,
     binner: FeatureBinner,
-    positive: object = None,
-    classes: np.ndarray | None = None,
+    classes: np.ndarray,
+    task: Task,
 ) -> TrainingBlock:
-    """Bin a block of raw rows; ``positive`` is the label that becomes +1, or, for K > 2
-    classes, ``classes`` (sorted) the labels whose indices the block holds."""
+    """Bin a block of raw rows; its labels are the task's encoding of their index in
+    ``classes`` (sorted), as :class:`viboost.VIBoostClassifier` encodes them."""
     y = np.asarray(y).ravel()
     binned = binner.transform(np.asarray(X, dtype=np.float64))
-    if classes is None:
-        labels, n_classes = np.where(y == positive, 1.0, -1.0), 2
-    else:  # as VIBoostClassifier encodes them: the index in the sorted classes
-        labels, n_classes = np.searchsorted(classes, y).astype(np.intp), len(classes)
     return TrainingBlock(
         binned=binned,
         by_feature=np.ascontiguousarray(binned.T),
-        y=labels,
+        y=task.encode(np.searchsorted(classes, y)),
         sample_weight=np.ascontiguousarray(sample_weight, dtype=np.float64).ravel(),
-        n_classes=n_classes,
+        n_classes=task.n_classes,
     )
 
 
@@ -515,7 +514,7 @@ def histograms(
 
 class TreeRows:
     """The trees of a round on one block, one per booster: each booster's active rows
-    partitioned by node (:meth:`~viboost.boosting.grower.RowPartition.stacked`, all boosters'
+    partitioned by node (:meth:`~viboost.boosting.partition.RowPartition.stacked`, all boosters'
     rows in one array, so that a step splits and histograms the nodes of every tree in one
     pass), the expansions applied to them, and per booster the root's histogram, the log of
     the block's scale, the total of its scaled weights and its knot range.
@@ -605,9 +604,9 @@ def _partitions(
 ) -> list[RowPartition]:
     """Per booster, its active rows at the root of a partition (stacked), with the
     statistics of ``settings``' split score under its search weights
-    (:meth:`~viboost.boosting.grower.TreeSettings.row_statistics`, linear in the weights, so
-    in the block's scale); a row counts towards ``min_samples_leaf`` as its sample weight, as
-    in memory. The arrays come from the block's pool (:data:`_POOLS`)."""
+    (:meth:`~viboost.boosting.split_statistics.TreeSettings.row_statistics`, linear in the
+    weights, so in the block's scale); a row counts towards ``min_samples_leaf`` as its sample
+    weight, as in memory. The arrays come from the block's pool (:data:`_POOLS`)."""
     pool = _pool(block)
     rows = [np.flatnonzero(booster.active) for booster in boosters]
     stats = pool.take((sum(r.size for r in rows), 3))
@@ -657,7 +656,7 @@ def expand_trees(
     history: tuple[tuple[tuple[Expansion, ...], ...], ...],
 ) -> list[tuple[np.ndarray, ...]]:
     """Apply the last step of ``history`` (per booster, the nodes to split:
-    :func:`~viboost.boosting.grower.expand_together`, every tree in one pass) to the trees
+    :func:`~viboost.boosting.partition.expand_together`, every tree in one pass) to the trees
     holding the steps before it, and return per booster its smaller children's histograms.
 
     ``trees`` is split in place; if it does not hold exactly the earlier steps (a rerun), its
@@ -704,8 +703,8 @@ def round_rows(
     ``learners[k]``, and the learner's covers on the block.
 
     For trees grown on ``trees`` (``grown``: the settings, the steps of expansions and per
-    booster :meth:`~viboost.boosting.grower.TreeGrowth.node_positions`), each row's leaf comes
-    from its node in the partition (:func:`~viboost.boosting.grower.partition_leaf_index`),
+    booster :meth:`~viboost.boosting.growth.TreeGrowth.node_positions`), each row's leaf comes
+    from its node in the partition (:func:`~viboost.boosting.partition.partition_leaf_index`),
     and the leaves are kept in ``trees`` for the pass that adds the trees to the margins;
     otherwise the rows are routed by their bins.
 

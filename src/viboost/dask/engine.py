@@ -12,8 +12,8 @@ cross-fitting, all stepped together, so every pass below serves all of them). A 
    **in block order** and picks the stump (:func:`~viboost.boosting.stumps.best_binned_stump`):
    one pass. For **trees** the block returns the histogram of the root, keeps its rows
    partitioned by node, and the client grows each tree best-first
-   (:class:`~viboost.boosting.grower.TreeGrowth`, the splits of
-   :class:`~viboost.boosting.trees.TreeSearch`): each further pass sends the splits the growth
+   (:class:`~viboost.boosting.growth.TreeGrowth`, the splits of
+   :class:`~viboost.boosting.tree_search.TreeSearch`): each further pass sends the splits the growth
    needs and gets back, per block, the histograms of the smaller children (the larger ones
    are their parents' minus those), added in block order. The blocks split their partitions
    in place (:class:`~viboost.dask.blocks.TreeRows`, every ensemble's tree in one pass).
@@ -70,8 +70,9 @@ import numpy as np
 
 from viboost._utils.parallel import numba_threads
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import TreeGrowths, TreeSettings, padded_thresholds
+from viboost.boosting.growth import TreeGrowths, padded_thresholds
 from viboost.boosting.learners import BaseLearner
+from viboost.boosting.split_statistics import TreeSettings
 from viboost.boosting.stumps import best_binned_stump
 from viboost.boosting.trees import HistogramTree, intercept_tree
 from viboost.dask import blocks
@@ -235,8 +236,8 @@ class BlockRows:
         Per block, an array of shape ``(n_ensembles, block rows)``: each ensemble's held-out
         rows (:meth:`out_of_fold`).
     tree : TreeSettings or None, default=None
-        The trees' settings (:class:`~viboost.boosting.grower.TreeSettings`); None: the base
-        learners are decision stumps.
+        The trees' settings (:class:`~viboost.boosting.split_statistics.TreeSettings`); None:
+        the base learners are decision stumps.
     n_classes : int, default=2
         More than 2: the blocks hold class indices (:func:`~viboost.dask.blocks.build_block`
         with ``classes``), ``multiplicities`` and ``validation`` have one row per group, and
@@ -350,13 +351,13 @@ class BlockRows:
         return learners
 
     def _grow_trees(self) -> list[HistogramTree]:
-        """Each ensemble's tree, grown best-first (:class:`~viboost.boosting.grower.TreeGrowths`,
+        """Each ensemble's tree, grown best-first (:class:`~viboost.boosting.growth.TreeGrowths`,
         all ensembles' trees together) from node histograms that the blocks compute over their
         rows (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.
         expand_trees`) and the client adds in block order; all ensembles share each trip. With
         ``speculate=True`` a trip splits every node that may still split, so a tree costs
         about one trip per level; with an int ``m`` (cheaper trips: direct connections) the
-        best-ranked ``m`` of each tree (:class:`~viboost.boosting.grower.TreeGrowths`). The
+        best-ranked ``m`` of each tree (:class:`~viboost.boosting.growth.TreeGrowths`). The
         same trees either way."""
         settings = self.tree
         binner = self.binner

@@ -168,7 +168,7 @@ def load_spambase(
         data = frame[feature_names].to_numpy(dtype=np.float64)
         target = frame[_SPAMBASE_TARGET].to_numpy(dtype=np.int64)
     if return_X_y:
-        return data, target  # type: ignore[return-value]
+        return data, target
     return Bunch(
         data=data,
         target=target,

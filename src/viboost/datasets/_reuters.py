@@ -180,7 +180,7 @@ def load_reuters_acq_crude(
         target = pd.Series(target, name=_TARGET_NAME)
         frame = pd.concat([data, target], axis=1)
     if return_X_y:
-        return data, target  # type: ignore[return-value]
+        return data, target
     return Bunch(
         data=data,
         target=target,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import numpy as np
 from scipy.special import expit
 
@@ -16,6 +18,26 @@ from viboost._utils.validation import (
 __all__ = ["make_long_servedio", "make_step"]
 
 _STEP_X = np.arange(-99, 100, 2, dtype=np.float64)  # -99, -97, ..., 99: 100 points
+
+
+@overload
+def make_step(
+    theta: float,
+    noise_grade: float = ...,
+    *,
+    random_state: RandomStateLike = ...,
+    return_flags: Literal[False] = ...,
+) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@overload
+def make_step(
+    theta: float,
+    noise_grade: float = ...,
+    *,
+    random_state: RandomStateLike = ...,
+    return_flags: Literal[True],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 def make_step(

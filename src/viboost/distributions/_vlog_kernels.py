@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, log_expit
 
+#: The float64 machine epsilon.
 FLOAT64_EPS = float(np.finfo(np.float64).eps)
 
 # Number of float64 elements allowed in one (points x terms) temporary: 2**20 elements = 8 MiB.
@@ -28,7 +29,8 @@ _CHUNK_ELEMENTS = 1 << 20
 
 # Bregman kernel (``BregmanKernel``).
 _SERIES_DELTA = 0.2  # |delta| below which the Bregman term is summed as a cumulant series
-BREGMAN_CHUNK_ELEMENTS = 1 << 17  # the Bregman kernel has ~15 temporaries per element
+#: Elements per chunk of the Bregman kernel (which has ~15 temporaries per element).
+BREGMAN_CHUNK_ELEMENTS = 1 << 17
 
 
 # g~ = g(z0 + d) - g(z0) with z0 the computed mode dips below 0 by at most ~50: the minimiser

@@ -37,13 +37,15 @@ from viboost.distributions._vlog_kernels import (
 _SINH_LAMBDA = 3.0  # x = lambda * sinh(t / lambda): uniform near the peak, geometric in the tails
 _TRAP_H0 = 0.5  # coarsest trapezoid step in t
 _TRAP_RTOL = 1e-10  # accept when two successive (nested) trapezoid sums agree to this
-TRAPEZOID_MAX_EVALS = 800  # beyond this many kernel evaluations, use the split integration instead
+#: Beyond this many kernel evaluations, use the split integration instead.
+TRAPEZOID_MAX_EVALS = 800
 _TAIL_LOG_THRESHOLD = 34.0  # truncate where g~(x) >= 34 + log|x| (tail mass < 1e-16)
 
 # Split integration (the fallback path of ``VersatileLogistic.log_normalizer``) and the cdf
 # tables.
 _GK_RTOL = 1e-13  # per-interval Gauss-Kronrod error bound, relative to the whole integral
 _GK_MAX_INTERVALS = 5000
+#: Most rounds of interval splitting of the adaptive Gauss-Kronrod integration.
 GAUSS_KRONROD_MAX_ROUNDS = 100
 _GK_FLOOR = 1e-280  # absolute tolerance of ``gauss_kronrod_intervals``, relative to the total
 
@@ -145,7 +147,7 @@ def log_integral_trapezoid(kernel: ShiftedKernel, s: float) -> float | None:
     """
     lam, h0 = _SINH_LAMBDA, _TRAP_H0
 
-    def log_integrand(t: NDArray[np.float64]) -> tuple[NDArray, NDArray, NDArray]:
+    def log_integrand(t: NDArray[np.floating]) -> tuple[NDArray, NDArray, NDArray]:
         x = lam * np.sinh(t / lam)
         gt = kernel(x, s)
         return -gt + log_cosh(t / lam), gt, x

@@ -219,8 +219,7 @@ class BinaryLogistic:
         return np.where(u < p_plus, 1, -1).astype(np.int64)
 
     def __repr__(self) -> str:
-        opts = {"threshold": 6, "edgeitems": 2, "separator": ", "}
-        return (
-            f"BinaryLogistic(slope={np.array2string(self._slope, **opts)}, "
-            f"knot={np.array2string(self._knot, **opts)})"
-        )
+        def short(a: np.ndarray) -> str:
+            return np.array2string(a, threshold=6, edgeitems=2, separator=", ")
+
+        return f"BinaryLogistic(slope={short(self._slope)}, knot={short(self._knot)})"

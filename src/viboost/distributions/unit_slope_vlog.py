@@ -34,10 +34,11 @@ __all__ = [
 ]
 
 _TAYLOR_ORDER = 24
-#: The expansion is used only where g(c* +- x) reaches _TAIL_RISE within |x| <= _TAYLOR_REACH: the
-#: Taylor series of softplus converges for |x| < pi, so at |x| <= 1 the remainder of order 25 is
-#: below ~pi**-25 ~ 4e-13 per unit of multiplicity; beyond the window exp(-g) < exp(-40) and, g
-#: being convex, the tail mass is below exp(-40) |x| / 40.
+#: The expansion is used only where ``g(c* +- x)`` reaches ``_TAIL_RISE`` within
+#: ``|x| <= _TAYLOR_REACH``: the Taylor series of softplus converges for ``|x| < pi``, so at
+#: ``|x| <= 1`` the remainder of order 25 is below ``~pi**-25 ~ 4e-13`` per unit of
+#: multiplicity; beyond the window ``exp(-g) < exp(-40)`` and, g being convex, the tail mass is
+#: below ``exp(-40) |x| / 40``.
 _TAYLOR_REACH = 1.0
 _TAIL_RISE = 40.0
 

@@ -16,77 +16,54 @@ a piecewise exponential integrated in closed form (see ``VersatileLogistic.log_n
 
 The numerical machinery lives in private modules next to this one:
 
+* :mod:`viboost.distributions._vlog_terms` -- the terms of ``g`` (merged, scaled, their log
+  multiplicities), ``g`` itself and the search for the mode;
 * :mod:`viboost.distributions._vlog_kernels` -- the shifted kernels ``g~(d) = g(z0 + d) - g(z0)``
   and the root finder of the mode;
 * :mod:`viboost.distributions._vlog_quadrature` -- the log normaliser's integration and the
   cdf tables;
+* :mod:`viboost.distributions._vlog_moments` -- the moments, ``cdf``, ``sf``, ``ppf`` and
+  ``expected_softplus`` from the panels around the mode and the cdf table;
 * :mod:`viboost.distributions._vlog_sampling` -- the adaptive rejection sampler of ``rvs``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit, log_expit
 
-from viboost._utils.special import LOG2, log_sum_exp, log_weighted_sum_exp, softplus
+from viboost._utils.special import LOG2, log_sum_exp
 from viboost._utils.validation import RandomStateLike, as_float_vector, check_random_state
-from viboost.distributions._vlog_kernels import (
-    BregmanKernel,
-    ShiftedKernel,
-    check_kernel_dip,
-    chunk_rows,
-    scaled_slope,
-    slope_noise_factor,
-    solve_increasing,
+from viboost.distributions._vlog_kernels import BregmanKernel, ShiftedKernel
+from viboost.distributions._vlog_moments import (
+    Panels,
+    cdf_sf,
+    cdf_table,
+    digamma_difference,
+    moment_quadrature,
+    moments,
+    panels_around_mode,
+    quantiles,
+    softplus_expectation,
 )
 from viboost.distributions._vlog_quadrature import (
-    CDF_TABLE_CUTOFF,
     CdfTable,
     QuadratureSetup,
-    SideTable,
-    build_side_table,
-    gauss_kronrod_intervals,
     hinge_tail_log_integral,
     integration_scale,
-    interpolate_side_table,
-    invert_side_table,
     log_integral_trapezoid,
     log_middle_integral,
-    partial_masses,
-    rise_scale,
-    tail_masses,
 )
 from viboost.distributions._vlog_sampling import AdaptiveRejectionSampler
+from viboost.distributions._vlog_terms import VlogTerms
 from viboost.distributions.binary_logistic import BinaryLogistic, validate_labels
 
 __all__ = ["VersatileLogistic"]
 
-# Relative tolerance of the slope-magnitude equality required by ``approx_mode``.
-_SLOPE_MAGNITUDE_RTOL = 1e-12
-
-# Multiplicity range.  Multiplicities up to 2**600 are used as they are; above, all are divided
-# by 2**(e - 600) (e: binary exponent of the largest), so sums of up to ~1e100 terms stay finite.
-_UNSCALED_EXP = 600
-# The mode is found in log space if min(mu) / max(mu) is below this (or if mu were scaled) ...
-_LOG_MODE_RANGE = 2.0**-600
-# ... or if, at the linear-space solution, the summands of g' have underflowed below this.
-_UNDERFLOW_MAGNITUDE = 1e-250
-
 # Split integration (``_log_normalizer_split``).
 _HINGE_EPS = 1e-15  # bound on |g - (its hinge form)| summed over all terms, beyond z_L and z_R
-
-
-class _Terms(NamedTuple):
-    """Active terms with identical (slope, knot) merged; ``mu_k = weights_k * 2**log2_scale``."""
-
-    slopes: NDArray[np.float64]
-    knots: NDArray[np.float64]
-    weights: NDArray[np.float64]
-    log2_scale: int
 
 
 class VersatileLogistic:
@@ -182,15 +159,10 @@ class VersatileLogistic:
         self._slopes = b
         self._knots = g
         self._multiplicities = m
-        self._active_cache: tuple[NDArray, NDArray, NDArray, float] | None = None
-        self._compressed_cache: _Terms | None = None
-        self._merge: tuple[NDArray, NDArray] | None = None
-        self._log_mults_cache: NDArray | None = None
-        self._log2_scale_cache: int | None = None
-        self._deriv_coef: tuple[NDArray, NDArray, NDArray] | None = None
-        self._mode_cache: float | None = None
+        # The terms of g, their mode and what both start from (cached there).
+        self._terms = VlogTerms(b, g, m)
         self._log_normalizer_cache: float | None = None
-        self._panels_cache: tuple[BregmanKernel, float, float, NDArray, NDArray] | None = None
+        self._panels_cache: Panels | None = None
         self._quad_cache: QuadratureSetup | None = None
         self._moments_cache: tuple[float, float, float] | None = None
         self._sampler_cache: AdaptiveRejectionSampler | None = None
@@ -216,76 +188,6 @@ class VersatileLogistic:
     def n_terms(self) -> int:
         """Number of terms ``K`` (including constant terms)."""
         return int(self._slopes.shape[0])
-
-    def _active(self) -> tuple[NDArray, NDArray, NDArray, float]:
-        """Non-constant terms (``beta != 0`` and ``mu > 0``) and the constant ``sum mu log 2``."""
-        if self._active_cache is None:
-            b, g, m = self._slopes, self._knots, self._multiplicities
-            const = 0.0
-            flat = b == 0.0
-            if np.any(flat):
-                m_flat = m[flat]
-                top = float(np.max(m_flat))
-                if top > 0.0:  # scaled sum: a float product overflows to inf without a warning
-                    const = LOG2 * top * float(np.sum(m_flat / top))
-            keep = (b != 0.0) & (m > 0.0)
-            if not np.all(keep):
-                b, g, m = b[keep], g[keep], m[keep]
-            self._active_cache = (b, g, m, const)
-        return self._active_cache
-
-    def _log2_scale(self) -> int:
-        """Binary exponent ``e`` of the scale: the stored weights are ``mu / 2**e``."""
-        if self._log2_scale_cache is None:
-            top = float(np.max(self._active()[2]))
-            self._log2_scale_cache = max(0, math.frexp(top)[1] - _UNSCALED_EXP)
-        return self._log2_scale_cache
-
-    def _is_extreme(self) -> bool:
-        """Whether the multiplicities need the scaled / log-space treatment (see module doc)."""
-        m = self._active()[2]
-        top = float(np.max(m))
-        return self._log2_scale() > 0 or float(np.min(m)) < top * _LOG_MODE_RANGE
-
-    def _compressed(self) -> _Terms:
-        """Active terms with identical (slope, knot) pairs merged by summing multiplicities.
-
-        The merged multiplicities are stored as weights ``mu / 2**e`` (``e = 0`` unless the
-        largest multiplicity exceeds ``2**600``), so that their sums cannot overflow.
-        """
-        if self._compressed_cache is None:
-            b, g, m, _ = self._active()
-            e = self._log2_scale()
-            w = np.ldexp(m, -e) if e else m
-            # Cheap screen: without a repeated knot there is no repeated (slope, knot) pair.
-            if b.shape[0] > 1 and np.any(np.diff(np.sort(g)) == 0.0):
-                order = np.lexsort((g, b))
-                bs, gs = b[order], g[order]
-                new = np.empty(bs.shape[0], dtype=bool)
-                new[0] = True
-                new[1:] = (bs[1:] != bs[:-1]) | (gs[1:] != gs[:-1])
-                starts = np.flatnonzero(new)
-                if starts.shape[0] < b.shape[0]:
-                    b, g, w = bs[starts], gs[starts], np.add.reduceat(w[order], starts)
-                    self._merge = (order, starts)
-            self._compressed_cache = _Terms(b, g, w, e)
-        return self._compressed_cache
-
-    def _log_mults(self) -> NDArray[np.float64]:
-        """``log mu`` of the compressed terms, exact even where the scaled weight underflowed."""
-        if self._log_mults_cache is None:
-            m = self._active()[2]
-            terms = self._compressed()
-            if self._merge is None:
-                logs = np.log(m)
-            else:
-                order, starts = self._merge
-                logs = np.logaddexp.reduceat(np.log(m[order]), starts)
-                # Where the merged weight is a normal float, its log is the more accurate one.
-                normal = terms.weights >= 2.0**-1000
-                logs[normal] = np.log(terms.weights[normal]) + terms.log2_scale * LOG2
-            self._log_mults_cache = logs
-        return self._log_mults_cache
 
     # ------------------------------------------------------------------ kernel and density
     def negative_log_kernel(self, z: ArrayLike) -> float | NDArray[np.float64]:
@@ -313,36 +215,7 @@ class VersatileLogistic:
         >>> d.negative_log_kernel([0.0, 1e6]).shape
         (2,)
         """
-        b, g, m, const = self._active()
-        e = self._log2_scale()
-        w = np.ldexp(m, -e) if e else m
-        cap = 1e300 / float(np.sum(w))
-        z_arr = np.asarray(z, dtype=np.float64)
-        flat = z_arr.reshape(-1)
-        out = np.empty(flat.shape[0])
-        rows = chunk_rows(b.shape[0])
-        for start in range(0, flat.shape[0], rows):
-            block = flat[start : start + rows]
-            tmp = np.subtract.outer(block, g)
-            tmp *= b
-            tmp = softplus(tmp)
-            big = np.max(tmp, axis=1) > cap
-            vals = np.minimum(tmp, cap) @ w  # exact where no term exceeds cap (no overflow)
-            if e or np.any(big):
-                factor = 2.0**e
-                limit = 1.7e308 / factor
-                over = vals > limit
-                vals = np.minimum(vals, limit) * factor
-                vals[over] = np.inf
-                for i in np.flatnonzero(big):  # in log space: g may exceed the float range
-                    pos = tmp[i] > 0.0
-                    log_val = log_weighted_sum_exp(np.log(tmp[i][pos]), w[pos]) + e * LOG2
-                    vals[i] = math.exp(log_val) if log_val < 709.0 else np.inf
-            out[start : start + rows] = vals
-        out += const
-        if z_arr.ndim == 0:
-            return float(out[0])
-        return out.reshape(z_arr.shape)
+        return self._terms.negative_log_kernel(z)
 
     def unnormalized_logpdf(self, z: ArrayLike) -> float | NDArray[np.float64]:
         """Log of the unnormalised density, ``-g(z)``.
@@ -414,40 +287,6 @@ class VersatileLogistic:
         return np.exp(logp)
 
     # ------------------------------------------------------------------ mode
-    def _derivatives(self, z: float) -> tuple[float, float, float]:
-        """``(g'(z), g''(z), sum_k |mu_k beta_k| expit(t_k))``, computed stably from ``expit``.
-
-        Here ``t_k = beta_k (z - gamma_k)``, ``g' = sum mu beta expit(t)`` and
-        ``g'' = sum mu beta^2 expit(t) expit(-t)``.  The last value bounds the magnitude of the
-        summands of ``g'``; times ``eps`` it is the rounding noise of ``g'(z)``.
-        """
-        b, g, _, _ = self._active()
-        if self._deriv_coef is None:
-            m = self._active()[2]
-            mb = m * b
-            self._deriv_coef = (mb, mb * b, np.abs(mb))
-        mb, mbb, abs_mb = self._deriv_coef
-        t = b * (z - g)
-        p = expit(t)
-        q = expit(-t)
-        q *= p
-        return float(mb @ p), float(mbb @ q), float(abs_mb @ p)
-
-    def _start_point(self) -> float:
-        """Initial guess for the mode."""
-        b, g, m, _ = self._active()
-        mag = np.abs(b)
-        if np.all(np.abs(mag - mag[0]) <= _SLOPE_MAGNITUDE_RTOL * mag[0]):
-            return self.approx_mode(tau=0.5)
-        if not self._is_extreme():
-            w = m * mag
-            return float(w @ g / np.sum(w))
-        # Weighted mean of the knots with weights mu |beta| formed in log space.
-        terms = self._compressed()
-        log_w = self._log_mults() + np.log(np.abs(terms.slopes))
-        w = np.exp(log_w - float(np.max(log_w)))
-        return float(w @ terms.knots / np.sum(w))
-
     def mode(self) -> float:
         """Exact mode, i.e. the minimiser of the convex function ``g``.
 
@@ -486,92 +325,7 @@ class VersatileLogistic:
         >>> print(f"{d.mode():.10f}")
         63.5419601421
         """
-        if self._mode_cache is None:
-            self._mode_cache = self._compute_mode()
-        return self._mode_cache
-
-    def _compute_mode(self) -> float:
-        x0 = self._start_point()
-        if self._is_extreme():
-            return self._mode_log_space(x0)
-        b, g, _, _ = self._active()
-        # Rounding noise of g'(z) is below ~(8 + log2 K) eps times the sum of its |summands|;
-        # where |g'| is at that level the point is the mode to working precision.
-        noise = slope_noise_factor(b.shape[0])
-
-        def func(x: float) -> tuple[float, float, float, float, float]:
-            d, h, d_mag = self._derivatives(x)
-            width = 1.0 / math.sqrt(h) if h > 0.0 else math.inf
-            return d, h, noise * d_mag, d_mag, width
-
-        spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        x, mag = solve_increasing(func, x0, spread)
-        if mag < _UNDERFLOW_MAGNITUDE:
-            # The summands of g' have underflowed (every term saturated at x, e.g. between
-            # far-apart knots): g' carries no information there, log P - log N still does.
-            return self._mode_log_space(x)
-        return x
-
-    def _mode_log_space(self, x0: float) -> float:
-        """Mode as the root of ``h(z) = log P(z) - log N(z)`` (see ``mode``)."""
-        terms = self._compressed()
-        b, g = terms.slopes, terms.knots
-        log_rate = self._log_mults() + np.log(np.abs(b))  # log(mu |beta|)
-        pos = b > 0.0
-        sides = [(b[pos], g[pos], log_rate[pos]), (b[~pos], g[~pos], log_rate[~pos])]
-        noise = slope_noise_factor(b.shape[0])
-
-        def func(x: float) -> tuple[float, float, float, float, float]:
-            logs, slopes_of_log, log_curv = [], [], []
-            for bs, gs, ls in sides:
-                t = bs * (x - gs)
-                v = ls + log_expit(t)
-                top = float(np.max(v))
-                e = np.exp(v - top)
-                total = float(np.sum(e))
-                logs.append(top + math.log(total))
-                # d/dz log(sum mu |beta| expit(t)) = sum softmax * beta expit(-t)
-                slopes_of_log.append(float(e @ (bs * expit(-t))) / total)
-                # g'' = sum mu beta^2 expit(t) expit(-t), this side's part in log space.
-                log_curv.append(log_sum_exp(v + np.log(np.abs(bs)) + log_expit(-t)))
-            h = logs[0] - logs[1]
-            dh = slopes_of_log[0] - slopes_of_log[1]
-            width = math.exp(min(-0.5 * log_sum_exp(np.array(log_curv)), 690.0))
-            # Each log-sum-exp is off by ~eps times the magnitude of its exponents.
-            return h, dh, noise * (abs(logs[0]) + abs(logs[1]) + 1.0), 1.0, width
-
-        spread = float(np.max(g) - np.min(g)) + 1.0 / float(np.max(np.abs(b)))
-        return self._polish_mode(solve_increasing(func, x0, spread)[0])
-
-    def _polish_mode(self, x: float) -> float:
-        """Safeguarded Newton steps on the exactly summed, scaled ``g'`` from a mode ``x``.
-
-        In log space ``log P - log N`` is known only to ~``eps |log P|``, i.e. the mode only to
-        ~``1e-13 / h'``, which is many peak widths when the multiplicities are huge (1e130
-        summands of ``g'`` and a peak 1e-42 wide at 1e47, for instance); the scaled slope
-        summed by ``math.fsum`` is far more precise there.  The steps stop when ``g'`` is
-        within its rounding noise, when a step no longer changes ``x``, or after 60 steps.
-        Skipped when a scaled multiplicity has underflowed (the slope would miss that term).
-        """
-        terms = self._compressed()
-        if not np.all(terms.weights > 0.0):
-            return x
-        lo, hi = -math.inf, math.inf
-        for _ in range(60):
-            d1, noise, d2 = scaled_slope(terms.slopes, terms.knots, terms.weights, x)
-            if abs(d1) <= noise or not d2 > 0.0:
-                break
-            if d1 > 0.0:
-                hi = x
-            else:
-                lo = x
-            new = x - d1 / d2
-            if not lo < new < hi:  # both ends are finite here: a bracket of the root
-                new = 0.5 * (lo + hi)
-            if new == x or not math.isfinite(new):
-                break
-            x = new
-        return x
+        return self._terms.mode()
 
     def approx_mode(self, tau: float = 1.0) -> float:
         r"""Closed-form approximate mode, section 5, eq. (17) (derived in supplement S.4.1).
@@ -613,21 +367,7 @@ class VersatileLogistic:
         >>> print(f"{d.approx_mode(tau=0.5):.10f} {d.mode():.10f}")
         0.9162907319 0.9162907319
         """
-        tau = float(tau)
-        if not (math.isfinite(tau) and tau > 0.0):
-            raise ValueError(f"tau must be a positive finite number; got {tau}")
-        b, g, m, _ = self._active()
-        mag = np.abs(b)
-        beta = float(np.max(mag))
-        if np.any(np.abs(mag - beta) > _SLOPE_MAGNITUDE_RTOL * beta):
-            raise ValueError(
-                "approx_mode requires every slope with positive multiplicity to have the same "
-                f"magnitude; got magnitudes between {float(np.min(mag))} and {beta}"
-            )
-        neg = b < 0.0
-        log_num = log_weighted_sum_exp(tau * beta * g[neg], m[neg])
-        log_den = log_weighted_sum_exp(-tau * beta * g[~neg], m[~neg])
-        return float((log_num - log_den) / (2.0 * tau * beta))
+        return self._terms.approx_mode(tau)
 
     # ------------------------------------------------------------------ normaliser
     def log_normalizer(self) -> float:
@@ -698,9 +438,9 @@ class VersatileLogistic:
 
     def _integration_setup(self) -> tuple[ShiftedKernel, float, float]:
         """Fast path: shifted kernel at the mode, constant ``g(z*)`` and the scale ``s``."""
-        terms = self._compressed()  # not extreme, so the weights are the multiplicities
+        terms = self._terms.compressed()  # not extreme, so the weights are the multiplicities
         b, g, m = terms.slopes, terms.knots, terms.weights
-        const = self._active()[3]
+        const = self._terms.active()[3]
         z_star = self.mode()
         kernel = ShiftedKernel(b, g, m, z_star)
         g_star = const + kernel.g0
@@ -708,7 +448,7 @@ class VersatileLogistic:
         return kernel, g_star, s
 
     def _compute_log_normalizer(self) -> float:
-        if not self._is_extreme():
+        if not self._terms.is_extreme():
             kernel, g_star, s = self._integration_setup()
             # log B is about -g(z*) (plus at most ~700): noise well below 1e-9 |log B| is fine.
             if kernel.noise(s) <= min(1e-3, 1e-9 * max(1.0, g_star - 750.0)):
@@ -719,12 +459,12 @@ class VersatileLogistic:
 
     def _log_normalizer_split(self) -> float:
         """``log B`` by the split integration: closed-form hinge tails plus a quadrature."""
-        terms = self._compressed()
+        terms = self._terms.compressed()
         b, g = terms.slopes, terms.knots
-        log_mu = self._log_mults()
+        log_mu = self._terms.log_mults()
         z_star = self.mode()
         kernel = BregmanKernel(b, g, terms.weights, terms.log2_scale, z_star)
-        g_star = self._active()[3] + kernel.g0 * kernel.scale
+        g_star = self._terms.active()[3] + kernel.g0 * kernel.scale
         if not math.isfinite(g_star):  # pragma: no cover - log B < -1.8e308
             return -math.inf
         # Windows |t_k| <= reach_k outside which term k is within eps/K of its hinge form.
@@ -748,92 +488,38 @@ class VersatileLogistic:
         return -g_star + log_sum_exp(pieces)
 
     # ------------------------------------------------------------------ moments, cdf, sampling
-    def _panels(self) -> tuple[BregmanKernel, float, float, NDArray, NDArray]:
+    def _panels(self) -> Panels:
         """Shifted kernel at the mode, curvature width and panel edges on both sides (cached).
 
         ``g~(d) = g(z* + d) - g(z*)`` is evaluated in Bregman form (accurate for any
         multiplicities); where the mode is known only to within many peak widths (a rounding
         tilt of ``g~``), the tilt is dropped as in ``log_normalizer`` (``BregmanKernel.center``).
-        On each side the panels are ``[0, s], [s, 2s], [2s, 4s], ...`` with ``s`` a width at
-        which ``g~`` rises by ``O(1)``, up to where ``g~`` exceeds ``760 + 3 log(u / s)``
-        (beyond, the mass is below the smallest double).  Returns ``(kernel, z*, s0, right
-        edges, left edges)`` with ``s0 = 1 / sqrt(g''(z*))``.
+        The panels double in width away from the mode (:func:`~viboost.distributions.
+        _vlog_moments.panels_around_mode`); the width is ``s0 = 1 / sqrt(g''(z*))``.
         """
         if self._panels_cache is None:
-            terms = self._compressed()
+            terms = self._terms.compressed()
             z_star = self.mode()
             kernel = BregmanKernel(
                 terms.slopes, terms.knots, terms.weights, terms.log2_scale, z_star
             )
-            kernel.center(self._active()[3] + kernel.g0 * kernel.scale)
-            h = self._derivatives(z_star)[1]
+            kernel.center(self._terms.active()[3] + kernel.g0 * kernel.scale)
+            h = self._terms.derivatives(z_star)[1]
             s0 = 1.0 / math.sqrt(h) if math.isfinite(h) and h > 0.0 else 1.0
-            edges = []
-            for side in (1.0, -1.0):
-                s = rise_scale(kernel, side, s0)
-                e = [0.0]
-                u = s
-                # Doubling from s >= 1e-300 passes 1e300 within 2,000 steps.
-                for _ in range(2100):
-                    e.append(u)
-                    r = float(kernel(np.array([side * u]))[0])
-                    check_kernel_dip(r, repr(self))
-                    if r >= CDF_TABLE_CUTOFF + 3.0 * math.log(max(1.0, u / s)) or u > 1e300:
-                        break
-                    u *= 2.0
-                edges.append(np.asarray(e))
-            self._panels_cache = (kernel, z_star, s0, edges[0], edges[1])
+            self._panels_cache = panels_around_mode(kernel, z_star, s0, repr(self))
         return self._panels_cache
 
     def _quad_setup(self) -> QuadratureSetup:
-        """Panels of ``_panels`` integrated with the moment integrands (cached).
-
-        Each panel is integrated by adaptive Gauss-Kronrod, together with the moment integrands
-        ``|d|``, ``d**2`` and ``g~(d)`` (all nonnegative on a side), to ``1e-13`` relative to
-        the panel plus the central mass (about 1).  The integration variable is ``t = d / s0``
-        (``s0``: the curvature width), so that a peak 1e-150 wide or 1e150 wide is integrated
-        without its moments (``s0**2``, ``s0**3`` in ``d``) underflowing or overflowing; all
-        masses and moments of ``QuadratureSetup`` are in these units.
-        """
+        """Panels of ``_panels`` integrated with the moment integrands (cached;
+        :func:`~viboost.distributions._vlog_moments.moment_quadrature`)."""
         if self._quad_cache is None:
-            kernel, z_star, s0, right_edges, left_edges = self._panels()
-            sides = []
-            for side, e in ((1.0, right_edges), (-1.0, left_edges)):
-                n_panels = e.shape[0] - 1
-                t_edges = e / s0
-
-                def integrand(t: NDArray, side: float = side) -> NDArray:
-                    gt = kernel(side * s0 * t)
-                    f = np.exp(-np.maximum(gt, -700.0))
-                    # Tails that reach t ~ 1e160 give moments beyond the float range: the
-                    # quadrature then raises FloatingPointError.
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        return np.stack([f, t * f, t * t * f, gt * f])
-
-                vals = gauss_kronrod_intervals(
-                    integrand, t_edges[:-1], t_edges[1:], np.ones(n_panels)
-                )
-                # Masses beyond each edge: tails[i] = sum of panels i, i+1, ...
-                tails = tail_masses(vals[0])
-                sides.append((e, tails, vals.sum(axis=1)))
-            mass = sides[0][2][0] + sides[1][2][0]
-            self._quad_cache = QuadratureSetup(kernel, z_star, s0, sides[0], sides[1], mass)
+            self._quad_cache = moment_quadrature(self._panels())
         return self._quad_cache
 
     def _moments(self) -> tuple[float, float, float]:
         """``(mean, var, entropy)`` from the cached quadrature."""
         if self._moments_cache is None:
-            q = self._quad_setup()
-            right, left = q.right[2], q.left[2]
-            m1 = (right[1] - left[1]) / q.mass  # E[(Z - z*) / s0]
-            m2 = (right[2] + left[2]) / q.mass  # E[((Z - z*) / s0)^2]
-            eg = (right[3] + left[3]) / q.mass  # E[g~(Z - z*)]
-            mean = q.z_star + q.scale * m1
-            # Python floats: a variance beyond the float range is inf, as IEEE rounding gives.
-            var = float(max(m2 - m1 * m1, 0.0)) * float(q.scale) * float(q.scale)
-            # Entropy = log B + E[g] = (log B + g(z*)) + E[g~]; log B + g(z*) = log(s0 mass).
-            entropy = math.log(q.scale) + math.log(q.mass) + eg
-            self._moments_cache = (mean, var, entropy)
+            self._moments_cache = moments(self._quad_setup())
         return self._moments_cache
 
     def mean(self) -> float:
@@ -895,22 +581,10 @@ class VersatileLogistic:
         return self._moments()[2]
 
     def _table(self) -> CdfTable:
-        """Piecewise Chebyshev interpolant of ``g~`` on both sides of the mode (cached).
-
-        The panels of ``_quad_setup`` are bisected until the degree-16 Chebyshev interpolant of
-        ``g~`` on each cell has converged (last coefficients below ``1e-13 (1 + |g~|)``, so the
-        density ``exp(-g~)`` is reproduced to ~1e-13 relative, in the tails too).  The mass of
-        every cell (and the mass beyond each cell edge, summed outwards from the far end) is
-        integrated once from the interpolant; ``cdf``, ``sf`` and ``ppf`` then only integrate the
-        cheap interpolant from a point to the nearest edge, never the ``K``-term kernel.
-        """
+        """Piecewise Chebyshev interpolant of ``g~`` on both sides of the mode (cached;
+        :func:`~viboost.distributions._vlog_moments.cdf_table`)."""
         if self._table_cache is None:
-            kernel, z_star, s0, right_edges, left_edges = self._panels()
-            # In units of t = (z - z*) / s0 (see build_side_table).
-            right = build_side_table(kernel, 1.0, right_edges / s0, s0)
-            left = build_side_table(kernel, -1.0, left_edges / s0, s0)
-            mass = float(right.tails[0] + left.tails[0])
-            self._table_cache = CdfTable(right, left, mass, z_star, s0)
+            self._table_cache = cdf_table(self._panels())
         return self._table_cache
 
     def cdf(self, z: ArrayLike) -> float | NDArray[np.float64]:
@@ -971,20 +645,7 @@ class VersatileLogistic:
         flat = z_arr.reshape(-1)
         if np.any(np.isnan(flat)):
             raise ValueError("z must not contain NaN")
-        t = self._table()
-        d = (flat - t.z_star) / t.scale
-        below = d <= 0.0
-        mass_lo = np.zeros(d.shape[0])
-        mass_up = np.zeros(d.shape[0])
-        mass_lo[below] = partial_masses(t.left, -d[below])
-        mass_up[~below] = partial_masses(t.right, d[~below])
-        low_p = mass_lo / t.mass
-        up_p = mass_up / t.mass
-        if upper:
-            out = np.where(below, 1.0 - low_p, up_p)
-        else:
-            out = np.where(below, low_p, 1.0 - up_p)
-        out = np.clip(out, 0.0, 1.0)
+        out = cdf_sf(self._table(), flat, upper)
         if z_arr.ndim == 0:
             return float(out[0])
         return out.reshape(z_arr.shape)
@@ -1024,19 +685,7 @@ class VersatileLogistic:
         flat = q_arr.reshape(-1)
         if np.any(np.isnan(flat)) or np.any((flat < 0.0) | (flat > 1.0)):
             raise ValueError("probabilities must lie in [0, 1]")
-        t = self._table()
-        c_mode = t.left.tails[0] / t.mass
-        out = np.full(flat.shape[0], t.z_star)
-        out[flat == 0.0] = -math.inf
-        out[flat == 1.0] = math.inf
-        lower = (flat > 0.0) & (flat < c_mode)
-        upper = (flat > c_mode) & (flat < 1.0)
-        if np.any(lower):
-            target = np.minimum(flat[lower] * t.mass, t.left.tails[0])
-            out[lower] = t.z_star - t.scale * invert_side_table(t.left, target)
-        if np.any(upper):
-            target = np.minimum((1.0 - flat[upper]) * t.mass, t.right.tails[0])
-            out[upper] = t.z_star + t.scale * invert_side_table(t.right, target)
+        out = quantiles(self._table(), flat)
         if q_arr.ndim == 0:
             return float(out[0])
         return out.reshape(q_arr.shape)
@@ -1161,29 +810,15 @@ class VersatileLogistic:
             raise ValueError(f"sign must be +1 or -1; got {sign}")
         if not math.isfinite(shift):
             raise ValueError(f"shift must be finite; got {shift}")
-        b, g, m, _ = self._active()
+        b, g, m, _ = self._terms.active()
         if b.shape[0] == 2 and sorted(b.tolist()) == [-1.0, 1.0] and g[0] == g[1] == shift:
             a_pos = float(m[b > 0.0][0])
             b_neg = float(m[b < 0.0][0])
             # Z - gamma = logit(S), S ~ Beta(b, a): softplus(Z - gamma) = -log(1 - S).
             if sign > 0.0:
-                return _digamma_difference(a_pos, b_neg)
-            return _digamma_difference(b_neg, a_pos)
-        t = self._table()
-        total = 0.0
-        for side, table in ((1.0, t.right), (-1.0, t.left)):
-            edges = table.edges
-
-            def integrand(u: NDArray, side: float = side, table: SideTable = table) -> NDArray:
-                f = np.exp(-np.maximum(interpolate_side_table(table, u), -700.0))
-                sp = softplus(sign * (t.z_star + side * t.scale * u - shift))
-                return np.stack([f, sp * f])
-
-            vals = gauss_kronrod_intervals(
-                integrand, edges[:-1], edges[1:], np.zeros(edges.shape[0] - 1)
-            )
-            total += math.fsum(vals[1].tolist())
-        return total / t.mass
+                return digamma_difference(a_pos, b_neg)
+            return digamma_difference(b_neg, a_pos)
+        return softplus_expectation(self._table(), sign, shift)
 
     # ------------------------------------------------------------------ conjugacy
     def condition(
@@ -1261,35 +896,3 @@ class VersatileLogistic:
             f"knots={np.array2string(self._knots, **opts)}, "
             f"multiplicities={np.array2string(self._multiplicities, **opts)})"
         )
-
-
-_DIGAMMA_SERIES = (
-    (1, 0.5),
-    (2, 1.0 / 12.0),
-    (4, -1.0 / 120.0),
-    (6, 1.0 / 252.0),
-    (8, -1.0 / 240.0),
-    (10, 1.0 / 132.0),
-    (12, -691.0 / 32760.0),
-)
-
-
-def _digamma_difference(x: float, y: float) -> float:
-    """``digamma(x + y) - digamma(x)`` for ``x, y > 0`` without cancellation.
-
-    For ``x >= 10`` the asymptotic series ``psi(t) = log t - 1/(2t) - 1/(12t^2) + ...`` is
-    differenced term by term, ``t^-n`` differences as ``x^-n (1 - (1 + r)^-n)`` with
-    ``r = y / x``; below, ``psi(t) = psi(t + 1) - 1/t`` shifts ``x`` up, adding the positive
-    terms ``y / ((x + j)(x + y + j))``.
-    """
-    acc = 0.0
-    while x < 12.0:
-        acc += 1.0 / (x * (1.0 + x / y))  # y / (x (x + y)), without overflow
-        x += 1.0
-    r = y / x
-    lr = math.log1p(r)
-    # psi(t) ~ log t - 1/(2t) - sum_k B_2k / (2k t^2k)
-    series = 0.0
-    for n, c in _DIGAMMA_SERIES:
-        series += c * x**-n * -math.expm1(-n * lr)
-    return acc + lr + series

@@ -7,16 +7,16 @@ writes its PNG figures and the CSV behind each figure into ``settings.out`` (ato
 returns the tables, the figure names and the rows of the report. The computations behind them
 are plain functions returning pandas DataFrames or arrays, usable without writing anything.
 
-===================  ==========================================  ===============================
-name                 paper                                       module
-===================  ==========================================  ===============================
-``prior``            Figure 5, eq. (18): prior shrinks weights  :mod:`.prior`
-``spam``             Figure 6 (Spambase) and the ELBO trajectory  :mod:`.classification`
-``text``             Figure 7 (text data: Reuters acq/crude)     :mod:`.classification`
-``step``             Figures 8 and 9 (step data)                 :mod:`.noise`
-``long-servedio``    Figure 10 (Long-Servedio data)              :mod:`.noise`
-``vi-vs-gibbs``      Figures 8-9 data: VIBoost vs Gibbs (S.3)    :mod:`.vi_vs_gibbs`
-===================  ==========================================  ===============================
+===================  ============================================  =========================
+name                 paper                                         module
+===================  ============================================  =========================
+``prior``            Figure 5, eq. (18): prior shrinks weights     :mod:`.prior`
+``spam``             Figure 6 (Spambase) and the ELBO trajectory   :mod:`.classification`
+``text``             Figure 7 (text data: Reuters acq/crude)       :mod:`.classification`
+``step``             Figures 8 and 9 (step data)                   :mod:`.noise`
+``long-servedio``    Figure 10 (Long-Servedio data)                :mod:`.noise`
+``vi-vs-gibbs``      Figures 8-9 data: VIBoost vs Gibbs (S.3)      :mod:`.vi_vs_gibbs`
+===================  ============================================  =========================
 
 :func:`run_experiments` runs some of them and, for ``all``, writes ``report.md``
 (:mod:`.report`). Shared plumbing (settings, per-run seeds, percentile bands, atomic output)

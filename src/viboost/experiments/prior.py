@@ -214,6 +214,6 @@ def run_prior(settings: Settings) -> ExperimentResult:
 
 
 def _gap(frame: pd.DataFrame, total: float) -> float:
-    """Largest |alpha_Z - alpha_AdaBoost| for eps in [0.05, 0.95]."""
+    """Largest ``|alpha_Z - alpha_AdaBoost|`` for eps in [0.05, 0.95]."""
     part = frame[(frame.Z == total) & (frame.eps >= 0.05) & (frame.eps <= 0.95)]
     return float(np.max(np.abs(part.alpha - part.alpha_adaboost)))

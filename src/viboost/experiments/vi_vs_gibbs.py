@@ -1,7 +1,8 @@
 """VIBoost's variational noise statistics against the Gibbs posterior on the step data.
 
-The step data of section 7 (Figures 8 and 9; see :mod:`.noise`) are drawn for a grid of type
-priors theta with the paper's noise grade ``log 3``. On each draw :func:`vi_vs_gibbs_run`
+The step data of section 7 (Figures 8 and 9; see :mod:`~viboost.experiments.noise`) are drawn
+for a grid of type priors theta with the paper's noise grade ``log 3``. On each draw
+:func:`vi_vs_gibbs_run`
 
 1. fits :class:`~viboost.VIBoostClassifier` with the settings of the step experiment
    (``preset="paper"``: Algorithm 1 as printed, 50 rounds, the paper's priors, exhaustive
@@ -191,6 +192,7 @@ def vi_vs_gibbs_run(theta: float, seed: int, chains: ChainSettings) -> dict[str,
     theta_low, theta_high = np.percentile(gibbs.clean_rate_draws_, INTERVAL)
     xi_low, xi_high = np.percentile(gibbs.noise_grade_draws_, INTERVAL)
     share = float(np.mean(is_true))
+    assert gibbs.base_classifiers_ is not None  # fitted with a classifier
     return {
         "true_snr": float(_odds(theta)),
         "true_noise_grade": STEP_NOISE_GRADE,

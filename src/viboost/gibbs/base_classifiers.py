@@ -172,7 +172,7 @@ def distinct_base_classifiers(
     seen: set[tuple] = set()
     for t, estimator in enumerate(estimators):
         if isinstance(estimator, DecisionStump):
-            key = (
+            key: tuple[object, ...] = (
                 "stump",
                 int(estimator.feature),
                 float(estimator.threshold),
@@ -220,8 +220,9 @@ def base_outputs(
     whatever the number of its leaves kept).
     """
     n_rows = X.shape[0]
-    if all(isinstance(learner, DecisionStump) for learner in learners):
-        return np.ascontiguousarray(predict_stumps(list(learners), X).T)
+    stumps = [learner for learner in learners if isinstance(learner, DecisionStump)]
+    if len(stumps) == len(learners):
+        return np.ascontiguousarray(predict_stumps(stumps, X).T)
     if not any(isinstance(learner, LeafIndicator) for learner in learners):
         out = np.empty((n_rows, len(learners)))
         for m, learner in enumerate(learners):

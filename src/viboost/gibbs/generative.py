@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
@@ -171,7 +170,9 @@ def sample_two_term_vlog(
         if size is None:
             shape = np.broadcast_shapes(a_arr.shape, b_arr.shape)
         else:
-            shape = (int(size),) if isinstance(size, Integral) else tuple(int(s) for s in size)
+            shape = (
+                (int(size),) if isinstance(size, int | np.integer) else tuple(int(s) for s in size)
+            )
         a_full = np.broadcast_to(a_arr, shape)
         b_full = np.broadcast_to(b_arr, shape)
     except (TypeError, ValueError) as exc:
@@ -305,7 +306,7 @@ def sample_model(
     margin = h @ weights  # all zeros when M == 0
     noise_grade = float(z[n_cols])
     clean_proba = float(expit(z[n_cols + 1]))
-    is_clean = rng.uniform(size=n_rows) < clean_proba
+    is_clean = np.asarray(rng.uniform(size=n_rows)) < clean_proba
     p_plus = expit(np.where(is_clean, margin, noise_grade))
     y = np.where(rng.uniform(size=n_rows) < p_plus, 1, -1).astype(np.int64)
     return ModelDraw(

@@ -38,11 +38,12 @@ from numba import njit
 
 from viboost.distributions.log_gamma import log_gamma_variate
 
-# Terms per product in ``weight_log_density``: a product of 512 factors <= 2 stays below 2**512.
+#: Terms per product in ``weight_log_density``: a product of 512 factors <= 2 stays below
+#: 2**512.
 _PRODUCT_BLOCK = 512
 # |c| up to which exp(-c) and exp(c) are precomputed and reused for the terms.
 _REUSE_BOUND = 700.0
-# Most abscissae kept in the adaptive rejection hull of one draw.
+#: Most abscissae kept in the adaptive rejection hull of one draw.
 HULL_SIZE = 32
 # Newton steps are stopped once shorter than this many curvature widths.
 _NEWTON_TOL = 0.25
@@ -412,11 +413,11 @@ def run_chain(
         for i in range(n_rows):
             log_odds = log_odds_theta + _log_sigmoid(y[i] * margin[i]) - _log_sigmoid(y[i] * xi)
             if log_odds >= 0.0:
-                p = 1.0 / (1.0 + math.exp(-log_odds))
+                p_clean = 1.0 / (1.0 + math.exp(-log_odds))
             else:
                 e = math.exp(log_odds)
-                p = e / (1.0 + e)
-            is_clean = rng.random() < p
+                p_clean = e / (1.0 + e)
+            is_clean = rng.random() < p_clean
             clean[i] = 1 if is_clean else 0
             if is_clean:
                 n_clean += 1.0

@@ -57,7 +57,11 @@ from viboost.boosting.stumps import DecisionStump
 from viboost.boosting.trees import HistogramTree
 from viboost.distributions import VersatileLogistic
 from viboost.estimator import VIBoostClassifier
-from viboost.gibbs.base_classifiers import base_outputs, distinct_base_classifiers
+from viboost.gibbs.base_classifiers import (
+    LeafIndicator,
+    base_outputs,
+    distinct_base_classifiers,
+)
 from viboost.gibbs.generative import sample_two_term_vlog
 from viboost.gibbs.kernels import run_chain, weight_terms
 
@@ -303,6 +307,11 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
     array([1.])
     """
 
+    # Fitted attributes whose types mypy cannot infer from their first assignment.
+    n_features_in_: int
+    base_classifiers_: list[DecisionStump | HistogramTree | LeafIndicator] | None
+    base_classifier_names_: list[str] | None
+
     _parameter_constraints: dict = {
         "n_draws": [Interval(Integral, 1, None, closed="left")],
         "n_burnin": [Interval(Integral, 0, None, closed="left")],
@@ -387,7 +396,9 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                 f"X has {n_columns} columns, but GibbsSampler is expecting {expected} {what}."
             )
         if clf is not None:
-            outputs = base_outputs(self.base_classifiers_, features)
+            kept = self.base_classifiers_
+            assert kept is not None  # set by fit whenever there is a classifier
+            outputs = base_outputs(kept, features)
         return outputs if sp.issparse(outputs) else np.ascontiguousarray(outputs)
 
     # ------------------------------------------------------------------ fit
@@ -465,6 +476,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         """Per chain, a draw of the prior (section 4, steps 1, 4-6) as its starting point and
         the chain's own Generator, all from ``random_state`` in chain order."""
         rs = check_random_state(self.random_state)
+        # random_state's constraint ("random_state") admits no Generator: this is a RandomState.
+        assert isinstance(rs, np.random.RandomState)
         n_rows, n_classifiers = shape
         mu0, mu0_noise = float(self.weight_prior), float(self.noise_grade_prior)
         starts = []
@@ -627,7 +640,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
             Base-classifier outputs or, with ``classifier``, features.
 
         Returns
@@ -647,7 +660,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
             Base-classifier outputs or, with ``classifier``, features.
 
         Returns
@@ -670,7 +683,7 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features_in_)
+        X : array-like of shape (n_samples, n_features)
             Base-classifier outputs or, with ``classifier``, features.
 
         Returns

@@ -1,12 +1,15 @@
-"""The noise fit of the robust preset: cross-fitting and the calibration of the noise model.
+"""The noise models: fitted to out-of-fold margins by their marginal likelihood, each behind one
+written interface, :class:`~viboost.noise_fit.model.NoiseModel`.
 
-- :mod:`viboost.noise_fit.cross_fit`: the folds, the score of a round count, early stopping and
-  the cross-fitting driver that both estimators run (boosters on the folds in lockstep, the
-  calibration every ``CHECK_EVERY`` rounds, the refit on ``s_n phi_n``);
-- :mod:`viboost.noise_fit.calibration`: theta, xi and the scale of ``H`` fitted to out-of-fold
-  margins by the model's marginal likelihood, with a Laplace posterior;
-- :mod:`viboost.noise_fit.class_calibration`: the same for K classes (theta, pi, the scale),
-  with each row's posterior of its true class, the joint of given and true labels and the
-  noise matrix;
-- :mod:`viboost.noise_fit.laplace`: the Laplace approximation both calibrations use.
+- :mod:`viboost.noise_fit.model`: the interface (rates and intervals, per-class flip rates,
+  each label's probability of being wrong, the true-class posterior, the joint of given and
+  true labels, the posteriors of theta and of the noisy labels);
+- :mod:`viboost.noise_fit.calibration`: two classes: theta, xi and the scale of ``H``, with a
+  Laplace posterior;
+- :mod:`viboost.noise_fit.class_calibration`: K classes, the paper's channel (theta, pi, the
+  scale);
+- :mod:`viboost.noise_fit.channel_calibration`: K classes, a class-conditional noise matrix;
+- :mod:`viboost.noise_fit.laplace`: the Laplace approximation they use.
+
+The cross-fitting that calibrates them is the fit driver's (:mod:`viboost.fitting.cross_fit`).
 """

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numba
 import numpy as np
@@ -36,6 +37,7 @@ from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.laplace import laplace_draws, laplace_posterior
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
+from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
     "INTERVAL_ROWS",
@@ -46,7 +48,9 @@ __all__ = [
     "flip_rates_from_mislabel",
     "flip_rates_from_sums",
     "interval_subset",
+    "joint_of",
     "mislabel_proba_in_sample",
+    "true_class_from_mislabel",
 ]
 
 # A weakly informative N(0, 3^2) prior on log b keeps b finite when the margins carry no signal
@@ -109,6 +113,9 @@ class NoiseCalibration:
     covariance: np.ndarray
     log_likelihood: float
 
+    #: Two classes: the paper's channel is the general one.
+    channel_name: ClassVar[str] = "independent"
+
     def log_odds(self, margin: np.ndarray) -> np.ndarray:
         """F = b H + c: the log-odds of a true +1 label at ensemble margin ``H``.
 
@@ -138,6 +145,31 @@ class NoiseCalibration:
         """
         y, margin = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin))
         return _mislabel_kernel(y, margin, self._channel())
+
+    def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The posterior of each row's true class, columns ``[-1, +1]`` (the order of
+        ``classes_``): a wrong label's true class is the other one
+        (:func:`true_class_from_mislabel`)."""
+        return true_class_from_mislabel(self.mislabel_proba(y, margin), (y > 0).astype(np.intp))
+
+    def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """The expected joint of given (rows) and true (columns) labels, as shares of the
+        weight, shape (2, 2) (:func:`joint_of`)."""
+        return joint_of(self.true_class_proba(y, margin), (y > 0).astype(np.intp), sample_weight)
+
+    def label_posteriors(
+        self,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        clean_proba: np.ndarray,
+        priors: ModelPriors,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """q(theta) = Beta(eta) by S.4.4 and q(xi) = v-Log(omega) by S.4.2 given each label's
+        phi_n (close to theta and xi, which they would equal at the optimum but for the
+        intercept's dependence on them)."""
+        noise = 1.0 - clean_proba
+        eta = update_eta(sample_weight, clean_proba, noise, priors.clean)
+        return eta, update_omega(y, sample_weight, noise, priors.noise_grade)
 
     def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """``log p(y_n | H_n)`` of each row under these parameters (the terms of
@@ -232,6 +264,25 @@ def mislabel_proba_in_sample(
     row's true class under Algorithm 1's in-sample q(w) (phi_n) and the training margins (a
     ranking, not calibrated: :meth:`NoiseCalibration.mislabel_proba` is the calibrated one)."""
     return (1.0 - clean_proba) * expit(-y * margin)
+
+
+def true_class_from_mislabel(wrong: np.ndarray, y_index: np.ndarray) -> np.ndarray:
+    """Two classes: each row's posterior of its true class (columns in the order of
+    ``classes_``) from ``wrong``, the probability that its label is wrong, and ``y_index``,
+    its label's index (a wrong label's true class is the other one)."""
+    positive = np.where(y_index == 1, 1.0 - wrong, wrong)
+    return np.column_stack([1.0 - positive, positive])
+
+
+def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    """The joint of given (rows) and true (columns) labels from each row's posterior of its
+    true class: the sum over rows of ``s_n 1{y_n = j} P(true = i)`` at ``[j, i]``, divided by
+    the weight (``y``: class indices)."""
+    n_classes = true_proba.shape[1]
+    joint = np.zeros((n_classes, n_classes))
+    np.add.at(joint, y, sample_weight[:, None] * true_proba)
+    total = float(sample_weight.sum())
+    return joint / total if total > 0 else joint
 
 
 def flip_rate_sums(wrong: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numba
 import numpy as np
@@ -38,6 +39,8 @@ from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
     class_inputs,
     expected_joints,
+    joint_rates,
+    noise_posteriors,
     rate_interval,
     softmax_row,
     true_class_log_proba,
@@ -278,6 +281,9 @@ class ClassChannelCalibration:
     log_likelihood: float
     log_evidence: float = float("nan")
 
+    #: A full noise matrix: noise that mistakes one class for another.
+    channel_name: ClassVar[str] = "class-conditional"
+
     @property
     def n_classes(self) -> int:
         return int(self.channel.shape[0])
@@ -316,6 +322,24 @@ class ClassChannelCalibration:
     def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """The expected joint of given (rows) and true (columns) labels, (K, K)."""
         return expected_joints(y, margin, sample_weight, [self.signal_and_channel()])[0]
+
+    def flip_rates(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> np.ndarray:
+        """``[share of wrong labels, flip rate of each true class]`` on these rows
+        (:func:`~viboost.noise_fit.class_calibration.joint_rates` of :meth:`joint`)."""
+        return joint_rates(self.joint(y, margin, sample_weight))
+
+    def label_posteriors(
+        self,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        clean_proba: np.ndarray,
+        priors: ModelPriors,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """q(theta) and q(pi) given each label's probability of being right
+        (:func:`~viboost.noise_fit.class_calibration.noise_posteriors`)."""
+        return noise_posteriors(y, sample_weight, clean_proba, priors, self.n_classes)
 
     def signal_and_channel(self) -> tuple[float, np.ndarray, np.ndarray]:
         """``(b, c, log T)``: the true-class log-odds ``F = b H + c`` and the log channel."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numba
 import numpy as np
@@ -52,7 +52,6 @@ __all__ = [
     "class_inputs",
     "class_log_likelihood",
     "expected_joints",
-    "joint_of",
     "joint_rates",
     "noise_posteriors",
     "rate_interval",
@@ -324,6 +323,9 @@ class ClassNoiseCalibration:
     log_likelihood: float
     log_evidence: float = float("nan")
 
+    #: The paper's channel: a noisy label is drawn from pi whatever the true class.
+    channel_name: ClassVar[str] = "independent"
+
     @property
     def n_classes(self) -> int:
         return int(self.noise_label_proba.size)
@@ -386,6 +388,23 @@ class ClassNoiseCalibration:
         shares of their weight, (K, K)."""
         return expected_joints(y, margin, sample_weight, [self.signal_and_channel()])[0]
 
+    def flip_rates(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> np.ndarray:
+        """``[share of wrong labels, flip rate of each true class]`` on these rows
+        (:func:`joint_rates` of :meth:`joint`)."""
+        return joint_rates(self.joint(y, margin, sample_weight))
+
+    def label_posteriors(
+        self,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
+        clean_proba: np.ndarray,
+        priors: ModelPriors,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """q(theta) and q(pi) given each label's phi_n (:func:`noise_posteriors`)."""
+        return noise_posteriors(y, sample_weight, clean_proba, priors, self.n_classes)
+
     def signal_and_channel(self) -> tuple[float, np.ndarray, np.ndarray]:
         """``(b, c, log T)``: the true-class log-odds ``F = b H + c`` and the log channel
         ``log T[j, i] = log P(given j | true i) = log(theta 1{i = j} + (1 - theta) pi_j)``."""
@@ -427,17 +446,6 @@ class ClassNoiseCalibration:
         bounds = _bounds(self.n_classes)
         draws = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
         return [ClassNoiseCalibration.from_params(d, self.covariance) for d in draws]
-
-
-def joint_of(true_proba: np.ndarray, y: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
-    """The joint of given (rows) and true (columns) labels from each row's posterior of its
-    true class: the sum over rows of ``s_n 1{y_n = j} P(true = i)`` at ``[j, i]``, divided by
-    the weight."""
-    n_classes = true_proba.shape[1]
-    joint = np.zeros((n_classes, n_classes))
-    np.add.at(joint, y, sample_weight[:, None] * true_proba)
-    total = float(sample_weight.sum())
-    return joint / total if total > 0 else joint
 
 
 @numba.njit(cache=True)

@@ -61,6 +61,7 @@ class RoundRows:
     def leaf(self) -> np.ndarray:
         """Each row's leaf (rows sorted by leaf)."""
         offsets = self.leaf_offsets
+        assert offsets is not None, "rows without leaf offsets have no leaves"
         return np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
 
     @classmethod
@@ -235,14 +236,16 @@ def run_round(
 
     def step(alpha: float | np.ndarray) -> np.ndarray:
         """The round's base learners times their weights at each row."""
-        return alpha[leaf] if offsets is not None else alpha * h
+        return np.asarray(alpha)[leaf] if offsets is not None else alpha * h
 
     def elbo_now(alpha: float | np.ndarray) -> float:
         multiplicity = weight * np.exp(log_clean)
         if offsets is not None:
-            log_b = leaf_log_normalizer(offsets, y, margin, multiplicity, priors.weight, alpha)
+            log_b = leaf_log_normalizer(
+                offsets, y, margin, multiplicity, priors.weight, np.asarray(alpha)
+            )
         else:
-            log_b = log_normalizer_c(y, margin, h, multiplicity, priors.weight, alpha)
+            log_b = log_normalizer_c(y, margin, h, multiplicity, priors.weight, float(alpha))
         if not settings.noise_model:
             return core_elbo(log_b, priors.weight)
         return elbo(log_b, y, weight, log_clean, log_noise, eta, omega, priors)
@@ -254,7 +257,7 @@ def run_round(
         return RoundResult(alpha, state, np.array(trace), 0)
 
     track = settings.fixed_vi_iter is None
-    n_iter = settings.max_vi_iter if track else settings.fixed_vi_iter
+    n_iter = settings.max_vi_iter if settings.fixed_vi_iter is None else settings.fixed_vi_iter
     alpha = 0.0 if offsets is None else np.zeros(offsets.size - 1)
     trace = [elbo_now(alpha)] if track else []
     it = 0

@@ -62,7 +62,7 @@ def approx_alpha(
     weight_prior: float,
     tau: float,
 ) -> float:
-    """Approximate mode of q(c), section 5 eq. (17) with |beta_k| = 1, in log space.
+    """Approximate mode of q(c), section 5 eq. (17) with ``|beta_k| = 1``, in log space.
 
     ``alpha = 1/(2 tau) log[(mu_0 + sum_{y=h} w_n) / (mu_0 + sum_{y!=h} w_n)]`` where
     ``log_weight_n = log(s_n phi_n) - tau y_n H(x_n)`` (S.6, eq. (101), before dividing by Z).

@@ -1,4 +1,4 @@
-"""viboost.noise_fit.cross_fit: the folds, the score of a round count, the early-stopping rule
+"""viboost.fitting.cross_fit: the folds, the score of a round count, the early-stopping rule
 and the CrossFitter driver (out-of-fold margins against a fold booster fitted alone, the
 warning at the round cap, the progress bars)."""
 
@@ -8,15 +8,15 @@ import warnings
 
 import numpy as np
 import pytest
+import viboost.noise_fit.cross_fit
 from scipy.special import log_expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
 
 import viboost.boosting.booster
-import viboost.noise_fit.cross_fit
 from viboost.boosting.booster import Booster, InMemoryRows
 from viboost.boosting.stumps import BinnedStumpSearch
-from viboost.noise_fit.cross_fit import (
+from viboost.fitting.cross_fit import (
     AUTO_CV_TRAIN_ROWS,
     CHECK_EVERY,
     CV_RELATIVE_TOL,
@@ -292,7 +292,7 @@ def test_cross_fit_progress_bar_ends_at_the_rounds_run_and_names_the_choice(monk
 def test_refit_round_count_scales_by_the_weight_the_refit_fits():
     """The refit's rounds: the chosen count times the total weight over a training fold's mean
     weight, rounded, never fewer than chosen and at most n_estimators."""
-    from viboost.noise_fit.cross_fit import refit_round_count
+    from viboost.fitting.cross_fit import refit_round_count
 
     s = np.ones(10)
     s[0] = 5.0  # total 14

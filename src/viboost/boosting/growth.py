@@ -1,25 +1,25 @@
-"""Best-first growth of a histogram tree from node histograms, wherever the rows are.
+"""Best-first growth of histogram trees from node histograms, wherever the rows are.
 
-:class:`~viboost.boosting.trees.TreeSearch` grows a tree over rows in this process. The growth
-itself needs of the rows only one thing: the histogram of a node's rows (per feature and bin,
-two sums of the round's per-row statistics and the row count). This module splits the two:
+:class:`~viboost.boosting.tree_search.TreeSearch` grows a tree over rows in this process. The
+growth itself needs of the rows only one thing: the histogram of a node's rows (per feature and
+bin, two sums of the round's per-row statistics and the row count:
+:class:`~viboost.boosting.split_statistics.TreeSettings`). This module holds the growth; the
+rows answer its requests where they are (in memory:
+:class:`~viboost.boosting.partition.RowPartition`; on Dask: the blocks, each with a partition
+of its rows, whose histograms the client adds).
 
-- :class:`TreeGrowths` is the growth of one or more trees as a state machine over histograms:
-  given the roots' histograms, it says which nodes each tree needs split next
-  (:meth:`TreeGrowths.requests`, lists of :class:`Expansion`), takes the histograms of their
-  smaller children (:meth:`TreeGrowths.expanded`; the larger child's is its parent's minus the
-  smaller's, the subtraction trick) and in the end gives the trees (:meth:`TreeGrowths.tree`).
-  It finds splits with the same compiled kernel
-  (:func:`~viboost.boosting.splitting.best_node_split`) and in the same order as a growth of
-  one tree alone (best gain first, ties to the node created first), so on the same histograms
-  each tree is the same, node for node. Its bookkeeping is compiled and runs for every tree
-  in one call a step: the trees of a cross-fit's folds, or of the K classes of a round, grow
-  in lockstep without a Python loop over their nodes. :class:`TreeGrowth` is the growth of one
-  tree (a :class:`TreeGrowths` of one).
-- :class:`RowPartition` answers those requests for rows held in one place: the rows of each
-  node in one contiguous range (:func:`~viboost.boosting.splitting.partition_nodes`), the
-  histogram of a range (:func:`~viboost.boosting.histogram.node_histograms`).
-  A distributed fit keeps one per block of rows and adds the blocks' histograms.
+:class:`TreeGrowths` is the growth of one or more trees as a state machine over histograms:
+given the roots' histograms, it says which nodes each tree needs split next
+(:meth:`TreeGrowths.requests`, lists of :class:`Expansion`), takes the histograms of their
+smaller children (:meth:`TreeGrowths.expanded`; the larger child's is its parent's minus the
+smaller's, the subtraction trick) and in the end gives the trees (:meth:`TreeGrowths.tree`).
+It finds splits with the same compiled kernel
+(:func:`~viboost.boosting.splitting.best_node_split`) and in the same order as a growth of
+one tree alone (best gain first, ties to the node created first), so on the same histograms
+each tree is the same, node for node. Its bookkeeping is compiled and runs for every tree
+in one call a step: the trees of a cross-fit's folds, or of the K classes of a round, grow
+in lockstep without a Python loop over their nodes. :class:`TreeGrowth` is the growth of one
+tree (a :class:`TreeGrowths` of one).
 
 With ``speculate=m`` (an int) a request also splits, besides the node the growth needs now, the
 ``m - 1`` nodes most likely to be split next, which is what a distributed fit needs when a round
@@ -38,141 +38,26 @@ smaller children). Measured on 100 trees of 31 leaves (10^6 rows, ``speculate=4`
 fit's): 11.3 exchanges and 35.8 splits a tree, where asking only for leaves of the tree grown
 so far took 16.6 exchanges and 39.5 splits.
 
-:func:`grow` runs a growth against a function that answers requests; :class:`TreeSettings`
-holds the settings and the per-row statistics of a split score
-(:data:`~viboost.boosting.splitting.CRITERIA`).
+:func:`padded_thresholds` lays out the bin edges that the grown trees take their thresholds
+from; :func:`~viboost.boosting.partition.grow` runs a growth against a function that answers
+its requests.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
-from viboost._utils.scratch import ScratchArrays
-from viboost.boosting.histogram import HISTOGRAM_SLOTS, SparseBins, node_histograms
 from viboost.boosting.learners import NODE_DTYPE
-from viboost.boosting.splitting import (
-    CRITERIA,
-    best_node_split,
-    leaf_value,
-    partition_nodes,
-)
-from viboost.boosting.trees import LEAF_WEIGHTS, HistogramTree
+from viboost.boosting.split_statistics import TreeSettings
+from viboost.boosting.splitting import best_node_split, leaf_value
 
-__all__ = [
-    "Expansion",
-    "RowPartition",
-    "TreeGrowth",
-    "TreeGrowths",
-    "TreeSettings",
-    "expand_together",
-    "grow",
-    "histograms_together",
-    "padded_thresholds",
-    "partition_leaf_index",
-    "root_histograms",
-]
-
-
-@dataclass(frozen=True)
-class TreeSettings:
-    """How the trees of a fit are grown (the parameters of
-    :class:`~viboost.boosting.trees.TreeSearch` of the same names)."""
-
-    max_leaf_nodes: int = 31
-    max_depth: int | None = None
-    min_samples_leaf: int = 20
-    leaf_weights: str = "per-leaf"
-    criterion: str = "newton"
-    weight_prior: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.leaf_weights not in LEAF_WEIGHTS:
-            raise ValueError(
-                f"leaf_weights must be one of {LEAF_WEIGHTS}, got {self.leaf_weights!r}"
-            )
-        if self.criterion not in CRITERIA:
-            raise ValueError(f"criterion must be one of {tuple(CRITERIA)}, got {self.criterion!r}")
-
-    @property
-    def per_leaf(self) -> bool:
-        """Whether each leaf carries its own weight."""
-        return self.leaf_weights == "per-leaf"
-
-    @property
-    def code(self) -> int:
-        """The criterion's code in the compiled kernels."""
-        return CRITERIA[self.criterion]
-
-    def statistics(
-        self, weights: np.ndarray, y: np.ndarray, margin: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The two per-row sums of the split score, linear in ``weights`` (so weights known up
-        to a factor give sums known up to the same factor): ``y w`` and ``w sigmoid(y H)`` for
-        ``"newton"`` (``H = 0`` when ``margin`` is None), else the weights of the positive and
-        of the negative rows."""
-        n_rows = y.shape[0]
-        out = np.empty((n_rows, 3))
-        self.row_statistics(np.arange(n_rows), weights, y, margin, np.zeros(n_rows), out)
-        return out[:, 0].copy(), out[:, 1].copy()
-
-    def row_statistics(
-        self,
-        rows: np.ndarray,
-        weights: np.ndarray,
-        y: np.ndarray,
-        margin: np.ndarray | None,
-        counts: np.ndarray,
-        out: np.ndarray,
-    ) -> np.ndarray:
-        """:meth:`statistics` and ``counts`` (how much a row counts towards
-        ``min_samples_leaf``) of rows ``rows``, in their order, into ``out`` (shape
-        ``(rows.size, 3)``): the statistics of a :class:`RowPartition`, in one compiled
-        pass."""
-        if margin is None:
-            margin = np.zeros(y.shape[0])
-        as_float = [np.ascontiguousarray(a, dtype=np.float64) for a in (weights, y, margin, counts)]
-        # One exponential a row. Into a reused buffer (viboost._utils.scratch) two threads run
-        # 2.3x faster from 2 x 10^4 rows up (measured: 0.105 -> 0.049 ms at 20,000 rows, 0.40 ->
-        # 0.17 ms at 80,000); into fresh pages they were slower at 80,000 rows.
-        kernel = _row_statistics if rows.shape[0] > _PARALLEL_STATISTICS else _row_statistics.serial
-        kernel(out, np.ascontiguousarray(rows, dtype=np.int64), *as_float, self.code)
-        return out
-
-    def prior(self, total: float) -> float:
-        """The prior's term of the split score in the units of weights summing to one
-        (``total``: their sum before normalisation): ``lambda = mu_0 / 2`` for ``"newton"``,
-        ``mu_0`` otherwise."""
-        prior = 0.5 * self.weight_prior if self.code == 0 else self.weight_prior
-        return min(prior / total, 1e300) if total > 0 else 1e300
-
-
-#: Rows above which :meth:`TreeSettings.row_statistics` runs on threads.
-_PARALLEL_STATISTICS = 1 << 15
-
-
-@threaded_kernel(cache=True)
-def _row_statistics(out, rows, weights, y, margin, counts, code):  # pragma: no cover - compiled
-    """:meth:`TreeSettings.row_statistics` into ``out``."""
-    for k in numba.prange(rows.shape[0]):
-        i = np.uint64(rows[k])
-        w = weights[i]
-        if code == 0:
-            out[k, 0] = y[i] * w
-            out[k, 1] = w * (1.0 / (1.0 + math.exp(-(y[i] * margin[i]))))
-        elif y[i] > 0.0:
-            out[k, 0] = w
-            out[k, 1] = 0.0
-        else:
-            out[k, 0] = 0.0
-            out[k, 1] = w
-        out[k, 2] = counts[i]
+__all__ = ["Expansion", "TreeGrowth", "TreeGrowths", "padded_thresholds"]
 
 
 class Expansion(NamedTuple):
@@ -573,8 +458,9 @@ class TreeGrowths:
     ----------
     roots : sequence of ndarray of shape (n_features, n_slots, 3)
         Each tree's root histogram: per feature and bin, the two statistics of
-        :meth:`TreeSettings.statistics` in the units of weights summing to one, and the rows'
-        count (each row counted as its sample weight, as ``min_samples_leaf`` counts them).
+        :meth:`~viboost.boosting.split_statistics.TreeSettings.statistics` in the units of
+        weights summing to one, and the rows' count (each row counted as its sample weight, as
+        ``min_samples_leaf`` counts them).
     n_bins : ndarray of int64, shape (n_features,)
         Bins of observed values per feature (``FeatureBinner.n_bins_``).
     thresholds : sequence of ndarray or ndarray
@@ -582,7 +468,8 @@ class TreeGrowths:
         :func:`padded_thresholds` of them.
     settings : TreeSettings
     priors : sequence of float
-        Per tree, :meth:`TreeSettings.prior` of its round's weights.
+        Per tree, :meth:`~viboost.boosting.split_statistics.TreeSettings.prior` of its
+        round's weights.
     speculate : bool or int, default=False
         Which nodes a request splits: False (or 1) only the leaf the growth splits next; an
         int ``m`` also the ``m - 1`` best-ranked others (the module docstring); True every one
@@ -689,8 +576,9 @@ class TreeGrowths:
         """Take the smaller children's histograms of the last :meth:`requests`: per tree in
         order (``histograms``), or, for ``m`` requests in all, already in ``children[:m]``
         (shape ``(2 m, n_features, n_slots, 3)``, in the requests' order over the trees:
-        :func:`expand_together` with ``out``). The larger children's histograms, their
-        parents' minus the smaller ones', go to ``children[m:]`` (made when None)."""
+        :func:`~viboost.boosting.partition.expand_together` with ``out``). The larger
+        children's histograms, their parents' minus the smaller ones', go to ``children[m:]``
+        (made when None)."""
         asked = self._asked if self._asked is not None else [[] for _ in range(len(self))]
         flat = [(t, e) for t, mine in enumerate(asked) for e in mine]
         n_requests = len(flat)
@@ -766,7 +654,7 @@ class TreeGrowth:
         Per feature, the bin edges (``FeatureBinner.thresholds_``).
     settings : TreeSettings
     prior : float
-        :meth:`TreeSettings.prior` of the round's weights.
+        :meth:`~viboost.boosting.split_statistics.TreeSettings.prior` of the round's weights.
     speculate : bool or int, default=False
         As in :class:`TreeGrowths`.
     """
@@ -807,363 +695,3 @@ class TreeGrowth:
     def node_positions(self) -> np.ndarray:
         """:meth:`TreeGrowths.node_positions` of the tree."""
         return self._growths.node_positions(0)
-
-
-@threaded_kernel(cache=True)
-def _number_rows(out, rows, other_rows, starts, stops, sides, numbers):  # pragma: no cover
-    """``out[row] = numbers[r]`` for every row of range ``starts[r]:stops[r]`` of ``rows``
-    (``other_rows`` where ``sides[r]`` is 1): each leaf's number to its rows, leaves in
-    parallel (the ranges are disjoint, so are their rows)."""
-    for r in numba.prange(starts.shape[0]):
-        source = rows if sides[r] == 0 else other_rows
-        value = numbers[r]
-        for k in range(starts[r], stops[r]):
-            out[source[k]] = value
-
-
-def partition_leaf_index(
-    partition: RowPartition,
-    tree: HistogramTree,
-    node_positions: np.ndarray,
-    binned_columns: np.ndarray,
-    outside: np.ndarray,
-) -> np.ndarray:
-    """The leaf number (in leaf order) of every row of ``binned_columns`` (``[feature,
-    row]``) in ``tree``, grown on ``partition``: a row of the partition from its node's range
-    (``node_positions``: :meth:`TreeGrowth.node_positions`); the rows ``outside`` it, and
-    those of a node the tree split without partitioning its rows (its last split), routed by
-    their bins."""
-    number = tree.leaf_numbers
-    is_leaf = tree.nodes["is_leaf"]
-    out = np.empty(binned_columns.shape[1], dtype=np.int64)
-    routed = [outside]
-    bounds, sides, numbers = [], [], []
-    for node, (start, stop) in partition.leaf_ranges().items():
-        position = node_positions[node]
-        if is_leaf[position]:
-            bounds.append((partition._offset + start, partition._offset + stop))
-            sides.append(partition.sides[node])
-            numbers.append(number[position])
-        else:  # split without partitioning its rows (the tree's last split)
-            routed.append(partition.node_rows(node))
-    if bounds:
-        store = partition._store
-        if store.rows is None:
-            raise RuntimeError("the partition's rows were released")
-        edges = np.array(bounds, dtype=np.int64)
-        _number_rows(
-            out, store.rows, store.row_buffer, edges[:, 0], edges[:, 1],
-            np.array(sides, dtype=np.int8), np.array(numbers, dtype=np.int64),
-        )  # fmt: skip
-    routed_rows = np.concatenate(routed)
-    if routed_rows.size:
-        out[routed_rows] = tree.leaf_index(binned_columns, routed_rows)
-    return out
-
-
-class RowPartition:
-    """The rows of one tree's nodes, held here: each node's rows a contiguous range of one
-    array (a child's within its parent's), and the round's two per-row statistics.
-
-    Parameters
-    ----------
-    binned : ndarray of uint8, shape (n_rows, n_features)
-        The rows' bins (row-major).
-    rows : ndarray of int
-        The rows the tree fits (the others are never counted).
-    first, second : ndarray of shape (n_rows,)
-        The statistics of :meth:`TreeSettings.statistics`.
-    counts : ndarray of shape (n_rows,)
-        How much each row counts towards ``min_samples_leaf`` (its sample weight).
-    ranges : dict or None, default=None
-        The range of ``rows`` that holds each node's rows, by node id, when ``rows`` is already
-        partitioned; None: ``rows`` are the root's (node 0).
-    n_slots : int, default=HISTOGRAM_SLOTS
-        Slots per feature of the histograms (:func:`~viboost.boosting.histogram.node_histograms`:
-        :func:`~viboost.boosting.histogram.histogram_slots` of the most bins of any feature).
-    columns : ndarray of uint8, shape (n_features, n_rows), default=None
-        The same bins by feature (C-contiguous: the splits read them 4x faster on 10^6 rows);
-        ``binned.T`` when None.
-    sparse : SparseBins, default=None
-        :func:`~viboost.boosting.histogram.sparse_bins` of ``binned``: the histograms read the
-        sparse features' entries (the same sums to rounding); None: every feature dense.
-
-    ``rows`` and ``ranges`` are copied: :meth:`expand` never writes the caller's arrays. A
-    split moves a node's rows (and their statistics) to the children's ranges in a second
-    array (:func:`~viboost.boosting.splitting.partition_nodes`), and the next split of a child
-    moves them back: each node's rows lie on one of two sides (``sides``), and
-    :meth:`node_rows` reads them there.
-    :meth:`stacked` makes the partitions of several trees over the same bins (the folds of a
-    cross-fit) whose rows share one array, so that :func:`expand_together` splits and
-    histograms the nodes of all of them in one parallel pass.
-    """
-
-    def __init__(
-        self,
-        binned: np.ndarray,
-        rows: np.ndarray,
-        first: np.ndarray,
-        second: np.ndarray,
-        counts: np.ndarray,
-        ranges: dict[int, tuple[int, int]] | None = None,
-        n_slots: int = HISTOGRAM_SLOTS,
-        columns: np.ndarray | None = None,
-        sparse: SparseBins | None = None,
-    ) -> None:
-        rows = np.asarray(rows, dtype=np.int64)
-        # Per row (by row index, never written): the statistics as given.
-        per_row = [np.asarray(values, dtype=np.float64) for values in (first, second, counts)]
-        stats = np.empty((rows.size, 3))
-        for column, values in enumerate(per_row):
-            stats[:, column] = values[rows]
-        (partition,) = self.stacked(binned, [rows], stats, n_slots, columns, sparse=sparse)
-        self.__dict__.update(partition.__dict__)
-        self.first, self.second, self.counts = per_row
-        if ranges is not None:
-            self.ranges = dict(ranges)
-            self.sides = dict.fromkeys(self.ranges, 0)
-
-    @classmethod
-    def stacked(
-        cls,
-        binned: np.ndarray,
-        rows: Sequence[np.ndarray],
-        stats: np.ndarray,
-        n_slots: int = HISTOGRAM_SLOTS,
-        columns: np.ndarray | None = None,
-        scratch: ScratchArrays | None = None,
-        sparse: SparseBins | None = None,
-    ) -> list[RowPartition]:
-        """The partitions of several trees over the same bins, each at its root, their rows in
-        one shared array: tree ``k`` fits ``rows[k]``, whose statistics (ordered with them,
-        :meth:`TreeSettings.row_statistics`) are the next ``rows[k].size`` rows of ``stats``
-        (shape ``(total rows, 3)``; taken over, not copied). With ``scratch`` (from which
-        ``stats`` must then come), the shared rows, the buffers and the histograms come from
-        it; :meth:`release` gives the buffers and ``stats`` back to it, and the last
-        :meth:`release_rows` of the stacked partitions the rows."""
-        sizes = [np.size(r) for r in rows]
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        if stats.shape != (int(offsets[-1]), 3):
-            raise ValueError(f"stats must have shape ({int(offsets[-1])}, 3), got {stats.shape}")
-        parts = [np.asarray(r, dtype=np.int64) for r in rows]
-        if scratch is None:
-            all_rows = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-        else:
-            all_rows = scratch.take((int(offsets[-1]),), np.int64)
-            if parts:
-                np.concatenate(parts, out=all_rows)
-        store = _Store(rows=all_rows, stats=stats, scratch=scratch, readers=len(sizes))
-        out = []
-        for k in range(len(sizes)):
-            part = cls.__new__(cls)
-            part.binned = binned
-            part.columns = binned.T if columns is None else columns
-            part.sparse = sparse
-            part.n_slots = int(n_slots)
-            part._store = store
-            part._offset = int(offsets[k])
-            part._size = int(sizes[k])
-            part.ranges = {0: (0, sizes[k])}
-            part.sides = {0: 0}
-            out.append(part)
-        return out
-
-    def node_rows(self, node: int) -> np.ndarray:
-        """The rows of node ``node`` (a current leaf: :meth:`leaf_ranges`), a view of the side
-        that holds them."""
-        store = self._store
-        side = store.rows if self.sides[node] == 0 else store.row_buffer
-        if side is None:
-            raise RuntimeError("the partition's rows were released")
-        start, stop = self.ranges[node]
-        return side[self._offset + start : self._offset + stop]
-
-    def histogram(self, node: int = 0) -> np.ndarray:
-        """The histogram of a node's rows, shape ``(n_features, n_slots, 3)``."""
-        return histograms_together([self], [node])[0]
-
-    def release(self) -> None:
-        """Free the statistics of this partition and those stacked with it, keeping the rows
-        and ranges (no more splits or histograms after this)."""
-        store = self._store
-        if store.scratch is not None:
-            store.scratch.give(store.stats, store.stat_buffer, store.decisions)
-        store.stats = store.stat_buffer = store.decisions = None
-
-    def release_rows(self) -> None:
-        """Done with this partition's rows (after :meth:`release`): once every partition
-        stacked with it is, their shared arrays (both sides) go back to the scratch pool, if
-        any."""
-        store = self._store
-        store.readers -= 1
-        if store.readers == 0 and store.scratch is not None and store.stats is None:
-            store.scratch.give(store.rows, store.row_buffer)
-            store.rows = store.row_buffer = None
-
-    def leaf_ranges(self) -> dict[int, tuple[int, int]]:
-        """The range of ``rows`` that holds each current leaf's rows, by node id."""
-        return dict(self.ranges)
-
-    def expand(self, expansions: Sequence[Expansion]) -> list[np.ndarray]:
-        """Split the nodes (in place) and return their smaller children's histograms."""
-        return expand_together([self], [expansions])[0]
-
-
-@dataclass
-class _Store:
-    """The rows and statistics that stacked partitions share, on two sides: ``rows`` and
-    ``stats``, and the buffers of the same shapes (a node's rows lie on one side or the
-    other: :attr:`RowPartition.sides`), with the partition's scratch ``decisions`` (all from
-    ``scratch``, if any, to which :meth:`RowPartition.release` and
-    :meth:`RowPartition.release_rows` return them)."""
-
-    rows: np.ndarray
-    stats: np.ndarray
-    scratch: ScratchArrays | None = None
-    #: Partitions still reading ``rows`` (:meth:`RowPartition.release_rows`).
-    readers: int = 1
-
-    def __post_init__(self) -> None:
-        if self.scratch is None:
-            self.row_buffer = np.empty_like(self.rows)
-            self.stat_buffer = np.empty_like(self.stats)
-            self.decisions = np.empty(self.rows.shape, dtype=np.uint8)
-        else:
-            self.row_buffer = self.scratch.take(self.rows.shape, np.int64)
-            self.stat_buffer = self.scratch.take(self.stats.shape)
-            self.decisions = self.scratch.take(self.rows.shape, np.uint8)
-
-    def __getstate__(self) -> dict:
-        """A copy (a block's trees moved to another dask worker) keeps no pool: its arrays are
-        the pickle's memory, which no pool handed out, so its partitions' releases leave them
-        to the garbage collector."""
-        state = self.__dict__.copy()
-        state["scratch"] = None
-        return state
-
-
-def _shared_store(partitions: Sequence[RowPartition]) -> _Store:
-    store = partitions[0]._store
-    if any(p._store is not store for p in partitions):
-        raise ValueError("the partitions do not share their rows (RowPartition.stacked)")
-    return store
-
-
-def histograms_together(
-    partitions: Sequence[RowPartition],
-    nodes: Sequence[int],
-    counts: Sequence[np.ndarray] | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """The histograms of node ``nodes[i]`` of ``partitions[i]`` (stacked partitions), in one
-    pass, shape ``(len(nodes), n_features, n_slots, 3)``. ``counts``: the nodes' count
-    histograms (shape ``(n_features, n_slots)`` each), when known (a root's, the same every
-    round): they are then copied in, not summed again (a quarter of the pass). ``out``: where
-    to write them (:func:`~viboost.boosting.histogram.node_histograms`)."""
-    store = _shared_store(partitions)
-    bounds = np.array(
-        [
-            [p._offset + i for i in p.ranges[node]]
-            for p, node in zip(partitions, nodes, strict=True)
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    sides = np.array([p.sides[node] for p, node in zip(partitions, nodes, strict=True)])
-    part = partitions[0]
-    hists = node_histograms(
-        part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
-        scratch=store.scratch, counted=counts is None,
-        other_side=(store.row_buffer, store.stat_buffer), sides=sides, out=out,
-        sparse=part.sparse,
-    )  # fmt: skip
-    if counts is not None:
-        for hist, count in zip(hists, counts, strict=True):
-            hist[:, :, 2] = count
-    return hists
-
-
-def root_histograms(
-    partitions: Sequence[RowPartition],
-    counts: Sequence[np.ndarray | None],
-    out: np.ndarray | None = None,
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The roots' histograms of stacked partitions (:func:`histograms_together` of node 0;
-    ``out`` as there) and their count histograms: ``counts`` (per partition, its root's count
-    histogram from an earlier round, or None), copied in where all are known (a root's rows
-    and weights are the same every round), else summed with the statistics and returned for
-    the next rounds."""
-    nodes = [0] * len(partitions)
-    if all(c is not None for c in counts):
-        return histograms_together(partitions, nodes, counts, out=out), list(counts)
-    roots = histograms_together(partitions, nodes, out=out)
-    return roots, [root[:, :, 2].copy() for root in roots]
-
-
-def expand_together(
-    partitions: Sequence[RowPartition],
-    expansions: Sequence[Sequence[Expansion]],
-    out: np.ndarray | None = None,
-) -> list[list[np.ndarray]]:
-    """Split the nodes of ``expansions[k]`` in ``partitions[k]`` (stacked partitions, in place)
-    in one pass, and return, per partition, their smaller children's histograms (computed in
-    one further pass; with ``out``, into ``out[i]`` for the ``i``-th expansion of all, in
-    order, and the histograms returned are views of it)."""
-    if not partitions:
-        return []
-    store = _shared_store(partitions)
-    flat = [(p, e) for p, requests in zip(partitions, expansions, strict=True) for e in requests]
-    if not flat:
-        return [[] for _ in partitions]
-    bounds = np.array([[p._offset + i for i in p.ranges.pop(e.node)] for p, e in flat])
-    sides = np.array([p.sides.pop(e.node) for p, e in flat], dtype=np.int8)
-    n_left = partition_nodes(
-        partitions[0].columns, store.rows, store.stats, bounds[:, 0], bounds[:, 1],
-        np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
-        np.array([e.missing_left for _, e in flat]), store.row_buffer, store.stat_buffer,
-        sides=sides, decisions=store.decisions,
-    )  # fmt: skip
-    smaller = []
-    for (p, e), (start, stop), count, side in zip(flat, bounds, n_left, sides, strict=True):
-        start, stop, mid = start - p._offset, stop - p._offset, start - p._offset + count
-        p.ranges[e.left] = (int(start), int(mid))
-        p.ranges[e.right] = (int(mid), int(stop))
-        p.sides[e.left] = p.sides[e.right] = 1 - int(side)
-        smaller.append(e.left if e.small_left else e.right)
-    hists = histograms_together([p for p, _ in flat], smaller, out=out)
-    per_partition: list[list[np.ndarray]] = [[] for _ in partitions]
-    index = {id(p): k for k, p in enumerate(partitions)}
-    for (p, _), hist in zip(flat, hists, strict=True):
-        per_partition[index[id(p)]].append(hist)
-    return per_partition
-
-
-def grow(
-    growth: TreeGrowth, expand: Callable[[list[Expansion]], Sequence[np.ndarray]]
-) -> TreeGrowth:
-    """Answer ``growth``'s requests with ``expand`` until the tree is grown.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from viboost.boosting.binning import FeatureBinner
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(400, 2))
-    >>> y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)  # an interaction: no stump fits it
-    >>> binner = FeatureBinner().fit(X)
-    >>> settings = TreeSettings(4, None, 5, leaf_weights="tied", criterion="error")
-    >>> first, second = settings.statistics(np.full(400, 1 / 400), y, None)
-    >>> rows = RowPartition(binner.transform(X), np.arange(400), first, second, np.ones(400))
-    >>> growth = TreeGrowth(
-    ...     rows.histogram(), binner.n_bins_, binner.thresholds_, settings, settings.prior(1.0),
-    ...     speculate=True)
-    >>> nodes, error = grow(growth, rows.expand).tree()
-    >>> int(nodes["is_leaf"].sum())
-    4
-    >>> from viboost.boosting.tree_search import TreeSearch  # the in-memory search's tree
-    >>> search = TreeSearch(X, max_leaf_nodes=4, min_samples_leaf=5, leaf_weights="tied")
-    >>> bool(np.array_equal(nodes, search.best(np.full(400, 1 / 400), y)[0].nodes))
-    True
-    """
-    while requests := growth.requests():
-        growth.expanded(expand(requests))
-    return growth

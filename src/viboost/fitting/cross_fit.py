@@ -1,10 +1,11 @@
 """Cross-fitting for the robust preset: the folds, the score of a round count, early stopping,
-and :class:`CrossFitter`, the driver that both estimators run.
+and :class:`CrossFitter`, which the fit driver (:mod:`viboost.fitting.driver`) runs for both
+estimators.
 
 With ``noise_fit="cross-fit"`` (:mod:`viboost.presets`) one booster per fold, each on all folds
 but one, runs in lockstep (one :class:`~viboost.boosting.booster.Booster` of several
 ensembles); every :data:`CHECK_EVERY` rounds their out-of-fold margins are scored by the model's
-marginal likelihood (:func:`viboost.noise_fit.calibration.calibrate_noise`) and the best round
+marginal likelihood (the task's noise model, :mod:`viboost.noise_fit`) and the best round
 count is kept (:class:`RoundCountSearch`). The calibration at that count gives every row its
 phi_n, and the final booster is fitted on all rows, each counted ``s_n phi_n`` times (S.4.1
 under that q(w)), or, when the fitter drops mislabeled rows (``drop_mislabeled``), the final
@@ -12,9 +13,12 @@ booster leaves out the rows of ``phi_n <= 1/2`` and counts the others ``s_n`` ti
 round count that a second search, by the boosters of :data:`SECOND_PASS_FOLDS` of the folds
 fitted without those rows, chooses (:meth:`CrossFitter.fit`). With ``average_folds`` the
 final model is instead the average of one booster per fold, each on its fold's training rows
-so counted, for the chosen count. :class:`viboost.VIBoostClassifier` and the distributed
-:class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source they hand the driver,
-so the two fit the same model.
+so counted, for the chosen count. Two classes or K is the task's
+(:mod:`viboost.fitting.task`); the noise model is one of :mod:`viboost.noise_fit`, read through
+its :class:`~viboost.noise_fit.model.NoiseModel` interface. :class:`viboost.VIBoostClassifier`
+and the distributed :class:`viboost.dask.DaskVIBoostClassifier` differ only in the row source
+they hand the driver, so the two fit the same model. Why each choice, with the measurements:
+``docs/cross_fit.md``.
 """
 
 from __future__ import annotations
@@ -22,13 +26,11 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from numbers import Integral
 from typing import Any
 
 import numpy as np
-from scipy.special import log_expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold, check_cv
 from tqdm.auto import tqdm
@@ -37,27 +39,13 @@ from viboost._utils.validation import RandomStateLike, check_random_state, spawn
 from viboost.boosting.booster import (
     Booster,
     BoosterRecords,
-    RowSource,
     average_records,
     run_rounds,
 )
-from viboost.boosting.softmax import class_labels
-from viboost.noise_fit.calibration import (
-    NoiseCalibration,
-    calibrate_noise,
-    flip_rates_from_mislabel,
-)
-from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
-from viboost.noise_fit.class_calibration import (
-    ClassNoiseCalibration,
-    calibrate_class_noise,
-    class_log_likelihood,
-    joint_rates,
-    noise_posteriors,
-)
-from viboost.variational import RoundSettings, VariationalState, initial_state
+from viboost.fitting.task import MakeRows, Task
+from viboost.noise_fit.model import NoiseModel
+from viboost.variational import RoundSettings
 from viboost.variational.priors import ModelPriors
-from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
     "AUTO_CV_FOLDS",
@@ -178,29 +166,27 @@ def cross_fit_folds(
 
 
 def score_out_of_fold(
+    task: Task,
     y: np.ndarray,
     margin: np.ndarray,
     sample_weight: np.ndarray,
     priors: ModelPriors,
     noise_model: bool,
-    start: NoiseCalibration | None = None,
-) -> tuple[float, NoiseCalibration | None, np.ndarray]:
+    start: NoiseModel | None = None,
+) -> tuple[float, NoiseModel | None, np.ndarray]:
     """The cross-fitted score of a round count: the marginal log-likelihood of the labels under
-    the calibrated noise model (its search started at ``start``, the previous count's
-    calibration), or the logistic log-likelihood for the core model; the calibration; and each
-    row's log-likelihood (the score is their ``sample_weight``-weighted sum). K classes: ``y``
-    holds class indices and ``margin`` one column per class."""
-    if margin.ndim == 2:
-        if not noise_model:
-            rows = class_log_likelihood(y, margin)
-            return float(np.dot(sample_weight, rows)), None, rows
-        calibration = calibrate_class_noise(y, margin, sample_weight, priors, start=start)
-        return calibration.log_likelihood, calibration, calibration.row_log_likelihood(y, margin)
+    the task's noise model calibrated to the out-of-fold margins (its search started at
+    ``start``, the previous count's calibration), or the log-likelihood of the core model; the
+    calibration (None for the core model); and each row's log-likelihood (the score is their
+    ``sample_weight``-weighted sum). ``y``: the task's labels; ``margin``: 2-D, one column per
+    ensemble."""
     if not noise_model:
-        rows = log_expit(y * margin)
+        rows = task.log_likelihood(y, margin)
         return float(np.dot(sample_weight, rows)), None, rows
-    calibration = calibrate_noise(y, margin, sample_weight, priors, start=start)
-    return calibration.log_likelihood, calibration, calibration.row_log_likelihood(y, margin)
+    calibration = task.calibrate(y, margin, sample_weight, priors, start)
+    return calibration.log_likelihood, calibration, calibration.row_log_likelihood(
+        y, task.decision(margin)
+    )
 
 
 def refit_round_count(
@@ -332,12 +318,6 @@ class RoundCountSearch:
         return np.array([c[1] for c in self.checks], dtype=float)
 
 
-#: Builds the row source of a booster: ``make_rows(multiplicities, validation)`` with one row of
-#: multiplicities per ensemble (shape ``(n_ensembles, n_samples)``) and, for the fold boosters,
-#: each one's held-out rows (a boolean array of the same shape; None for the refit).
-MakeRows = Callable[[np.ndarray, "np.ndarray | None"], RowSource]
-
-
 @dataclass
 class CrossFitResult:
     """What the cross-fitted noise fit found.
@@ -349,10 +329,10 @@ class CrossFitResult:
     refit_rounds : int
         The rounds of each final booster: :func:`refit_round_count`, or ``n_rounds`` with
         ``average_folds``.
-    calibration : NoiseCalibration or None
+    calibration : NoiseModel or None
         The calibration at that count (None for the core model).
-    out_of_fold : ndarray of shape (n_samples,)
-        Each row's out-of-fold ``H`` at that count (the final ensemble's for unscored rows).
+    out_of_fold : ndarray of shape (n_samples, n_ensembles)
+        Each row's out-of-fold margins at that count (the final model's for unscored rows).
     clean_proba : ndarray of shape (n_samples,)
         phi_n from the calibration at those margins (ones for the core model).
     final : Booster
@@ -362,22 +342,19 @@ class CrossFitResult:
         The round counts scored and their out-of-fold scores.
     n_splits : int
         The number of folds.
-    state : VariationalState or None
-        eta and omega from the calibrated phi by S.4.4 and S.4.2 (close to the calibration's
-        theta and xi, which they would equal at its optimum but for the intercept's dependence
-        on them), with the calibration's q(w); None for the core model.
+    eta, omega : ndarray or None
+        q(theta) = Beta(eta) and the noisy labels' posterior from the calibrated phi (S.4.4
+        and S.4.2: :meth:`~viboost.noise_fit.model.NoiseModel.label_posteriors`); None for
+        the core model.
     mislabel_proba : ndarray of shape (n_samples,) or None
         The calibrated probability that each label is wrong; None for the core model.
-    flip_rates, flip_rate_intervals : ndarray of shape (3,) and (3, 2), or None
+    flip_rates, flip_rate_intervals : ndarray of shape (K + 1,) and (K + 1, 2), or None
         ``[share of wrong labels, flip rate of each true class]`` and their 90% credible
-        intervals (K + 1 of them for K classes); None for the core model.
+        intervals; None for the core model.
     true_class_proba : ndarray of shape (n_samples, n_classes) or None
-        K classes: the posterior of each row's true class given its label.
+        The posterior of each row's true class given its label.
     joint : ndarray of shape (n_classes, n_classes) or None
-        K classes: the expected joint of given (rows) and true (columns) labels.
-    eta, omega : ndarray or None
-        K classes: q(theta) = Beta(eta) and q(pi) = Dirichlet(omega) from the calibrated phi
-        (S.4.4 and S.4.2 with K classes).
+        The expected joint of given (rows) and true (columns) labels.
     refit_weight : ndarray of shape (n_samples,) or None
         Each row's multiplicity in the final booster: ``s_n phi_n``, or with
         ``drop_mislabeled`` ``s_n`` for the rows kept and 0 for those dropped.
@@ -394,24 +371,23 @@ class CrossFitResult:
 
     n_rounds: int
     refit_rounds: int
-    calibration: NoiseCalibration | None
+    calibration: NoiseModel | None
     out_of_fold: np.ndarray
     clean_proba: np.ndarray
     final: Booster
     rounds: np.ndarray
     scores: np.ndarray
+    records: list[BoosterRecords]
     n_splits: int = 0
-    state: VariationalState | None = None
+    eta: np.ndarray | None = None
+    omega: np.ndarray | None = None
     mislabel_proba: np.ndarray | None = None
     flip_rates: np.ndarray | None = None
     flip_rate_intervals: np.ndarray | None = None
     true_class_proba: np.ndarray | None = None
     joint: np.ndarray | None = None
-    eta: np.ndarray | None = None
-    omega: np.ndarray | None = None
     refit_weight: np.ndarray | None = None
     n_passes: int = 1
-    records: list[BoosterRecords] | None = None
     n_averaged: int = 1
 
 
@@ -421,6 +397,9 @@ class CrossFitter:
 
     Parameters
     ----------
+    task : BinaryTask or ClassesTask
+        Two classes or K (:mod:`viboost.fitting.task`): the labels, each group's ensembles and
+        their states, and the noise model.
     n_estimators : int
         The most rounds tried.
     learning_rate : float
@@ -432,7 +411,7 @@ class CrossFitter:
         with no ELBO (``fixed_vi_iter=1``), as nothing reads their ELBO.
     noise_model : bool
         Whether the out-of-fold margins calibrate the noise model (else they are scored by the
-        logistic likelihood and every phi_n is 1).
+        core model's likelihood and every phi_n is 1).
     init_eta : pair of float
     verbose : int
         Progress bars on stderr.
@@ -440,16 +419,10 @@ class CrossFitter:
         Appended to the progress bars' names (e.g. " (dask)").
     random_state : int, RandomState instance or None, default=None
         Seeds the draws of the credible intervals (:func:`fold_seed`).
-    n_classes : int, default=2
-        More than 2: the labels are class indices, each group of boosters fits one ensemble
-        per class (:class:`~viboost.boosting.softmax.SoftmaxRows`, which ``make_rows`` then
-        builds) and the noise model is the K-class one
-        (:mod:`viboost.noise_fit.class_calibration`).
     channel : {"auto", "independent", "class-conditional"}, default="independent"
-        K classes: the noise channel of the final calibration. ``"independent"``: the paper's
-        (a noisy label is drawn whatever the true class); ``"class-conditional"``: a full noise
-        matrix (:mod:`viboost.noise_fit.channel_calibration`); ``"auto"``: the one of the
-        higher log evidence. The round count is chosen under the paper's channel either way.
+        K classes: the noise channel of the final calibration
+        (:meth:`~viboost.fitting.task.ClassesTask.choose_channel`). The round count is chosen
+        under the paper's channel either way.
     drop_mislabeled : bool, default=False
         Whether the final booster leaves out the rows whose label is more likely wrong than
         right (the MAP of w_n: ``phi_n <= 1/2``) instead of counting every row ``s_n phi_n``
@@ -464,6 +437,7 @@ class CrossFitter:
 
     def __init__(
         self,
+        task: Task,
         n_estimators: int,
         learning_rate: float,
         patience: int | None,
@@ -474,11 +448,11 @@ class CrossFitter:
         verbose: int = 0,
         label: str = "",
         random_state: RandomStateLike = None,
-        n_classes: int = 2,
         channel: str = "independent",
         drop_mislabeled: bool = False,
         average_folds: bool = False,
     ) -> None:
+        self.task = task
         self.n_estimators = int(n_estimators)
         self.learning_rate = float(learning_rate)
         self.patience = patience
@@ -489,46 +463,9 @@ class CrossFitter:
         self.verbose = verbose
         self.label = label
         self.random_state = random_state
-        self.n_classes = int(n_classes)
         self.channel = channel
         self.drop_mislabeled = bool(drop_mislabeled)
         self.average_folds = bool(average_folds)
-
-    def _states(self, y: np.ndarray, multiplicities: np.ndarray) -> list[VariationalState]:
-        """Every ensemble's state before its first round, every label true: one per row of
-        ``multiplicities``, or for K classes one per class of each (class k's labels are
-        ``+1`` where ``y == k``)."""
-        if self.n_classes == 2:
-            labels = [y]
-        else:
-            labels = class_labels(y, self.n_classes)
-        return [
-            initial_state(y_k, weights, 1.0, self.init_eta, self.priors)
-            for weights in multiplicities
-            for y_k in labels
-        ]
-
-    def _choose_channel(
-        self,
-        calibration: ClassNoiseCalibration,
-        y: np.ndarray,
-        margin: np.ndarray,
-        sample_weight: np.ndarray,
-    ) -> ClassNoiseCalibration | ClassChannelCalibration:
-        """K classes: the class-conditional channel fitted to the same margins
-        (:mod:`viboost.noise_fit.channel_calibration`), kept when ``channel`` asks for it, or
-        with ``"auto"`` when its log evidence beats the paper's channel's."""
-        full = calibrate_class_channel(y, margin, sample_weight, self.priors, calibration.channel)
-        if self.channel == "class-conditional" or full.log_evidence > calibration.log_evidence:
-            return full
-        return calibration
-
-    def _calibrate(
-        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, start: Any
-    ) -> NoiseCalibration | ClassNoiseCalibration:
-        if margin.ndim == 2:
-            return calibrate_class_noise(y, margin, sample_weight, self.priors, start)
-        return calibrate_noise(y, margin, sample_weight, self.priors, start)
 
     def fit(
         self,
@@ -537,8 +474,8 @@ class CrossFitter:
         sample_weight: np.ndarray,
         folds: list[tuple[np.ndarray, np.ndarray]],
     ) -> CrossFitResult:
-        """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y`` in {-1, +1}
-        (two classes) or class indices.
+        """Cross-fit over ``folds`` (:func:`cross_fit_folds`), then refit; ``y``: the task's
+        labels (in {-1, +1}, or class indices).
 
         With ``drop_mislabeled``, the final booster leaves out the rows that the calibration
         flags (``phi_n <= 1/2``). The fold boosters, fitted to every label, stop early on
@@ -546,18 +483,15 @@ class CrossFitter:
         overfits later than they do: so the boosters of the first :data:`SECOND_PASS_FOLDS`
         folds are fitted a second time without the flagged rows (scoring every row of those
         folds' validation sets), and that search chooses the refit's round count (a count
-        alone needs fewer boosters than a margin for every row: with all five folds the
-        second pass cost about 2.5 times as much, for 0.16 points less test error on
-        Satellite and 0.44 on scikit-learn's digits with 20% of the labels moved, five
-        splits each, and the same on DNA). The calibration, the out-of-fold margins and so
-        every noise statistic stay the first pass's, from boosters fitted to every label:
-        boosters fitted without the flagged rows would confirm the flags (an atypical but
-        right label whose like were left out looks wrong to them) and overstate the noise
-        (on scikit-learn's digits with 20% moved, a rate error of 0.03-0.05 against 0.010,
-        two and three splits). When the flagged rows carry less than
-        :data:`SECOND_PASS_SHARE` of the weight (they hardly moved the count) the second
-        pass is not run; when they would leave out every row of a class, no row is left
-        out."""
+        alone needs fewer boosters than a margin for every row). The calibration, the
+        out-of-fold margins and so every noise statistic stay the first pass's, from boosters
+        fitted to every label: boosters fitted without the flagged rows would confirm the
+        flags (an atypical but right label whose like were left out looks wrong to them) and
+        overstate the noise. When the flagged rows carry less than :data:`SECOND_PASS_SHARE`
+        of the weight (they hardly moved the count) the second pass is not run; when they
+        would leave out every row of a class, no row is left out. The measurements behind
+        these choices are in ``docs/cross_fit.md``."""
+        task = self.task
         stopping, active = self._search_round_count(
             make_rows, y, sample_weight, folds, sample_weight
         )
@@ -566,7 +500,7 @@ class CrossFitter:
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
         else:
-            clean = calibration.clean_proba(y, out_of_fold)
+            clean = calibration.clean_proba(y, task.decision(out_of_fold))
         search, train_weight, kept, count_folds = stopping, sample_weight, None, folds
         if self.drop_mislabeled and calibration is not None:
             kept = self._kept(y, sample_weight, clean)
@@ -585,7 +519,7 @@ class CrossFitter:
                 "tried, so more rounds would likely fit better: raise n_estimators (or "
                 "learning_rate).",
                 ConvergenceWarning,
-                stacklevel=3,  # the caller of the estimator's fit
+                stacklevel=5,  # the caller of the estimator's fit
             )
         # The final booster on every row, each counted s_n phi_n times (or s_n, without the
         # flagged rows), or one such booster per fold on the fold's training rows.
@@ -601,14 +535,11 @@ class CrossFitter:
                 refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators),
                 "VIBoost refit",
             )
-        settings = self.settings
-        if self.n_classes > 2:  # K classes: no per-round log evidence is recorded
-            settings = replace(settings, fixed_vi_iter=1)
         final = Booster(
             make_rows(multiplicities, None),
-            self._states(y, multiplicities),
+            task.states(y, multiplicities, 1.0, self.init_eta, self.priors),
             self.priors,
-            settings,
+            task.final_settings(self.settings),
             self.learning_rate,
         )
         run_rounds(final, final_rounds, desc + self.label, self.verbose)
@@ -619,10 +550,10 @@ class CrossFitter:
         unscored = np.ones(n_rows, dtype=bool)
         unscored[active] = False
         if unscored.any():
-            margin = sum(final.margins(k) for k in range(n_final)) / n_final
+            margin = sum(task.margins(final.margins(k)) for k in range(n_final)) / n_final
             out_of_fold[unscored] = margin[unscored]
             if calibration is not None:
-                clean = calibration.clean_proba(y, out_of_fold)
+                clean = calibration.clean_proba(y, task.decision(out_of_fold))
         result = CrossFitResult(
             n_rounds=n_rounds,
             refit_rounds=final_rounds,
@@ -632,14 +563,14 @@ class CrossFitter:
             final=final,
             rounds=search.rounds,
             scores=search.scores,
+            records=records,
             n_splits=len(folds),
             refit_weight=multiplicity,
             n_passes=n_passes,
-            records=records,
             n_averaged=n_final,
         )
         if calibration is not None:
-            self._noise_statistics(result, y, sample_weight)
+            self._noise_statistics(result, calibration, y, sample_weight)
         return result
 
     def _kept(
@@ -650,8 +581,8 @@ class CrossFitter:
         all the data say of it, and no row is dropped)."""
         kept = clean > 0.5
         weighted = sample_weight > 0
-        n_classes = max(self.n_classes, 2)
-        labels = y if self.n_classes > 2 else (y > 0).astype(np.intp)
+        n_classes = self.task.n_classes
+        labels = self.task.label_index(y)
         present = np.bincount(labels[weighted], minlength=n_classes) > 0
         left = np.bincount(labels[weighted & kept], minlength=n_classes) > 0
         if np.any(present & ~left):
@@ -664,19 +595,25 @@ class CrossFitter:
         active: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray,
-    ) -> tuple[Any, np.ndarray]:
+    ) -> tuple[NoiseModel | None, np.ndarray]:
         """The calibration at the search's chosen count (on all the scored rows ``active``,
         with the channel of ``channel``; None for the core model) and the out-of-fold margins
         at that count."""
+        task = self.task
         _, _, (calibration, out_of_fold) = stopping.best
         if calibration is not None and active.size > CALIBRATION_ROWS:
             # The count was chosen on a subset of the scored rows: calibrate on all of them.
-            calibration = self._calibrate(
-                y[active], out_of_fold[active], sample_weight[active], calibration
+            calibration = task.calibrate(
+                y[active], out_of_fold[active], sample_weight[active], self.priors, calibration
             )
-        if calibration is not None and self.n_classes > 2 and self.channel != "independent":
-            calibration = self._choose_channel(
-                calibration, y[active], out_of_fold[active], sample_weight[active]
+        if calibration is not None:
+            calibration = task.choose_channel(
+                calibration,
+                y[active],
+                out_of_fold[active],
+                sample_weight[active],
+                self.priors,
+                self.channel,
             )
         return calibration, out_of_fold
 
@@ -692,6 +629,7 @@ class CrossFitter:
         """The fold boosters in lockstep, each fitting its training rows counted
         ``train_weight``, scored every :data:`CHECK_EVERY` rounds until the search stops; the
         search and the scored rows (those in a validation fold)."""
+        task = self.task
         n_rows, n_folds = y.size, len(folds)
         in_train = np.zeros((n_folds, n_rows), dtype=bool)
         validation = np.zeros((n_folds, n_rows), dtype=bool)
@@ -701,7 +639,7 @@ class CrossFitter:
         fold_weights = np.where(in_train, train_weight, 0.0)
         # A fold's booster carries its validation rows at zero weight: their margins are the
         # out-of-fold H.
-        states = self._states(y, fold_weights)
+        states = task.states(y, fold_weights, 1.0, self.init_eta, self.priors)
         fold_settings = replace(self.settings, noise_model=False, fixed_vi_iter=1)
         booster = Booster(
             make_rows(fold_weights, validation),
@@ -737,9 +675,15 @@ class CrossFitter:
                     booster.add_round()
                 done += step
                 progress.update(step)
-                out_of_fold = booster.out_of_fold()
+                out_of_fold = task.margins(booster.out_of_fold())
                 score, calibration, rows = score_out_of_fold(
-                    y_act, out_of_fold[scored], s_act, self.priors, self.noise_model, calibration
+                    task,
+                    y_act,
+                    out_of_fold[scored],
+                    s_act,
+                    self.priors,
+                    self.noise_model,
+                    calibration,
                 )
                 if stopping.update(done, score * to_all, (calibration, out_of_fold), rows):
                     break
@@ -749,31 +693,21 @@ class CrossFitter:
         return stopping, active
 
     def _noise_statistics(
-        self, result: CrossFitResult, y: np.ndarray, sample_weight: np.ndarray
+        self,
+        result: CrossFitResult,
+        calibration: NoiseModel,
+        y: np.ndarray,
+        sample_weight: np.ndarray,
     ) -> None:
         """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`)."""
-        calibration, clean = result.calibration, result.clean_proba
-        noise = 1.0 - clean
-        if isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration):
-            margin = result.out_of_fold
-            result.eta, result.omega = noise_posteriors(
-                y, sample_weight, clean, self.priors, self.n_classes
-            )
-            result.true_class_proba = calibration.true_class_proba(y, margin)
-            result.mislabel_proba = calibration.mislabel_proba(y, margin)
-            result.joint = calibration.joint(y, margin, sample_weight)
-            result.flip_rates = joint_rates(result.joint)
-            result.flip_rate_intervals = calibration.flip_rate_interval(
-                y, margin, sample_weight, random_state=fold_seed(self.random_state)
-            )
-            return
-        result.state = VariationalState(
-            eta=update_eta(sample_weight, clean, noise, self.priors.clean),
-            omega=update_omega(y, sample_weight, noise, self.priors.noise_grade),
-            clean=calibration.clean,
+        margin = self.task.decision(result.out_of_fold)
+        result.eta, result.omega = calibration.label_posteriors(
+            y, sample_weight, result.clean_proba, self.priors
         )
-        result.mislabel_proba = calibration.mislabel_proba(y, result.out_of_fold)
-        result.flip_rates = flip_rates_from_mislabel(result.mislabel_proba, y, sample_weight)
+        result.mislabel_proba = calibration.mislabel_proba(y, margin)
+        result.true_class_proba = calibration.true_class_proba(y, margin)
+        result.joint = calibration.joint(y, margin, sample_weight)
+        result.flip_rates = calibration.flip_rates(y, margin, sample_weight)
         result.flip_rate_intervals = calibration.flip_rate_interval(
-            y, result.out_of_fold, sample_weight, random_state=fold_seed(self.random_state)
+            y, margin, sample_weight, random_state=fold_seed(self.random_state)
         )

@@ -1,5 +1,5 @@
-"""Tests of viboost.boosting.grower's TreeGrowths: several trees grown together, each the tree
-it would be alone, and the state machine's errors."""
+"""Tests of viboost.boosting.growth's TreeGrowths: several trees grown together, each the tree
+it would be alone, the state machine's errors, and the speculative requests."""
 
 from __future__ import annotations
 
@@ -7,14 +7,9 @@ import numpy as np
 import pytest
 
 from viboost.boosting.binning import FeatureBinner
-from viboost.boosting.grower import (
-    RowPartition,
-    TreeGrowth,
-    TreeGrowths,
-    TreeSettings,
-    grow,
-    partition_leaf_index,
-)
+from viboost.boosting.growth import TreeGrowth, TreeGrowths
+from viboost.boosting.partition import RowPartition, grow
+from viboost.boosting.split_statistics import TreeSettings
 from viboost.boosting.trees import HistogramTree
 
 
@@ -154,36 +149,6 @@ def test_the_state_machine_refuses_misuse():
         growths.expanded(children=np.zeros((3, *roots[0].shape)))
     with pytest.raises(ValueError, match="give the histograms or the children"):
         growths.expanded()
-
-
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("max_leaf_nodes", [2, 9])
-def test_partition_leaf_index_is_the_leaf_each_row_routes_to(threads, max_leaf_nodes):
-    # Independent oracle: every row routed by its bins (HistogramTree.leaf_index). The rows of
-    # the partition take their leaf's number from its range (on either side of the partition,
-    # after one or several splits), those outside it (inactive) and those of the last split's
-    # node (split without moving its rows) are routed.
-    from viboost._utils.parallel import numba_threads
-
-    X, y = _problem(7, n=3_000)
-    binner = FeatureBinner(max_bins=31).fit(X)
-    binned = binner.transform(X)
-    settings = TreeSettings(max_leaf_nodes, None, 15, "per-leaf", "newton", 1.0)
-    (partition,), (prior,) = _partitions(binned, y, settings, [5])
-    growth = TreeGrowth(partition.histogram(), binner.n_bins_, binner.thresholds_, settings, prior)
-    grow(growth, partition.expand)
-    nodes, _ = growth.tree()
-    tree = HistogramTree(nodes, "per-leaf")
-    columns = np.ascontiguousarray(binned.T)
-    inside = np.zeros(y.size, dtype=bool)
-    for node in partition.leaf_ranges():
-        inside[partition.node_rows(node)] = True
-    outside = np.flatnonzero(~inside)
-    assert outside.size > 0
-    with numba_threads(threads):
-        got = partition_leaf_index(partition, tree, growth.node_positions(), columns, outside)
-    np.testing.assert_array_equal(got, tree.leaf_index(columns))
-    assert np.unique(got).size == int(nodes["is_leaf"].sum())
 
 
 def test_a_speculating_request_splits_the_best_leaves_that_still_need_histograms():
