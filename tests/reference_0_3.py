@@ -194,7 +194,7 @@ def main() -> None:
         model, X_test = fit_local(name)
         models[name] = (pickle.dumps(model), X_test, model.predict_proba(X_test))
     MODELS.write_bytes(pickle.dumps(models))
-    print(f"saved {len(saved)} arrays to {SAVED} and {len(models)} models to {MODELS}", file=sys.stderr)
+    print(f"saved {len(saved)} arrays to {SAVED}, {len(models)} models", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -281,3 +281,36 @@ def test_two_actors_on_a_worker_of_two_threads_compute_at_once():
             start = time.perf_counter()
             assert service.run(_sleep, service.training, seconds=0.4) == [0.4, 0.4]
             assert time.perf_counter() - start < 0.75
+
+
+def test_actors_run_on_a_cluster_reached_over_tls():
+    """The calls ride the cluster's own comms: on a TLS cluster (which the service refuses)
+    the actors run their passes, and, where the estimator takes ``transport="actors"``, fit
+    the model of the scheduler."""
+    pytest.importorskip("cryptography")
+    from distributed.security import Security
+
+    security = Security.temporary()
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, protocol="tls://",
+            security=security, dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster, security=security, set_as_default=False) as client,
+    ):  # fmt: skip
+        tasks, placed = _placed(client)
+        assert {worker.split("://")[0] for worker, _ in tasks.homes} == {"tls"}
+        with ActorService(tasks, placed) as service:
+            got = service.run(_add, service.training, [None] * 4, scale=2.0)
+        for b, values in enumerate(got):
+            np.testing.assert_array_equal(values, np.full(4, 2.0 * b))
+        if _takes_actors():
+            X, y = _data(1200, seed=5)
+            dX, dy = da.from_array(X, chunks=300), da.from_array(y, chunks=300)
+            params = {"n_estimators": 5, "preset": "paper", "random_state": 0, "block_size": 300}
+            models = [
+                DaskVIBoostClassifier(**params, client=client, transport=transport).fit(dX, dy)
+                for transport in ("actors", "scheduler")
+            ]
+            assert models[0].transport_ == "actors"
+            _assert_same_model(*models, X)

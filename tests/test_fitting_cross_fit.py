@@ -29,6 +29,7 @@ from viboost.fitting.cross_fit import (
     cross_fit_folds,
     score_out_of_fold,
 )
+from viboost.fitting.task import BinaryTask, ClassesTask
 from viboost.variational import ModelPriors, RoundSettings, initial_state
 
 
@@ -167,10 +168,14 @@ def test_score_is_the_logistic_log_likelihood_for_the_core_model():
     rng = np.random.default_rng(0)
     y = np.where(rng.random(50) < 0.5, 1.0, -1.0)
     margin, weight = rng.normal(size=50), rng.random(50)
-    score, calibration, _ = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=False)
+    score, calibration, _ = score_out_of_fold(
+        BinaryTask(), y, margin[:, None], weight, ModelPriors(), noise_model=False
+    )
     assert calibration is None
     assert score == pytest.approx(float(np.sum(weight * log_expit(y * margin))), rel=1e-12)
-    score, calibration, _ = score_out_of_fold(y, margin, weight, ModelPriors(), noise_model=True)
+    score, calibration, _ = score_out_of_fold(
+        BinaryTask(), y, margin[:, None], weight, ModelPriors(), noise_model=True
+    )
     assert score == calibration.log_likelihood
 
 
@@ -192,6 +197,7 @@ def _cross_fitter(
     average_folds: bool = False,
 ) -> CrossFitter:
     return CrossFitter(
+        BinaryTask(),
         n_estimators=n_estimators,
         learning_rate=0.1,
         patience=patience,
@@ -225,7 +231,7 @@ def test_cross_fitter_refits_on_clean_proba_and_scores_each_row_out_of_fold():
     assert result.final.n_rounds == result.refit_rounds == round(1.5 * result.n_rounds)
     assert result.rounds[-1] - result.n_rounds >= 30  # stopped by patience
     np.testing.assert_array_equal(
-        result.clean_proba, result.calibration.clean_proba(y, result.out_of_fold)
+        result.clean_proba, result.calibration.clean_proba(y, result.out_of_fold[:, 0])
     )
     # A row's out-of-fold margin is its fold booster's, which never saw it: refitting that
     # fold's booster alone for the chosen rounds gives the same margin.
@@ -242,7 +248,7 @@ def test_cross_fitter_refits_on_clean_proba_and_scores_each_row_out_of_fold():
     )
     for _ in range(result.n_rounds):
         alone.add_round()
-    np.testing.assert_array_equal(result.out_of_fold[val], alone.margins()[val])
+    np.testing.assert_array_equal(result.out_of_fold[val, 0], alone.margins()[val])
 
 
 def test_cross_fitter_warns_when_the_best_round_count_is_the_cap():
@@ -429,7 +435,7 @@ def test_drop_mislabeled_drops_nothing_when_a_class_would_lose_every_row():
     assert fitter._kept(y, s, np.array([0.9, 0.8, 0.4, 0.5, 0.9])) is None
     # K classes: class indices.
     k_fitter = CrossFitter(
-        10, 0.1, None, ModelPriors(), RoundSettings(), True, (1.0, 1.0), n_classes=3,
+        ClassesTask(3), 10, 0.1, None, ModelPriors(), RoundSettings(), True, (1.0, 1.0),
         drop_mislabeled=True,
     )  # fmt: skip
     labels = np.array([0, 1, 2, 2])

@@ -322,7 +322,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         Class labels; for two classes ``classes_[1]`` is the positive class (+1 in the paper).
     n_features_in_ : int
         Number of features seen at fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Column names, when X is a DataFrame with string column names.
 
     See Also
@@ -522,6 +522,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     @property
     def _task(self) -> Task:
         """Two classes or K (:mod:`viboost.fitting.task`), from the fitted ``classes_``."""
+        check_is_fitted(self)
         return make_task(self.classes_.size)
 
     def _fit_config(self) -> FitConfig:
@@ -672,7 +673,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Predicted class: ``classes_[1]`` where ``H(x) > 0``, else ``classes_[0]`` (for K
         classes, the class of the largest margin)."""
-        return self.classes_[self._task.predict_index(self._margins(X))]
+        index = self._task.predict_index(self._margins(X))
+        return self.classes_[index]
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
         """Yield the predicted classes after each round."""
