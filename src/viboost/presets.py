@@ -12,7 +12,7 @@
     plausible), and it is no more accurate than AdaBoost.
 
 ``"robust"`` (the default)
-    The same model, fitted in two stages (:meth:`VIBoostClassifier.fit`):
+    The same model, fitted in two stages (:meth:`viboost.estimator.VIBoostClassifier.fit`):
 
     1. *cross-fitting*: ``cv`` boosters (``cv="auto"``: 5, fewer from 250,000 rows), each on
        all folds but one, add trees (8 leaves, each leaf at the exact mode of its q(c)) shrunk
@@ -85,6 +85,8 @@ class FitPlan:
             return None
         from viboost.boosting.split_statistics import TreeSettings
 
+        if self.min_samples_leaf is None:
+            raise ValueError("min_samples_leaf is unresolved (resolve_preset with total_weight)")
         if self.leaf_weights == "per-leaf":
             criterion = "newton" if self.alpha == "exact" else "smoothed"
         else:

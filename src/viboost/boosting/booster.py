@@ -36,6 +36,9 @@ from tqdm.auto import tqdm
 
 from viboost.boosting.learners import BaseLearner, LearnerSearch
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
+from viboost.boosting.stumps import DecisionStump
+from viboost.boosting.tree_search import TreeSearch
+from viboost.boosting.trees import HistogramTree
 from viboost.variational import (
     ModelPriors,
     RoundResult,
@@ -247,11 +250,14 @@ class Booster:
             if rows.per_leaf:
                 # Each leaf's value is the mode of its posterior; the tree's alpha_t is the
                 # shrinkage: H += learning_rate * c_leaf(x).
-                learner = learner.with_leaf_values(result.alpha)
+                assert isinstance(learner, HistogramTree), "per-leaf weights are a tree's"
+                learner = learner.with_leaf_values(np.asarray(result.alpha))
                 alpha = rate
             else:
                 # Shrinkage: H += learning_rate * alpha_t h_t (exactly alpha_t at rate 1).
-                alpha = rate * result.alpha
+                alpha_t = result.alpha
+                assert not isinstance(alpha_t, np.ndarray), "one alpha_t without per-leaf weights"
+                alpha = rate * alpha_t
             self.states[k] = result.state
             self.records[k].append(learner, alpha, result)
             alphas.append(alpha)
@@ -330,7 +336,8 @@ class InMemoryRows:
         # Above COMPRESS_ABOVE weighted rows a round runs on pseudo-rows.
         self._compress = [int(np.count_nonzero(m > 0)) > COMPRESS_ABOVE for m in multiplicities]
         self.validation = validation
-        self._weights: list[ScaledWeights] = []
+        # None between an add without reweighting and the next start.
+        self._weights: list[ScaledWeights] | None = []
         self._outputs: list[np.ndarray | None] = []
         self._leaves: list[np.ndarray | None] = []
 
@@ -347,8 +354,11 @@ class InMemoryRows:
 
     def best(self, intercept: bool = False) -> list[BaseLearner]:
         if intercept:
-            return [search.intercept() for search in self.searches]
-        weights, margins, totals = [], [], []
+            return [_tree_search(search).intercept() for search in self.searches]
+        assert self._weights is not None, "start() sets the search weights"
+        weights: list[np.ndarray] = []
+        margins: list[np.ndarray | None] = []
+        totals: list[float] = []
         for search, margins_k, scaled in zip(
             self.searches, self._margins, self._weights, strict=True
         ):
@@ -376,7 +386,7 @@ class InMemoryRows:
             if margin is None:
                 out.append(search.best(w, y)[0])
             else:
-                out.append(search.best(w, y, margin, total)[0])
+                out.append(_tree_search(search).best(w, y, margin, total)[0])
         return out
 
     def round_rows(
@@ -388,8 +398,11 @@ class InMemoryRows:
             self.searches, learners, self._margins, self._compress, strict=True
         ):
             y, margin, weight = margins.y, margins.margin, margins.sample_weight
+            leaf: np.ndarray | None
+            h: np.ndarray | None
             if getattr(learner, "per_leaf", False):
-                leaf = search.leaf_index(learner)
+                assert isinstance(learner, HistogramTree), "per-leaf weights are a tree's"
+                leaf = _tree_search(search).leaf_index(learner)
                 n_leaves = learner.n_leaves
                 if compress:
                     rows = RoundRows.pseudo(
@@ -480,10 +493,19 @@ def _with_training_covers(
     stump, from its outputs in {-1, +1} (``sum w h`` is the right leaf's weight minus the left's
     for polarity +1; the left leaf is ``-polarity``). ``total`` is ``weight.sum()``."""
     if leaf is None:
+        assert isinstance(learner, DecisionStump), "a learner without leaf indices is a stump"
         difference = _signed_sum(weight, h) * learner.polarity  # right minus left
         right = 0.5 * (total + difference)
         return learner.with_covers(np.array([total - right, right]))
+    assert isinstance(learner, HistogramTree), "a learner with leaf indices is a tree"
     return learner.with_covers(np.bincount(leaf, weights=weight, minlength=learner.n_leaves))
+
+
+def _tree_search(search: LearnerSearch) -> TreeSearch:
+    """``search`` as the tree search it is where only trees go (the intercept, per-leaf
+    weights)."""
+    assert isinstance(search, TreeSearch), f"{type(search).__name__} grows no trees"
+    return search
 
 
 @numba.njit(cache=True)

@@ -427,7 +427,9 @@ def _grown_tree(ints, reals, counts, t, code, prior, edges, nodes):  # pragma: n
     return n, error, holder
 
 
-def padded_thresholds(thresholds: Sequence[np.ndarray], n_bins: np.ndarray) -> np.ndarray:
+def padded_thresholds(
+    thresholds: Sequence[np.ndarray] | np.ndarray, n_bins: np.ndarray
+) -> np.ndarray:
     """Each feature's bin edges in one row, padded with +inf (a split above the last edge
     sends every observed value left), shape ``(n_features, width)``: what
     :class:`TreeGrowths` takes a split's threshold from (computed once per binning).
@@ -456,7 +458,7 @@ class TreeGrowths:
 
     Parameters
     ----------
-    roots : sequence of ndarray of shape (n_features, n_slots, 3)
+    roots : sequence of ndarray of shape (n_features, n_slots, 3), or stacked in one ndarray
         Each tree's root histogram: per feature and bin, the two statistics of
         :meth:`~viboost.boosting.split_statistics.TreeSettings.statistics` in the units of
         weights summing to one, and the rows' count (each row counted as its sample weight, as
@@ -479,7 +481,7 @@ class TreeGrowths:
 
     def __init__(
         self,
-        roots: Sequence[np.ndarray],
+        roots: Sequence[np.ndarray] | np.ndarray,
         n_bins: np.ndarray,
         thresholds: Sequence[np.ndarray] | np.ndarray,
         settings: TreeSettings,

@@ -78,6 +78,22 @@ class RowPartition:
     histograms the nodes of all of them in one parallel pass.
     """
 
+    # Set by :meth:`stacked` (which also makes the partitions that no __init__ runs for).
+    #: The rows' bins (row-major), shape (n_rows, n_features).
+    binned: np.ndarray
+    #: The same bins by feature, shape (n_features, n_rows).
+    columns: np.ndarray
+    #: The sparse features' entries, or None (every feature dense).
+    sparse: SparseBins | None
+    #: Slots per feature of the histograms.
+    n_slots: int
+    #: The rows and statistics shared with the partitions stacked with this one.
+    _store: _Store
+    #: Where this partition's rows start in the shared arrays of ``_store``.
+    _offset: int
+    #: How many rows this partition fits.
+    _size: int
+
     def __init__(
         self,
         binned: np.ndarray,
@@ -101,6 +117,8 @@ class RowPartition:
         self.first, self.second, self.counts = per_row
         if ranges is not None:
             self.ranges = dict(ranges)
+            #: The side (0: ``rows``, 1: ``row_buffer`` of the shared store) on which each
+            #: node's rows lie.
             self.sides = dict.fromkeys(self.ranges, 0)
 
     @classmethod
@@ -198,21 +216,42 @@ class _Store:
     ``scratch``, if any, to which :meth:`RowPartition.release` and
     :meth:`RowPartition.release_rows` return them)."""
 
-    rows: np.ndarray
-    stats: np.ndarray
+    # Each of the arrays is None once released.
+    rows: np.ndarray | None
+    stats: np.ndarray | None
     scratch: ScratchArrays | None = None
     #: Partitions still reading ``rows`` (:meth:`RowPartition.release_rows`).
     readers: int = 1
 
     def __post_init__(self) -> None:
+        rows, stats = self.rows, self.stats
+        assert rows is not None and stats is not None, "a store starts with its arrays"
+        self.row_buffer: np.ndarray | None
+        self.stat_buffer: np.ndarray | None
+        self.decisions: np.ndarray | None
         if self.scratch is None:
-            self.row_buffer = np.empty_like(self.rows)
-            self.stat_buffer = np.empty_like(self.stats)
-            self.decisions = np.empty(self.rows.shape, dtype=np.uint8)
+            self.row_buffer = np.empty_like(rows)
+            self.stat_buffer = np.empty_like(stats)
+            self.decisions = np.empty(rows.shape, dtype=np.uint8)
         else:
-            self.row_buffer = self.scratch.take(self.rows.shape, np.int64)
-            self.stat_buffer = self.scratch.take(self.stats.shape)
-            self.decisions = self.scratch.take(self.rows.shape, np.uint8)
+            self.row_buffer = self.scratch.take(rows.shape, np.int64)
+            self.stat_buffer = self.scratch.take(stats.shape)
+            self.decisions = self.scratch.take(rows.shape, np.uint8)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``rows``, ``stats``, ``row_buffer``, ``stat_buffer`` and ``decisions``, for a split
+        or a histogram; RuntimeError once the statistics are released."""
+        rows, stats, row_buffer = self.rows, self.stats, self.row_buffer
+        stat_buffer, decisions = self.stat_buffer, self.decisions
+        if (
+            rows is None
+            or stats is None
+            or row_buffer is None
+            or stat_buffer is None
+            or decisions is None
+        ):
+            raise RuntimeError("the partition's statistics were released")
+        return rows, stats, row_buffer, stat_buffer, decisions
 
     def __getstate__(self) -> dict:
         """A copy (a block's trees moved to another dask worker) keeps no pool: its arrays are
@@ -251,10 +290,11 @@ def histograms_together(
     ).reshape(-1, 2)
     sides = np.array([p.sides[node] for p, node in zip(partitions, nodes, strict=True)])
     part = partitions[0]
+    rows, stats, row_buffer, stat_buffer, _ = store.arrays()
     hists = node_histograms(
-        part.binned, store.rows, bounds[:, 0], bounds[:, 1], store.stats, part.n_slots,
+        part.binned, rows, bounds[:, 0], bounds[:, 1], stats, part.n_slots,
         scratch=store.scratch, counted=counts is None,
-        other_side=(store.row_buffer, store.stat_buffer), sides=sides, out=out,
+        other_side=(row_buffer, stat_buffer), sides=sides, out=out,
         sparse=part.sparse,
     )  # fmt: skip
     if counts is not None:
@@ -274,8 +314,9 @@ def root_histograms(
     and weights are the same every round), else summed with the statistics and returned for
     the next rounds."""
     nodes = [0] * len(partitions)
-    if all(c is not None for c in counts):
-        return histograms_together(partitions, nodes, counts, out=out), list(counts)
+    known = [c for c in counts if c is not None]
+    if len(known) == len(counts):
+        return histograms_together(partitions, nodes, known, out=out), known
     roots = histograms_together(partitions, nodes, out=out)
     return roots, [root[:, :, 2].copy() for root in roots]
 
@@ -297,11 +338,12 @@ def expand_together(
         return [[] for _ in partitions]
     bounds = np.array([[p._offset + i for i in p.ranges.pop(e.node)] for p, e in flat])
     sides = np.array([p.sides.pop(e.node) for p, e in flat], dtype=np.int8)
+    rows, stats, row_buffer, stat_buffer, decisions = store.arrays()
     n_left = partition_nodes(
-        partitions[0].columns, store.rows, store.stats, bounds[:, 0], bounds[:, 1],
+        partitions[0].columns, rows, stats, bounds[:, 0], bounds[:, 1],
         np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
-        np.array([e.missing_left for _, e in flat]), store.row_buffer, store.stat_buffer,
-        sides=sides, decisions=store.decisions,
+        np.array([e.missing_left for _, e in flat]), row_buffer, stat_buffer,
+        sides=sides, decisions=decisions,
     )  # fmt: skip
     smaller = []
     for (p, e), (start, stop), count, side in zip(flat, bounds, n_left, sides, strict=True):
@@ -357,7 +399,7 @@ def partition_leaf_index(
             routed.append(partition.node_rows(node))
     if bounds:
         store = partition._store
-        if store.rows is None:
+        if store.rows is None or store.row_buffer is None:
             raise RuntimeError("the partition's rows were released")
         edges = np.array(bounds, dtype=np.int64)
         _number_rows(

@@ -37,7 +37,7 @@ import numpy as np
 from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN, FeatureBinner
 from viboost.boosting.histogram import binned_histogram, occupied_bins, transpose_bins
-from viboost.boosting.learners import NODE_DTYPE
+from viboost.boosting.learners import NODE_DTYPE, BaseLearner
 
 __all__ = [
     "BinnedStumpSearch",
@@ -271,7 +271,7 @@ class ExactStumpSearch:
         error = max(best_error, 0.0)
         return replace(best_stump, gain=1.0 - 2.0 * error), error
 
-    def outputs(self, stump: DecisionStump) -> np.ndarray:
+    def outputs(self, stump: BaseLearner) -> np.ndarray:
         """``h(x_n)`` in {-1.0, +1.0} for the training rows: ``stump.predict(X)``."""
         return stump.predict(self._X)
 
@@ -551,12 +551,14 @@ class BinnedStumpSearch:
             )
         return b
 
-    def outputs(self, stump: DecisionStump) -> np.ndarray:
+    def outputs(self, stump: BaseLearner) -> np.ndarray:
         """``h(x_n)`` in {-1.0, +1.0} for the training rows, equal to ``stump.predict(X)``.
 
         Read from the binned column, so ``stump`` must be one this search returned (or share its
         threshold with one).
         """
+        if not isinstance(stump, DecisionStump):
+            raise TypeError(f"a stump search has no outputs of a {type(stump).__name__}")
         if stump.split_bin is None:
             stump = replace(stump, split_bin=self.split_bin(stump))
         return stump.binned_outputs(self.binned_columns_)

@@ -17,6 +17,7 @@ from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.binning import FeatureBinner
 from viboost.boosting.growth import TreeGrowths, padded_thresholds
 from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_bins
+from viboost.boosting.learners import BaseLearner
 from viboost.boosting.partition import (
     RowPartition,
     expand_together,
@@ -127,7 +128,8 @@ class TreeSearch:
             sample_weight = np.ones(n_samples)
         self._rows = np.flatnonzero(active).astype(np.int64)
         self._inactive = np.flatnonzero(~active).astype(np.int64)
-        self._last = None
+        #: The last tree grown, its partition and its nodes' positions (for :meth:`leaf_index`).
+        self._last: tuple[HistogramTree, RowPartition, np.ndarray] | None = None
         # A row counts towards min_samples_leaf as its sample weight (k copies of a row count
         # k times), never when inactive.
         self._counts = np.where(active, np.asarray(sample_weight, dtype=np.float64), 0.0)
@@ -163,8 +165,8 @@ class TreeSearch:
         margin: np.ndarray | None = None,
         total: float = 1.0,
     ) -> tuple[HistogramTree, float]:
-        """Grow the round's tree under the search weights (:class:`~viboost.boosting.growth.
-        TreeGrowth` over this search's rows).
+        """Grow the round's tree under the search weights
+        (:class:`~viboost.boosting.growth.TreeGrowth` over this search's rows).
 
         Parameters
         ----------
@@ -267,8 +269,10 @@ class TreeSearch:
             scratch.reclaim()  # the nodes' histograms: the growths end here
         return out
 
-    def outputs(self, tree: HistogramTree) -> np.ndarray:
+    def outputs(self, tree: BaseLearner) -> np.ndarray:
         """``h(x_n)`` (the tree's leaf values) for every row of the search."""
+        if not isinstance(tree, HistogramTree):
+            raise TypeError(f"a tree search has no outputs of a {type(tree).__name__}")
         return tree.leaf_values[self.leaf_index(tree)]
 
     def leaf_index(self, tree: HistogramTree) -> np.ndarray:

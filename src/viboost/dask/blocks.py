@@ -44,6 +44,8 @@ from viboost.boosting.partition import (
 from viboost.boosting.reweighting import RowMargins, ScaledWeights
 from viboost.boosting.softmax import class_labels, other_class_margins
 from viboost.boosting.split_statistics import TreeSettings
+from viboost.boosting.stumps import DecisionStump
+from viboost.boosting.trees import HistogramTree
 from viboost.fitting.task import Task
 from viboost.noise_fit.calibration import flip_rate_sums, mislabel_proba_in_sample
 from viboost.variational.compression import KnotGrid, knot_moments, knot_range
@@ -276,6 +278,13 @@ class BoosterRows:
     def active(self) -> np.ndarray:
         return self.margins.sample_weight > 0
 
+    @property
+    def search_weights(self) -> ScaledWeights:
+        """``weights``, which every booster that searches has (:func:`reweight` sets them)."""
+        weights = self.weights
+        assert weights is not None, "the booster has no search weights (reweight first)"
+        return weights
+
 
 def start_boosters(
     block: TrainingBlock, multiplicities: np.ndarray | None, n_boosters: int = 1
@@ -293,7 +302,7 @@ def start_boosters(
         if multiplicities is None:
             multiplicities = np.broadcast_to(block.sample_weight, (n_groups, block.n_rows))
         labels = class_labels(block.y, n_classes)
-        out = []
+        out: list[BoosterRows] = []
         for m in multiplicities:
             f = np.zeros((block.n_rows, n_classes))
             g = other_class_margins(f)
@@ -322,7 +331,7 @@ def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...])
 
 
 def _leaf_of(
-    block: TrainingBlock, tree: BaseLearner, trees: TreeRows | None = None, k: int = 0
+    block: TrainingBlock, tree: HistogramTree, trees: TreeRows | None = None, k: int = 0
 ) -> np.ndarray:
     """The leaf of every row of the block in ``tree``: booster ``k``'s leaves that
     :func:`round_rows` kept in ``trees`` when they are this tree's, else from the bins."""
@@ -334,7 +343,7 @@ def _outputs(
     block: TrainingBlock, learner: BaseLearner, trees: TreeRows | None = None, k: int = 0
 ) -> np.ndarray:
     """``h(x_n)`` of the block's rows (for a tree, by each row's leaf: :func:`_leaf_of`)."""
-    if hasattr(learner, "leaf_index"):
+    if isinstance(learner, HistogramTree):
         return learner.leaf_values[_leaf_of(block, learner, trees, k)]
     return learner.binned_outputs(block.binned.T)
 
@@ -369,7 +378,8 @@ def reweight(
         margins = booster.margins.copy()
         if update is None:
             weights = margins.scaled_weights(clean, tau, logistic)
-        elif getattr(update.learner, "per_leaf", False):  # as InMemoryRows.add: by leaf
+        elif isinstance(update.learner, HistogramTree) and update.learner.per_leaf:
+            # As InMemoryRows.add: by leaf.
             leaf = _leaf_of(block, update.learner, trees, k)
             values = update.learner.leaf_values
             weights = margins.add(update.alpha, values, clean, tau, logistic, False, leaf)
@@ -394,11 +404,12 @@ def _class_groups(
     adds it), ``F_k`` by the same step, ``F_k += (G_k + alpha h) - G_k``; then every ``G_k``
     from the new ``F``."""
     n_classes = block.n_classes
-    out = []
+    out: list[tuple[np.ndarray, np.ndarray | None]] = []
     for start in range(0, len(boosters), n_classes):
         group = boosters[start : start + n_classes]
         moves = updates[start : start + n_classes]
         f = group[0].f
+        assert f is not None, "K-class boosters hold their group's F"
         if all(update is None for update in moves):
             out.append((f, None))
             continue
@@ -461,7 +472,9 @@ def finish_classes(
 
 def class_margins(boosters: tuple[BoosterRows, ...], group: int, n_classes: int) -> np.ndarray:
     """K classes: group ``group``'s margins ``F`` of the block's rows, shape (n_rows, K)."""
-    return boosters[group * n_classes].f
+    f = boosters[group * n_classes].f
+    assert f is not None, "K-class boosters hold their group's F"
+    return f
 
 
 def class_out_of_fold(
@@ -505,7 +518,7 @@ def histograms(
     active rows."""
     out = []
     for booster in boosters:
-        weights = booster.weights
+        weights = booster.search_weights
         active = booster.active
         hist = binned_histogram(block.binned, weights.values, booster.margins.y, active)
         out.append((hist, weights.log_scale, weights.total, _knots(booster, block)))
@@ -530,7 +543,7 @@ class TreeRows:
     def __init__(
         self,
         partitions: list[RowPartition],
-        roots: tuple[tuple[np.ndarray, float, float, tuple[float, float]], ...],
+        roots: tuple[tuple[tuple[np.ndarray], float, float, tuple[float, float]], ...],
     ) -> None:
         self.partitions = partitions
         self.roots = roots
@@ -613,7 +626,7 @@ def _partitions(
     at = 0
     for booster, mine in zip(boosters, rows, strict=True):
         settings.row_statistics(
-            mine, booster.weights.values, booster.margins.y, booster.margins.margin,
+            mine, booster.search_weights.values, booster.margins.y, booster.margins.margin,
             block.sample_weight, stats[at : at + mine.size],
         )  # fmt: skip
         at += mine.size
@@ -634,7 +647,12 @@ def start_trees(
     for booster, count in zip(boosters, counts, strict=True):
         booster.counts["root"] = count
     roots = tuple(
-        ((hist,), booster.weights.log_scale, booster.weights.total, _knots(booster, block))
+        (
+            (hist,),
+            booster.search_weights.log_scale,
+            booster.search_weights.total,
+            _knots(booster, block),
+        )
         for hist, booster in zip(hists, boosters, strict=True)
     )
     return TreeRows(partitions, roots)
@@ -717,12 +735,14 @@ def round_rows(
     if trees is not None and grown is not None:
         settings, history, positions = grown
         _replay(block, boosters, trees, settings, history)
-    out, leaves = [], []
+    out: list[tuple[np.ndarray | tuple[np.ndarray, ...], np.ndarray]] = []
+    leaves: list[np.ndarray] = []
     for k, (booster, learner, grid) in enumerate(zip(boosters, learners, grids, strict=True)):
         margins = booster.margins
         y, margin, weight = margins.y, margins.margin, margins.sample_weight
-        leaf = None
-        if hasattr(learner, "leaf_index"):  # a tree: the leaf of every row
+        leaf: np.ndarray | None = None
+        part: np.ndarray | tuple[np.ndarray, ...]
+        if isinstance(learner, HistogramTree):  # a tree: the leaf of every row
             if trees is not None and grown is not None:
                 leaf = partition_leaf_index(
                     trees.partitions[k], learner, positions[k], block.binned.T,
@@ -733,6 +753,7 @@ def round_rows(
             leaves.append(leaf)
             covers = np.bincount(leaf, weights=weight, minlength=learner.n_leaves)
         if getattr(learner, "per_leaf", False):
+            assert isinstance(learner, HistogramTree) and leaf is not None, "a tree's leaves"
             n_leaves = learner.n_leaves
             if grid is not None:
                 part = knot_moments(y, np.ones_like(y), margin, weight, grid, leaf, n_leaves)
@@ -740,10 +761,14 @@ def round_rows(
                 act = booster.active
                 part = (y[act], margin[act], weight[act], leaf[act])
         else:
-            h = _outputs(block, learner) if leaf is None else learner.leaf_values[leaf]
             if leaf is None:  # a stump: the weight on its right side (h = polarity)
+                assert isinstance(learner, DecisionStump), "a learner without leaves is a stump"
+                h = _outputs(block, learner)
                 side = h > 0 if learner.polarity > 0 else h < 0
                 covers = np.array([weight.sum(), weight[side].sum()])
+            else:
+                assert isinstance(learner, HistogramTree), "a learner with leaves is a tree"
+                h = learner.leaf_values[leaf]
             if grid is not None:
                 part = knot_moments(y, h, margin, weight, grid)
             else:

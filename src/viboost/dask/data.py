@@ -60,6 +60,7 @@ class RawInput:
         counts = np.zeros(self.classes.size, dtype=np.int64)
         for summary in self.summaries:
             if summary.active_labels.size:
+                assert summary.active_counts is not None, "summarize_block counts the labels"
                 index = np.searchsorted(self.classes, summary.active_labels)
                 np.add.at(counts, index, summary.active_counts)
         return counts

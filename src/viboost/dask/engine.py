@@ -339,9 +339,10 @@ class BlockRows:
             ]
             return [intercept_tree() for _ in self.compress]
         if self.tree is not None:
-            return self._grow_trees()
+            return list(self._grow_trees())
         parts = self.tasks.run_grouped(blocks.histograms, self.training, self.states)
-        learners, self._grids = [], []
+        learners: list[BaseLearner] = []
+        self._grids = []
         for k, occupied in enumerate(self.occupied):
             mine = [part[k] for part in parts]
             hist = _combine_histograms(mine)
@@ -353,13 +354,14 @@ class BlockRows:
     def _grow_trees(self) -> list[HistogramTree]:
         """Each ensemble's tree, grown best-first (:class:`~viboost.boosting.growth.TreeGrowths`,
         all ensembles' trees together) from node histograms that the blocks compute over their
-        rows (:func:`~viboost.dask.blocks.start_trees`, :func:`~viboost.dask.blocks.
-        expand_trees`) and the client adds in block order; all ensembles share each trip. With
-        ``speculate=True`` a trip splits every node that may still split, so a tree costs
-        about one trip per level; with an int ``m`` (cheaper trips: direct connections) the
-        best-ranked ``m`` of each tree (:class:`~viboost.boosting.growth.TreeGrowths`). The
-        same trees either way."""
-        settings = self.tree
+        rows (:func:`~viboost.dask.blocks.start_trees`,
+        :func:`~viboost.dask.blocks.expand_trees`) and the client adds in block order; all
+        ensembles share each trip. With ``speculate=True`` a trip splits every node that may still
+        split, so a tree costs about one trip per level; with an int ``m`` (cheaper trips: direct
+        connections) the best-ranked ``m`` of each tree
+        (:class:`~viboost.boosting.growth.TreeGrowths`). The same trees either way."""
+        settings, thresholds = self.tree, self._thresholds
+        assert settings is not None and thresholds is not None, "stumps grow no trees"
         binner = self.binner
         trees = self.tasks.submit(blocks.start_trees, self.training, self.states, settings=settings)
         parts = self.tasks.run_grouped(blocks.tree_roots, trees)
@@ -372,7 +374,7 @@ class BlockRows:
             scales.append(scale)
             self._grids.append(_grid([part[3] for part in mine]) if compress else None)
         growths = TreeGrowths(
-            roots, binner.n_bins_, self._thresholds, settings, priors, speculate=self.speculate
+            roots, binner.n_bins_, thresholds, settings, priors, speculate=self.speculate
         )
         self.tree_trips = 0
         history: tuple = ()
@@ -437,11 +439,14 @@ class BlockRows:
             if grid is not None:
                 moments = combine_knot_moments(mine)
                 if per_leaf:
-                    *pseudo, leaf = pseudo_rows_by_leaf(moments, grid)
-                    out.append(RoundRows(*pseudo, _leaf_offsets(leaf, learner.n_leaves)))
+                    assert isinstance(learner, HistogramTree), "per-leaf weights are a tree's"
+                    y_p, h_p, margin_p, weight_p, leaf = pseudo_rows_by_leaf(moments, grid)
+                    offsets = _leaf_offsets(leaf, learner.n_leaves)
+                    out.append(RoundRows(y_p, h_p, margin_p, weight_p, offsets))
                 else:
                     out.append(RoundRows(*pseudo_rows(moments, grid)))
             elif per_leaf:
+                assert isinstance(learner, HistogramTree), "per-leaf weights are a tree's"
                 y, margin, weight, leaf = (
                     np.concatenate([part[i] for part in mine]) for i in range(4)
                 )
@@ -499,6 +504,7 @@ class BlockRows:
         """The out-of-fold margins of every row (:func:`~viboost.dask.blocks.out_of_fold`), in
         row order; 0 for rows no ensemble holds out. For K > 2 classes, ``F`` of the last group
         that holds each row out (:func:`~viboost.dask.blocks.class_out_of_fold`)."""
+        assert self.validation is not None, "out-of-fold margins need the validation rows"
         parts = self.tasks.run(
             blocks.out_of_fold if self.n_classes == 2 else blocks.class_out_of_fold,
             self.training,

@@ -84,8 +84,11 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     order. The result is therefore bit for bit the same for any number of workers and any
     partitioning of the input.
 
-    Additional parameters
-    ---------------------
+    The parameters are :class:`viboost.VIBoostClassifier`'s and the four below (``client``,
+    ``block_size``, ``timeout``, ``transport``).
+
+    Parameters
+    ----------
     client : distributed.Client or None, default=None
         The cluster to fit on; None uses the current client (``distributed.get_client()``).
     block_size : int or None, default=None
@@ -282,7 +285,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         task = make_task(raw.classes.size)
         # The checks of the in-memory fit, before any work.
         plan = config.plan(task, raw.classes, raw.class_counts(), raw.total_weight)
-        training, binner = bin_blocks(tasks, raw, task, self.max_bins, self.random_state)
+        max_bins = self.max_bins
+        assert max_bins is not None, "_parameter_constraints: max_bins is an int here"
+        training, binner = bin_blocks(tasks, raw, task, max_bins, self.random_state)
         del raw.raw, raw.blocked  # (binned: the raw blocks are released)
         tree = plan.tree_settings(float(self.weight_prior))
 

@@ -203,6 +203,7 @@ def _serve_messages(
         if message[0] == "stop":
             return {k: objects[k] for k in message[1]}
         released, calls = message
+        replies: list | _Failure
         try:
             replies = _run_calls(calls, objects)
         except Exception as error:  # noqa: BLE001 - sent to the client, which raises it
@@ -268,7 +269,7 @@ def _receive_message(conn: Connection, timeout: float, region: RegionReader | No
         buffers = region.take(sizes, path)
     else:
         buffers = [np.empty(size, dtype=np.uint8) for size in sizes]
-        views = [memoryview(buffer) for buffer in buffers if buffer.size]
+        views = [buffer.data for buffer in buffers if buffer.size]  # memoryviews
         _read_into(conn.fileno(), views, timeout)
     return pickle.loads(body, buffers=buffers)
 
@@ -348,12 +349,12 @@ class BlockService:
         The training blocks, as the services hold them.
     """
 
-    #: A trip splits the 4 best-ranked nodes of each tree (:class:`~viboost.dask.engine.
-    #: BlockRows`, ``TreeGrowth``'s ``speculate``; children of earlier speculative splits
-    #: included, so a tree costs about a trip per level): a trip here costs about a
-    #: millisecond of transfer and the client's work between passes, so splitting every node
-    #: that may still split computed more histograms for nothing than it saved, while the best
-    #: few are nearly always split. 100 31-leaf trees on 10^6 x 20 rows, 2 workers
+    #: A trip splits the 4 best-ranked nodes of each tree
+    #: (:class:`~viboost.dask.engine.BlockRows`, ``TreeGrowth``'s ``speculate``; children of
+    #: earlier speculative splits included, so a tree costs about a trip per level): a trip here
+    #: costs about a millisecond of transfer and the client's work between passes, so splitting
+    #: every node that may still split computed more histograms for nothing than it saved, while the
+    #: best few are nearly always split. 100 31-leaf trees on 10^6 x 20 rows, 2 workers
     #: (2026-11-28): 2 / 3 / 4 / 6 / 8 nodes a trip took 15.9 / 12.5 / 11.3 / 10.8 / 10.7
     #: trips and 30.3 / 32.7 / 35.8 / 41.8 / 47.6 splits a tree (a tree needs about 29).
     speculate = 4
@@ -467,7 +468,9 @@ class BlockService:
     def submit(self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any) -> list:
         """``func(*args_of_block_b, **shared)`` for every block ``b``, kept on the services
         (handles); sent with the next :meth:`run`."""
-        return self._queue(func, per_block, shared, store=True)
+        handles = self._queue(func, per_block, shared, store=True)
+        assert handles is not None, "stored calls have handles"
+        return handles
 
     def run(self, func: Callable[..., Any], *per_block: Sequence[Any], **shared: Any) -> list:
         """``func(*args_of_block_b, **shared)`` for every block ``b`` (after every queued
@@ -491,27 +494,36 @@ class BlockService:
         replies, each within ``timeout``."""
         if self._closed:
             raise ServiceLost("the services are closed")
-        for s, conn in enumerate(self._connections):
+        connections = self._connected()
+        for s, conn in enumerate(connections):
             message = (self._released[s], self._queues[s])
             self._released[s], self._queues[s] = [], []
             self._send(conn, message)
         # Every reply is read before an error is raised: none is left for the next pass. They
         # are read as they come (the first while the other services still compute).
-        replies: list = [None] * len(self._connections)
-        waiting = {conn: s for s, conn in enumerate(self._connections)}
+        replies: list = [None] * len(connections)
+        waiting = {conn: s for s, conn in enumerate(connections)}
         while waiting:
             ready = wait_for_any(list(waiting), self.timeout)
             if not ready:
                 raise ServiceLost(
                     f"a worker's service did not answer within timeout={self.timeout:g} s"
                 )
-            for conn in ready:
-                s = waiting.pop(conn)
-                replies[s] = self._receive(conn, self._regions[s])
+            for answered in ready:
+                assert isinstance(answered, Connection), "wait gives back what it waits on"
+                s = waiting.pop(answered)
+                replies[s] = self._receive(answered, self._regions[s])
         for reply in replies:
             if isinstance(reply, _Failure):
                 raise reply.error from RuntimeError(f"on the worker:\n{reply.trace}")
         return replies
+
+    def _connected(self) -> list[Connection]:
+        """Every service's connection (all of them are connected once the constructor
+        returns)."""
+        connections = [conn for conn in self._connections if conn is not None]
+        assert len(connections) == len(self._connections), "a service is not connected"
+        return connections
 
     def _send(self, conn: Connection, message: Any) -> None:
         try:
@@ -538,7 +550,7 @@ class BlockService:
         for output in outputs:
             for handle in output:
                 keys[handle.service].append(handle.key)
-        for s, conn in enumerate(self._connections):
+        for s, conn in enumerate(self._connected()):
             self._send(conn, ("stop", keys[s]))
         self._stopped = True
         self.close()

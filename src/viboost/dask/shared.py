@@ -84,7 +84,8 @@ class RegionWriter:
     def __init__(self, directory: str = SHM_DIRECTORY, size: int = _INITIAL_BYTES) -> None:
         self.directory = directory
         self.path, self._map = self._new_file(size)
-        #: The token written at the start of the first file (:meth:`offer`).
+        #: The token written at the start of the first file
+        #: (:func:`viboost.dask.service._offer_region`).
         self.token = secrets.token_bytes(_TOKEN_BYTES)
         self._map[:_TOKEN_BYTES] = self.token
         #: Whether the reader has yet to be told of the current file (:meth:`put`).

@@ -165,7 +165,7 @@ class VlogTerms:
             block = flat[start : start + rows]
             tmp = np.subtract.outer(block, g)
             tmp *= b
-            tmp = softplus(tmp)
+            tmp = np.asarray(softplus(tmp))  # an ndarray for the 2-D tmp (no copy)
             big = np.max(tmp, axis=1) > cap
             vals = np.minimum(tmp, cap) @ w  # exact where no term exceeds cap (no overflow)
             if e or np.any(big):
@@ -280,12 +280,12 @@ class VlogTerms:
     def _polish_mode(self, x: float) -> float:
         """Safeguarded Newton steps on the exactly summed, scaled ``g'`` from a mode ``x``.
 
-        In log space ``log P - log N`` is known only to ~``eps |log P|``, i.e. the mode only to
-        ~``1e-13 / h'``, which is many peak widths when the multiplicities are huge (1e130
-        summands of ``g'`` and a peak 1e-42 wide at 1e47, for instance); the scaled slope
-        summed by ``math.fsum`` is far more precise there.  The steps stop when ``g'`` is
-        within its rounding noise, when a step no longer changes ``x``, or after 60 steps.
-        Skipped when a scaled multiplicity has underflowed (the slope would miss that term).
+        In log space ``log P - log N`` is known only to about ``eps |log P|``, i.e. the mode
+        only to about ``1e-13 / h'``, which is many peak widths when the multiplicities are huge
+        (1e130 summands of ``g'`` and a peak 1e-42 wide at 1e47, for instance); the scaled slope
+        summed by ``math.fsum`` is far more precise there.  The steps stop when ``g'`` is within its
+        rounding noise, when a step no longer changes ``x``, or after 60 steps. Skipped when a
+        scaled multiplicity has underflowed (the slope would miss that term).
         """
         terms = self.compressed()
         if not np.all(terms.weights > 0.0):

@@ -494,8 +494,9 @@ class VersatileLogistic:
         ``g~(d) = g(z* + d) - g(z*)`` is evaluated in Bregman form (accurate for any
         multiplicities); where the mode is known only to within many peak widths (a rounding
         tilt of ``g~``), the tilt is dropped as in ``log_normalizer`` (``BregmanKernel.center``).
-        The panels double in width away from the mode (:func:`~viboost.distributions.
-        _vlog_moments.panels_around_mode`); the width is ``s0 = 1 / sqrt(g''(z*))``.
+        The panels double in width away from the mode
+        (:func:`~viboost.distributions._vlog_moments.panels_around_mode`); the width is
+        ``s0 = 1 / sqrt(g''(z*))``.
         """
         if self._panels_cache is None:
             terms = self._terms.compressed()
@@ -890,9 +891,11 @@ class VersatileLogistic:
         )
 
     def __repr__(self) -> str:
-        opts = {"threshold": 6, "edgeitems": 2, "separator": ", "}
+        def show(values: np.ndarray) -> str:
+            return np.array2string(values, threshold=6, edgeitems=2, separator=", ")
+
         return (
-            f"VersatileLogistic(slopes={np.array2string(self._slopes, **opts)}, "
-            f"knots={np.array2string(self._knots, **opts)}, "
-            f"multiplicities={np.array2string(self._multiplicities, **opts)})"
+            f"VersatileLogistic(slopes={show(self._slopes)}, "
+            f"knots={show(self._knots)}, "
+            f"multiplicities={show(self._multiplicities)})"
         )

@@ -119,9 +119,15 @@ def auto_fold_count(n_rows: int) -> int:
 
 def fold_seed(random_state: RandomStateLike) -> int | None:
     """The folds' seed: ``random_state`` itself if an int (or None), else one draw from it."""
-    if random_state is None or isinstance(random_state, Integral):
-        return random_state
-    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    if random_state is None:
+        return None
+    if isinstance(random_state, Integral):
+        return int(random_state)
+    rng = check_random_state(random_state)
+    bound = np.iinfo(np.int32).max
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(bound))
+    return int(rng.randint(bound))
 
 
 def cross_fit_folds(
@@ -305,7 +311,8 @@ class RoundCountSearch:
         if significant:
             self._anchor = (rounds, score, rows)
             return False
-        return self.patience is not None and rounds - self._anchor[0] >= self.patience
+        assert anchor is not None, "a check without an anchor is significant"
+        return self.patience is not None and rounds - anchor[0] >= self.patience
 
     @property
     def rounds(self) -> np.ndarray:
@@ -512,6 +519,7 @@ class CrossFitter:
                     make_rows, y, sample_weight, count_folds, train_weight, " (2nd pass)"
                 )
         n_passes = 1 if search is stopping else 2
+        assert search.best is not None, "the search scored at least one round count"
         n_rounds = search.best[0]
         if n_rounds == self.n_estimators:
             warnings.warn(
@@ -550,7 +558,8 @@ class CrossFitter:
         unscored = np.ones(n_rows, dtype=bool)
         unscored[active] = False
         if unscored.any():
-            margin = sum(task.margins(final.margins(k)) for k in range(n_final)) / n_final
+            summed = sum(task.margins(final.margins(k)) for k in range(n_final))
+            margin = np.asarray(summed / n_final)
             out_of_fold[unscored] = margin[unscored]
             if calibration is not None:
                 clean = calibration.clean_proba(y, task.decision(out_of_fold))
@@ -600,6 +609,7 @@ class CrossFitter:
         with the channel of ``channel``; None for the core model) and the out-of-fold margins
         at that count."""
         task = self.task
+        assert stopping.best is not None, "the search scored at least one round count"
         _, _, (calibration, out_of_fold) = stopping.best
         if calibration is not None and active.size > CALIBRATION_ROWS:
             # The count was chosen on a subset of the scored rows: calibrate on all of them.
@@ -689,6 +699,7 @@ class CrossFitter:
                     break
             # The bar ends where the search stopped, and says which count it chose.
             progress.total = done
+            assert stopping.best is not None, "the search scored at least one round count"
             progress.set_postfix_str(f"chose {stopping.best[0]} rounds", refresh=False)
         return stopping, active
 

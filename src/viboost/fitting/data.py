@@ -106,6 +106,8 @@ def learner_search(
     weighted = sample_weight > 0
     settings = plan.tree_settings(float(weight_prior))
     if settings is not None:
+        # FitConfig.plan refuses trees with max_bins=None (the exhaustive search is stumps').
+        assert max_bins is not None, "trees are grown on binned features"
         return TreeSearch(
             X,
             active=weighted,

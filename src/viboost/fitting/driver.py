@@ -19,7 +19,7 @@ estimator stores once (:meth:`FittedModel.store`).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -104,7 +104,32 @@ class FittedModel:
             estimator.__dict__.pop("_state", None)
 
 
-def _joint_attributes(joint: np.ndarray | None, n_classes: int) -> dict[str, np.ndarray]:
+class _Posteriors(TypedDict):
+    """The posterior attributes of :class:`FittedModel` (``FitDriver._posteriors``)."""
+
+    eta_: np.ndarray
+    omega_: np.ndarray
+    snr_: float
+    noise_grade_: float
+
+
+class _RateAttributes(TypedDict):
+    """The flip-rate attributes of :class:`FittedModel` (:func:`_rate_attributes`)."""
+
+    noise_rate_: float
+    noise_rate_interval_: np.ndarray
+    flip_rates_: np.ndarray
+    flip_rates_interval_: np.ndarray
+
+
+class _JointAttributes(TypedDict):
+    """The joint-label attributes of :class:`FittedModel` (:func:`_joint_attributes`)."""
+
+    label_joint_: np.ndarray
+    noise_matrix_: np.ndarray
+
+
+def _joint_attributes(joint: np.ndarray | None, n_classes: int) -> _JointAttributes:
     """``label_joint_`` (NaN where None: without the noise model) and ``noise_matrix_`` (its
     columns normalised)."""
     if joint is None:
@@ -113,7 +138,7 @@ def _joint_attributes(joint: np.ndarray | None, n_classes: int) -> dict[str, np.
         return {"label_joint_": joint, "noise_matrix_": joint / joint.sum(axis=0)}
 
 
-def _rate_attributes(rates: np.ndarray, intervals: np.ndarray | None) -> dict[str, Any]:
+def _rate_attributes(rates: np.ndarray, intervals: np.ndarray | None) -> _RateAttributes:
     """``noise_rate_``, ``flip_rates_`` and their intervals (NaN where there are none) from
     ``[share of wrong labels, flip rate of each true class]``."""
     if intervals is None:
@@ -219,7 +244,7 @@ class FitDriver:
 
     def _posteriors(
         self, eta: np.ndarray | None, omega: np.ndarray | None, noise_model: bool
-    ) -> dict[str, Any]:
+    ) -> _Posteriors:
         """``eta_``, ``omega_``, ``snr_`` (``eta_1 / eta_2``) and ``noise_grade_`` (two classes:
         ``log(omega_2 / omega_1)``, the mode of q(xi)); NaN without the noise model."""
         if not noise_model or eta is None or omega is None:
@@ -275,7 +300,9 @@ class FitDriver:
             mislabel = np.zeros(n_rows)
             true_class = np.eye(n_classes)[task.label_index(y)]
             rates = _rate_attributes(np.full(n_classes + 1, np.nan), None)
-        else:
+        else:  # the noise statistics (CrossFitter._noise_statistics)
+            assert result.mislabel_proba is not None and result.true_class_proba is not None
+            assert result.flip_rates is not None
             mislabel, true_class = result.mislabel_proba, result.true_class_proba
             rates = _rate_attributes(result.flip_rates, result.flip_rate_intervals)
         return FittedModel(

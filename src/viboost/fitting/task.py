@@ -25,7 +25,11 @@ from viboost.boosting.learners import BaseLearner, LearnerSearch
 from viboost.boosting.softmax import SoftmaxRows, class_labels
 from viboost.noise_fit.calibration import calibrate_noise
 from viboost.noise_fit.channel_calibration import calibrate_class_channel
-from viboost.noise_fit.class_calibration import calibrate_class_noise, class_log_likelihood
+from viboost.noise_fit.class_calibration import (
+    ClassNoiseCalibration,
+    calibrate_class_noise,
+    class_log_likelihood,
+)
 from viboost.noise_fit.model import NoiseModel
 from viboost.variational import ModelPriors, RoundSettings, VariationalState, initial_state
 
@@ -59,14 +63,14 @@ class _Labels:
     def states(
         self,
         y: np.ndarray,
-        multiplicities: Sequence[np.ndarray],
+        multiplicities: Sequence[np.ndarray] | np.ndarray,
         init_clean_proba: float,
         init_eta: tuple[float, float],
         priors: ModelPriors,
     ) -> list[VariationalState]:
         """Every ensemble's state before its first round: one per group of ``multiplicities``
-        (a fold's, or the refit's) and ensemble of the group (class k's labels
-        one-against-rest)."""
+        (a fold's, or the refit's; a sequence, or the rows of one array) and ensemble of the
+        group (class k's labels one-against-rest)."""
         labels = self.ensemble_labels(y)
         return [
             initial_state(y_k, weights, init_clean_proba, init_eta, priors)
@@ -243,6 +247,8 @@ class ClassesTask(_Labels):
         with ``"auto"`` when its log evidence beats the paper's channel's."""
         if channel == "independent":
             return calibration
+        # The paper's channel (from calibrate), from which the full channel's fit starts.
+        assert isinstance(calibration, ClassNoiseCalibration), "calibrate() fits the paper's"
         full = calibrate_class_channel(y, margin, sample_weight, priors, calibration.channel)
         if channel == "class-conditional" or full.log_evidence > calibration.log_evidence:
             return full

@@ -357,15 +357,15 @@ class ClassChannelCalibration:
         n_draws: int = 400,
         random_state: RandomStateLike = None,
     ) -> np.ndarray:
-        """Equal-tailed ``level`` credible intervals of :func:`~viboost.noise_fit.
-        class_calibration.joint_rates`, shape (K + 1, 2), as
+        """Equal-tailed ``level`` credible intervals of
+        :func:`~viboost.noise_fit.class_calibration.joint_rates`, shape (K + 1, 2), as
         :meth:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration.flip_rate_interval`
         draws them."""
         rng = spawn_generator(random_state)
         bounds = _bounds(self.n_classes)
-        draws = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
+        params = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
         subset = interval_subset(y.size, random_state)
-        draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in draws]
+        draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in params]
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 
 

@@ -149,9 +149,9 @@ def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cove
     return row, clean, log_p
 
 
-# Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
-# sums are the same for any number of threads; one chunk, up to this many rows, is the plain
-# sum in row order, on the calling thread).
+#: Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
+#: sums are the same for any number of threads; one chunk, up to this many rows, is the plain
+#: sum in row order, on the calling thread).
 _CHUNK_ROWS = 1 << 14
 
 
@@ -429,9 +429,10 @@ class ClassNoiseCalibration:
 
         Parameters are drawn from the Laplace approximation and the rates recomputed for each
         draw on the same rows; above :data:`~viboost.noise_fit.calibration.INTERVAL_ROWS` rows,
-        on a random subset of that many (:func:`~viboost.noise_fit.calibration.
-        interval_subset`), plus the rates at the posterior mode on all rows minus those on the
-        subset (a control variate, as the binary calibration does).
+        on a random subset of that many
+        (:func:`~viboost.noise_fit.calibration.interval_subset`), plus the rates at the
+        posterior mode on all rows minus those on the subset (a control variate, as the binary
+        calibration does).
         """
         draws = self.posterior_draws(n_draws, random_state)
         subset = interval_subset(y.size, random_state)

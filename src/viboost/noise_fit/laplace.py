@@ -15,6 +15,7 @@ Dirichlet (or Beta) part of such a posterior misses there.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 from scipy.optimize import minimize
@@ -156,7 +157,7 @@ def laplace_draws(
     covariance: np.ndarray,
     bounds: np.ndarray,
     n_draws: int,
-    method: str = "cholesky",
+    method: Literal["cholesky", "eigh"] = "cholesky",
 ) -> np.ndarray:
     """``n_draws`` parameter vectors from the normal approximation ``N(mean, covariance)``,
     clipped to the search box ``bounds`` (one (low, high) row per parameter: the posterior

@@ -31,10 +31,18 @@ __all__ = ["NoiseModel"]
 class NoiseModel(Protocol):
     """What a calibrated noise model gives (see the module docstring)."""
 
-    #: ``"independent"`` (the paper's channel) or ``"class-conditional"`` (a noise matrix).
-    channel_name: str
-    #: The weighted marginal log-likelihood ``sum_n s_n log p(y_n | H_n)`` at the optimum.
-    log_likelihood: float
+    # Read-only: a calibration is frozen, and its channel's name is its class's.
+    @property
+    def channel_name(self) -> str:
+        """``"independent"`` (the paper's channel) or ``"class-conditional"`` (a noise
+        matrix)."""
+        ...
+
+    @property
+    def log_likelihood(self) -> float:
+        """The weighted marginal log-likelihood ``sum_n s_n log p(y_n | H_n)`` at the
+        optimum."""
+        ...
 
     def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """``log p(y_n | H_n)`` of each row (the terms of :attr:`log_likelihood`)."""

@@ -68,14 +68,16 @@ class RoundRows:
     def weighted(
         cls,
         y: np.ndarray,
-        h: np.ndarray,
+        h: np.ndarray | None,
         margin: np.ndarray,
         sample_weight: np.ndarray,
         leaf: np.ndarray | None = None,
         n_leaves: int = 1,
     ) -> RoundRows:
-        """The rows of positive weight themselves (sorted by ``leaf`` when given)."""
+        """The rows of positive weight themselves (sorted by ``leaf`` when given; ``h`` is
+        then unused, None for a tree with per-leaf weights)."""
         if leaf is None:
+            assert h is not None, "rows without leaves need the learner's outputs h"
             act = sample_weight > 0
             return cls(y[act], h[act], margin[act], sample_weight[act])
         # One compiled counting sort of the rows of positive weight by leaf (stable, so the
@@ -93,7 +95,7 @@ class RoundRows:
     def pseudo(
         cls,
         y: np.ndarray,
-        h: np.ndarray,
+        h: np.ndarray | None,
         margin: np.ndarray,
         sample_weight: np.ndarray,
         knot_range: tuple[float, float] | None = None,
@@ -102,8 +104,10 @@ class RoundRows:
     ) -> RoundRows:
         """The pseudo-rows of knot aggregation
         (:func:`~viboost.variational.compression.compress_round`, per leaf when ``leaf`` is
-        given): every sum of the round within ~1e-9 relative, ``O(bins)`` of them."""
+        given, ``h`` then unused): every sum of the round within ~1e-9 relative, ``O(bins)`` of
+        them."""
         if leaf is None:
+            assert h is not None, "rows without leaves need the learner's outputs h"
             return cls(*compress_round(y, h, margin, sample_weight, knot_range=knot_range))
         y_p, h_p, margin_p, weight_p, leaf_p = compress_round(
             y, np.ones_like(y), margin, sample_weight, knot_range=knot_range, leaf=leaf,
