@@ -1,8 +1,16 @@
-"""Fixtures shared by the test modules."""
+"""Fixtures shared by the test modules, which sit in folders mirroring the packages they test
+(``tests/boosting/``, ``tests/dask/``, ...; the estimator's and the public helpers' tests here).
+The shared test helpers (``oracles``, ``reference_outputs``, ``reference_0_3``) live in this
+folder, which is put on ``sys.path`` for the tests in the subfolders."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="module")

@@ -514,7 +514,7 @@ def _noisy(n=600, rate=0.2, seed=0):
 @pytest.fixture(scope="module")
 def robust_fit():
     # A linear boundary, where stumps are the right base learner (the robust preset with
-    # stumps, the default before trees; tests/test_trees.py checks the trees' noise fit).
+    # stumps, the default before trees; tests/boosting/test_trees.py checks the trees' noise fit).
     X, y, flipped, truth = _noisy()
     stumps = {"max_leaf_nodes": 2, "leaf_weights": "tied", "min_samples_leaf": 1}
     return X, y, flipped, VIBoostClassifier(random_state=0, **stumps).fit(X, y)

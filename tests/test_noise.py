@@ -26,7 +26,7 @@ def noisy():
     y_noisy = np.where(flipped, np.where(y == "spam", "ham", "spam"), y)
     # An additive (linear) boundary: stumps fit it exactly, and the noise statistics of the
     # API are checked on their fit. The default's 8-leaf trees estimate 12% here (true 17%);
-    # trees are checked on an interaction in tests/test_trees.py.
+    # trees are checked on an interaction in tests/boosting/test_trees.py.
     stumps = {"max_leaf_nodes": 2, "leaf_weights": "tied", "min_samples_leaf": 1}
     model = VIBoostClassifier(random_state=0, **stumps).fit(X, y_noisy)
     return X, y_noisy, flipped, model

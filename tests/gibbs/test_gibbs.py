@@ -251,7 +251,7 @@ def _arviz_major() -> int:
 # ArviZ 0.23's trace plot calls a matplotlib API deprecated in 3.11 (not ours to fix).
 @pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
 @pytest.mark.skipif(
-    _arviz_major() >= 1, reason="ArviZ 0.2x API; tests/test_gibbs_arviz.py tests ArviZ 1.x"
+    _arviz_major() >= 1, reason="ArviZ 0.2x API; tests/gibbs/test_gibbs_arviz.py tests ArviZ 1.x"
 )
 def test_arviz_summary_and_trace_plot():
     import arviz

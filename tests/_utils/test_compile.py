@@ -35,7 +35,7 @@ from viboost._utils.compile import (
 )
 from viboost.distributions.unit_slope_vlog import unit_slope_mode
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Imports viboost's modules and counts the kernels they compiled or loaded (none should be: all
 # compile lazily), then compiles the kernels behind log_normalizer_c (serial, about 2 s) and

@@ -25,7 +25,7 @@ from viboost._utils.io import (
 )
 from viboost.cli import main
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 FLIPPED_ROW = 7
 
 

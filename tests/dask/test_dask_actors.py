@@ -313,4 +313,5 @@ def test_actors_run_on_a_cluster_reached_over_tls():
                 for transport in ("actors", "scheduler")
             ]
             assert models[0].transport_ == "actors"
-            _assert_same_model(*models, X)
+            with client.as_current():  # (not the default client: the per-row arrays' futures)
+                _assert_same_model(*models, X)
