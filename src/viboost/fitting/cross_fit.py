@@ -103,8 +103,8 @@ def auto_fold_count(n_rows: int) -> int:
     on four fifths each). Fold boosters that train on 200,000 rows or more stood in for the
     refit as well as larger ones in our measurements: their out-of-fold margins only rank the
     rows and choose the round count, which the refit scales to all rows
-    (:func:`refit_round_count`). Measured in ``docs/speed.md`` (test error and noise rate with
-    2, 3 and 5 folds at 10^5 to 10^6 rows, and on a problem that needs interactions).
+    (:func:`refit_round_count`); measured in ``docs/speed.md`` (2, 3 and 5 folds at 10^5 to
+    10^6 rows).
 
     Examples
     --------
@@ -208,13 +208,8 @@ def refit_round_count(
 
     The chosen count is where boosters fitted to ``(cv - 1) / cv`` of the rows, every label
     at full weight, stop improving out of fold; the refit fits all rows, the likely flipped
-    ones down-weighted by phi, and overfits later. Measured (5 splits each, 50% train;
-    docs/label_noise.md): refits of 1.25 times the count erred less in 6 of 8 settings
-    (Spambase at 20% flips 7.42 -> 6.94%, DNA 5.39 -> 5.17% and Satellite 11.22 -> 10.97%
-    with 20% of the labels moved, 10^4 synthetic rows 11.25 -> 10.89%; worse on breast
-    cancer at 20% flips, 6.88 -> 7.30%, and clean Satellite, 8.94 -> 9.01%). 1.5 times did a
-    little better still on these settings (mean 8.60% against 8.66%), 2 times no better; the
-    factor is the ratio of the rows, not a constant fitted to them.
+    ones down-weighted by phi, and overfits later. The factor is the ratio of the rows, not a
+    constant fitted to them; what it and its alternatives measured: ``docs/cross_fit.md``.
 
     Examples
     --------
@@ -238,19 +233,8 @@ class RoundCountSearch:
     rounds (None: never) have passed without a *significant* gain: a score that beats the last
     significant one by more than that margin (or, if larger, :data:`CV_RELATIVE_TOL` times the
     size of that score) plus :data:`CV_STANDARD_ERRORS` standard errors of their difference,
-    paired over the scored rows (when their log-likelihoods are given). On a million rows the
-    score creeps up by 1e-5 nats a row per check long after the test error has stopped moving;
-    those gains still choose the count, but no longer extend the search. On nearly separable
-    data with many classes the creep is larger and as steady: on scikit-learn's digits (10
-    classes, half the rows to fit) the out-of-fold log-likelihood, about -0.15 nats a row,
-    still gained 3e-5 a row per check at 1,000 rounds, each gain three or four paired standard
-    errors, while the test error had stopped moving at about 300 (2.89% at 1,000 rounds, 65
-    s). The relative tolerance (a gain of 0.1% of the score in ``patience`` rounds) stops that
-    search at 415 rounds (29 s, 2.95%; 2 splits), and changed no chosen count on Spambase,
-    DNA or a 200,000-row two-class problem (3, 3 and 1 splits; it ended the last one's search
-    20 rounds sooner), and one on Satellite by 10 rounds (2 splits, 8.61% against 8.64%); on
-    the 10^6-row problem of ``benchmarks/speed.py --models default`` (2 folds) the count fell
-    from 150 to 110 rounds, with the same test error (9.52%).
+    paired over the scored rows (when their log-likelihoods are given). Why the relative
+    tolerance, and what it changed, measured: ``docs/cross_fit.md``.
 
     Parameters
     ----------

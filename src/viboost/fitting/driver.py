@@ -258,9 +258,7 @@ class FitDriver:
             "eta_": eta.copy(),
             "omega_": omega.copy(),
             "snr_": float(eta[0] / eta[1]),
-            "noise_grade_": (
-                float(np.log(omega[1] / omega[0])) if self.task.n_ensembles == 1 else float("nan")
-            ),
+            "noise_grade_": self.task.noise_grade(omega),
         }
 
     # ------------------------------------------------------------------ cross-fitted

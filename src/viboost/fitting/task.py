@@ -169,6 +169,11 @@ class BinaryTask(_Labels):
         """The index in ``classes_`` of the predicted class: 1 where ``H > 0``."""
         return (margin[:, 0] > 0).astype(int)
 
+    def noise_grade(self, omega: np.ndarray) -> float:
+        """``log(omega_2 / omega_1)``, the mode of q(xi): the log-odds of a +1 among noisy
+        labels (``noise_grade_``)."""
+        return float(np.log(omega[1] / omega[0]))
+
     # ------------------------------------------------------------------ the fitted ensembles
     def ensemble_attributes(self, records: Sequence[BoosterRecords]) -> dict[str, Any]:
         """``estimators_``, ``alphas_``, ``elbo_`` and ``n_vi_iter_`` from the one ensemble's
@@ -277,6 +282,11 @@ class ClassesTask(_Labels):
 
     def predict_index(self, margin: np.ndarray) -> np.ndarray:
         return np.argmax(margin, axis=1)
+
+    def noise_grade(self, omega: np.ndarray) -> float:
+        """K classes have no one noise grade: their noisy labels' distribution is pi
+        (``omega_``)."""
+        return float("nan")
 
     def ensemble_attributes(self, records: Sequence[BoosterRecords]) -> dict[str, Any]:
         """Per round, one learner per class (``estimators_[t][k]``), the weights and iteration

@@ -422,9 +422,9 @@ def run_chain(
             if is_clean:
                 n_clean += 1.0
             if keep:
-                clean_proba_sum[i] += p
+                clean_proba_sum[i] += p_clean
                 if store_rows:
-                    out_clean_proba[slot, i] = p
+                    out_clean_proba[slot, i] = p_clean
         # theta ~ Beta(zeta_1 + sum w, zeta_2 + sum (1 - w)) (S.3, eq. (65)), drawn as its log-odds.
         logit_theta = log_gamma_variate(zeta1 + n_clean, rng) - log_gamma_variate(
             zeta2 + (n_rows - n_clean), rng
