@@ -44,6 +44,7 @@ from viboost.boosting.booster import (
 )
 from viboost.fitting.task import MakeRows, Task
 from viboost.noise_fit.model import NoiseModel
+from viboost.noise_fit.posterior import NoisePosterior
 from viboost.variational import RoundSettings
 from viboost.variational.priors import ModelPriors
 
@@ -358,6 +359,10 @@ class CrossFitResult:
     n_averaged : int
         How many ensembles (per class) the model averages: the number of folds with
         ``average_folds``, else 1.
+    no_noise_proba : float
+        The posterior probability that no label is wrong (NaN for the core model).
+    noise_matrix_intervals : ndarray of shape (n_classes, n_classes, 2) or None
+        90% credible intervals of each entry of the noise matrix.
     """
 
     n_rounds: int
@@ -380,6 +385,8 @@ class CrossFitResult:
     refit_weight: np.ndarray | None = None
     n_passes: int = 1
     n_averaged: int = 1
+    no_noise_proba: float = float("nan")
+    noise_matrix_intervals: np.ndarray | None = None
 
 
 class CrossFitter:
@@ -491,7 +498,7 @@ class CrossFitter:
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
         else:
-            clean = calibration.clean_proba(y, task.decision(out_of_fold))
+            clean = self._refit_clean_proba(calibration, y, task.decision(out_of_fold))
         search, train_weight, kept, count_folds = stopping, sample_weight, None, folds
         if self.drop_mislabeled and calibration is not None:
             kept = self._kept(y, sample_weight, clean)
@@ -545,8 +552,10 @@ class CrossFitter:
             summed = sum(task.margins(final.margins(k)) for k in range(n_final))
             margin = np.asarray(summed / n_final)
             out_of_fold[unscored] = margin[unscored]
-            if calibration is not None:
-                clean = calibration.clean_proba(y, task.decision(out_of_fold))
+        if calibration is not None:
+            # phi_n reported: the posterior average over both models (the refit's above is
+            # the noise model's alone).
+            clean = calibration.clean_proba(y, task.decision(out_of_fold))
         result = CrossFitResult(
             n_rounds=n_rounds,
             refit_rounds=final_rounds,
@@ -565,6 +574,20 @@ class CrossFitter:
         if calibration is not None:
             self._noise_statistics(result, calibration, y, sample_weight)
         return result
+
+    @staticmethod
+    def _refit_clean_proba(calibration: NoiseModel, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n of the refit: averaged over the noise model's posterior (theta < 1), the
+        no-noise model's branch left out.
+
+        Under the no-noise model every phi_n is 1 and the refit would be the plain booster;
+        mixing that branch in only undoes part of the discount of the rows that the noise
+        model doubts. That discount costs next to nothing where the labels are clean (the
+        doubted rows are few and their phi_n near 1 once averaged over theta) and gains
+        where they are not: measured in ``docs/label_noise.md``."""
+        if isinstance(calibration, NoisePosterior):
+            return calibration.noise_clean_proba(y, margin)
+        return calibration.clean_proba(y, margin)
 
     def _kept(
         self, y: np.ndarray, sample_weight: np.ndarray, clean: np.ndarray
@@ -608,6 +631,16 @@ class CrossFitter:
                 sample_weight[active],
                 self.priors,
                 self.channel,
+            )
+            # The statistics are the posterior's averages, not the mode's
+            # (:mod:`viboost.noise_fit.posterior`).
+            calibration = task.posterior(
+                calibration,
+                y[active],
+                out_of_fold[active],
+                sample_weight[active],
+                self.priors,
+                fold_seed(self.random_state),
             )
         return calibration, out_of_fold
 
@@ -706,3 +739,8 @@ class CrossFitter:
         result.flip_rate_intervals = calibration.flip_rate_interval(
             y, margin, sample_weight, random_state=fold_seed(self.random_state)
         )
+        if isinstance(calibration, NoisePosterior):
+            result.no_noise_proba = calibration.no_noise_proba
+            result.noise_matrix_intervals = calibration.noise_matrix_interval(
+                y, margin, sample_weight
+            )

@@ -85,6 +85,8 @@ class FittedModel:
     refit_weight_: Any
     cv_decision_function_: Any
     noise_calibration_: Any
+    no_noise_proba_: float
+    noise_matrix_interval_: np.ndarray
     priors: ModelPriors
     n_train: int
     state: VariationalState | None = None
@@ -237,6 +239,8 @@ class FitDriver:
             refit_weight_=None,
             cv_decision_function_=data.per_row(None, fill=np.nan),
             noise_calibration_=None,
+            no_noise_proba_=float("nan"),
+            noise_matrix_interval_=np.full((task.n_classes, task.n_classes, 2), np.nan),
             priors=priors,
             n_train=data.n_rows,
             state=state,
@@ -323,6 +327,12 @@ class FitDriver:
             refit_weight_=data.per_row(result.refit_weight),
             cv_decision_function_=data.per_row(task.decision(result.out_of_fold)),
             noise_calibration_=calibration,
+            no_noise_proba_=result.no_noise_proba,
+            noise_matrix_interval_=(
+                np.full((n_classes, n_classes, 2), np.nan)
+                if result.noise_matrix_intervals is None
+                else result.noise_matrix_intervals
+            ),
             priors=self.config.priors,
             n_train=n_rows,
         )

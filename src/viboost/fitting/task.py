@@ -23,14 +23,20 @@ from scipy.special import expit, log_expit, log_softmax, softmax
 from viboost.boosting.booster import BoosterRecords, InMemoryRows, RowSource
 from viboost.boosting.learners import BaseLearner, LearnerSearch
 from viboost.boosting.softmax import SoftmaxRows, class_labels
-from viboost.noise_fit.calibration import calibrate_noise
-from viboost.noise_fit.channel_calibration import calibrate_class_channel
+from viboost.noise_fit.calibration import calibrate_noise, integrate_noise_posterior
+from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
 from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
     calibrate_class_noise,
     class_log_likelihood,
 )
 from viboost.noise_fit.model import NoiseModel
+from viboost.noise_fit.posterior import (
+    NoisePosterior,
+    model_average,
+    no_noise_log_evidence,
+    posterior_rows,
+)
 from viboost.variational import ModelPriors, RoundSettings, VariationalState, initial_state
 
 __all__ = ["BinaryTask", "ClassesTask", "MakeRows", "Task", "make_task"]
@@ -137,6 +143,27 @@ class BinaryTask(_Labels):
     ) -> NoiseModel:
         """Two classes: the paper's channel is the general one (``noise_channel`` is moot)."""
         return calibration
+
+    def posterior(
+        self,
+        calibration: NoiseModel,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        priors: ModelPriors,
+        random_state: Any = None,
+    ) -> NoisePosterior:
+        """The posterior average of no noise and the noise model
+        (:mod:`viboost.noise_fit.posterior`): the noise model's posterior by quadrature over
+        theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`)."""
+        rows_y, rows_h, rows_w = posterior_rows(y, margin[:, 0], sample_weight, random_state)
+        integrated = integrate_noise_posterior(
+            calibration, rows_y, rows_h, rows_w, priors, random_state=random_state
+        )
+        none = no_noise_log_evidence(lambda b: log_expit(rows_y * b * rows_h), rows_w)
+        return model_average(
+            calibration, integrated.draws, integrated.log_evidence, none, 2, integrated.grid
+        )
 
     def log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """Each row's log-likelihood under the core model (every label true)."""
@@ -258,6 +285,24 @@ class ClassesTask(_Labels):
         if channel == "class-conditional" or full.log_evidence > calibration.log_evidence:
             return full
         return calibration
+
+    def posterior(
+        self,
+        calibration: NoiseModel,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        priors: ModelPriors,
+        random_state: Any = None,
+    ) -> NoisePosterior:
+        """The posterior average of no noise and the noise model
+        (:mod:`viboost.noise_fit.posterior`): the noise model's draws from its Laplace
+        approximation, its log evidence the calibration's."""
+        assert isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration)
+        rows_y, rows_h, rows_w = posterior_rows(y, margin, sample_weight, random_state)
+        draws = calibration.posterior_draws(400, random_state)
+        none = no_noise_log_evidence(lambda b: class_log_likelihood(rows_y, b * rows_h), rows_w)
+        return model_average(calibration, draws, calibration.log_evidence, none, self.n_classes)
 
     def log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         return class_log_likelihood(y, margin)

@@ -361,12 +361,19 @@ class ClassChannelCalibration:
         :func:`~viboost.noise_fit.class_calibration.joint_rates`, shape (K + 1, 2), as
         :meth:`~viboost.noise_fit.class_calibration.ClassNoiseCalibration.flip_rate_interval`
         draws them."""
+        draws = self.posterior_draws(n_draws, random_state)
+        subset = interval_subset(y.size, random_state)
+        return rate_interval(self, draws, y, margin, sample_weight, subset, level)
+
+    def posterior_draws(
+        self, n_draws: int = 400, random_state: RandomStateLike = None
+    ) -> list[ClassChannelCalibration]:
+        """Parameter draws from the Laplace approximation, clipped to the search box
+        (:func:`~viboost.noise_fit.laplace.laplace_draws`)."""
         rng = spawn_generator(random_state)
         bounds = _bounds(self.n_classes)
         params = laplace_draws(rng, self.params, self.covariance, bounds, n_draws)
-        subset = interval_subset(y.size, random_state)
-        draws = [ClassChannelCalibration.from_params(d, self.covariance) for d in params]
-        return rate_interval(self, draws, y, margin, sample_weight, subset, level)
+        return [ClassChannelCalibration.from_params(d, self.covariance) for d in params]
 
 
 def calibrate_class_channel(

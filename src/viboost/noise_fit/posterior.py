@@ -1,0 +1,328 @@
+"""The posterior of the noise model that the cross-fit reports and refits with.
+
+A calibration (:mod:`viboost.noise_fit.calibration`, :mod:`~viboost.noise_fit.class_calibration`,
+:mod:`~viboost.noise_fit.channel_calibration`) is the mode of the noise model's posterior given
+out-of-fold margins. Reporting and refitting at that mode claims more than the labels say where
+they say little: on clean labels whose classes overlap, the mode puts a few per cent of the
+labels down as noise (rows the ensemble cannot yet predict look like wrong labels), its
+logit-normal interval never reaches "no noise", and the refit discounts correct hard rows.
+
+:class:`NoisePosterior` is the model average of two models:
+
+- *no noise* (theta = 1, every label drawn from the signal model; the core model with a fitted
+  scale of the margins), with prior probability :data:`NO_NOISE_PRIOR`;
+- the noise model (theta < 1), through draws from its posterior: for two classes by quadrature
+  over theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`), for K classes
+  from the calibration's Laplace approximation.
+
+Their posterior probabilities are Bayes' rule on the two models' evidence, ``p(y | H)``
+(:func:`no_noise_log_evidence` for the first). Every statistic is the posterior average: the
+probability that a label is right (phi_n, the refit's multiplicity), that it is wrong, each
+row's true class, the joint of given and true labels and the noise matrix, and the flip rates,
+whose credible intervals are quantiles of that mixture. The share of wrong labels is that of
+*these* rows: each draw's expected share plus the binomial spread of the realised share around
+it, so that an interval can hold the share a simulation actually flipped.
+
+A statistic of the no-noise model is exact (no label wrong): when its posterior probability
+exceeds the tail of an interval, the interval starts at 0, and :attr:`NoisePosterior.no_noise_proba`
+is the stated probability that no label is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import logsumexp
+
+from viboost.noise_fit.calibration import INTERVAL_ROWS, interval_subset, joint_of
+from viboost.noise_fit.class_calibration import joint_rates
+from viboost.noise_fit.model import NoiseModel
+from viboost.variational.priors import ModelPriors
+
+__all__ = [
+    "AVERAGE_DRAWS",
+    "NO_NOISE_PRIOR",
+    "NoisePosterior",
+    "model_average",
+    "no_noise_log_evidence",
+    "posterior_rows",
+    "weighted_quantiles",
+]
+
+#: Prior probability that no label is wrong (theta = 1): even odds against the noise model.
+NO_NOISE_PRIOR = 0.5
+#: The per-row averages (phi_n, the probability that a label is wrong, the true class) are
+#: taken over at most this many of the draws (the first: draws are independent).
+AVERAGE_DRAWS = 100
+#: The prior on ``log b`` of every calibration: N(0, 3^2).
+_LOG_SCALE_PRIOR_SD = 3.0
+
+
+def no_noise_log_evidence(
+    row_log_likelihood: Callable[[float], np.ndarray], sample_weight: np.ndarray
+) -> float:
+    """``log p(y | H)`` when every label is drawn from the signal model with log-odds ``b H``,
+    ``b`` integrated over its prior ``log b ~ N(0, 3^2)`` by the trapezoid rule on a grid of
+    ``log b`` around the posterior mode (121 nodes over 10 posterior standard deviations on
+    each side).
+
+    ``row_log_likelihood(b)``: each row's ``log p(y_n | b H_n)``.
+
+    Examples
+    --------
+    With no rows the evidence is the prior's total mass:
+
+    >>> import numpy as np
+    >>> round(no_noise_log_evidence(lambda b: np.zeros(0), np.zeros(0)), 6)
+    0.0
+    """
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    sd = _LOG_SCALE_PRIOR_SD
+
+    def log_joint(log_b: float) -> float:
+        prior = -0.5 * (log_b / sd) ** 2 - 0.5 * np.log(2.0 * np.pi * sd**2)
+        return float(np.dot(weight, row_log_likelihood(float(np.exp(log_b))))) + prior
+
+    best = minimize_scalar(lambda v: -log_joint(v), bounds=(-20.0, 20.0), method="bounded",
+                           options={"xatol": 1e-8})  # fmt: skip
+    centre = float(best.x)
+    step = 1e-3
+    curvature = -(log_joint(centre + step) - 2 * log_joint(centre) + log_joint(centre - step))
+    width = 1.0 / np.sqrt(curvature / step**2) if curvature > 0 else sd
+    grid = np.linspace(centre - 10.0 * width, centre + 10.0 * width, 121)
+    values = np.array([log_joint(v) for v in grid])
+    # The trapezoid rule in log space.
+    cells = np.logaddexp(values[:-1], values[1:]) - np.log(2.0) + np.log(np.diff(grid))
+    return float(logsumexp(cells))
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Quantiles of each column of ``values`` (rows: draws with probabilities ``weights``),
+    the smallest value whose cumulative probability reaches each level (NaN values left
+    out), shape ``(n_columns, len(levels))``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> weighted_quantiles(np.array([[0.0], [1.0], [2.0]]), np.array([0.5, 0.25, 0.25]), [0.05, 0.6])
+    array([[0., 1.]])
+    """
+    values = np.asarray(values, dtype=np.float64)
+    out = np.full((values.shape[1], len(levels)), np.nan)
+    for j in range(values.shape[1]):
+        column = values[:, j]
+        keep = ~np.isnan(column)
+        if not keep.any():
+            continue
+        order = np.argsort(column[keep], kind="stable")
+        sorted_values = column[keep][order]
+        cumulative = np.cumsum(weights[keep][order])
+        cumulative /= cumulative[-1]
+        for i, level in enumerate(levels):
+            index = int(np.searchsorted(cumulative, level - 1e-12))
+            out[j, i] = sorted_values[min(index, sorted_values.size - 1)]
+    return out
+
+
+@dataclass(frozen=True)
+class NoisePosterior:
+    """The posterior average of the no-noise model and the noise model (see the module
+    docstring); it answers the :class:`~viboost.noise_fit.model.NoiseModel` questions, and
+    the noise model's parameters (``theta``, ``scale``, ...) are those of its mode.
+
+    Attributes
+    ----------
+    mode : NoiseModel
+        The noise model's posterior mode (the calibration).
+    draws : list of NoiseModel
+        Draws from the noise model's posterior (theta < 1).
+    no_noise_proba : float
+        The posterior probability that no label is wrong.
+    log_evidence : ndarray of shape (2,)
+        ``log p(y | H)`` of the no-noise model and of the noise model.
+    n_classes : int
+    grid : ndarray or None
+        Two classes: the nodes of ``logit theta`` and the log marginal density of the noise
+        model's posterior there (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`).
+    """
+
+    mode: Any
+    draws: list = field(repr=False)
+    no_noise_proba: float
+    log_evidence: np.ndarray
+    n_classes: int
+    grid: np.ndarray | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------ the mode's parameters
+    def __getattr__(self, name: str) -> Any:
+        # The noise model's named parameters (theta, noise_grade, scale, covariance, ...)
+        # are its mode's; private names and the fields themselves are never forwarded (an
+        # object being unpickled has no fields yet).
+        if name.startswith("_") or name in {
+            "mode", "draws", "no_noise_proba", "log_evidence", "n_classes", "grid"
+        }:
+            raise AttributeError(name)
+        return getattr(self.mode, name)
+
+    @property
+    def channel_name(self) -> str:
+        return str(self.mode.channel_name)
+
+    @property
+    def log_likelihood(self) -> float:
+        return float(self.mode.log_likelihood)
+
+    def row_log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The mode's (the round-count search scores the calibration itself)."""
+        return np.asarray(self.mode.row_log_likelihood(y, margin))
+
+    # ------------------------------------------------------------ posterior averages
+    def _averaged(self) -> list:
+        return self.draws[:AVERAGE_DRAWS]
+
+    def _label_columns(self, y: np.ndarray) -> np.ndarray:
+        """Each label's column of ``true_class_proba`` (the label's class)."""
+        return np.asarray(y > 0, dtype=np.intp) if self.n_classes == 2 else np.asarray(y, dtype=np.intp)
+
+    def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n averaged over the posterior: 1 under the no-noise model."""
+        noisy = np.mean([draw.clean_proba(y, margin) for draw in self._averaged()], axis=0)
+        return self.no_noise_proba + (1.0 - self.no_noise_proba) * noisy
+
+    def noise_clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n averaged over the noise model's posterior only (theta < 1): the refit's
+        multiplicity (:class:`~viboost.fitting.cross_fit.CrossFitter`)."""
+        return np.mean([draw.clean_proba(y, margin) for draw in self._averaged()], axis=0)
+
+    def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """The probability that each label is wrong, averaged over the posterior (0 under the
+        no-noise model)."""
+        noisy = np.mean([draw.mislabel_proba(y, margin) for draw in self._averaged()], axis=0)
+        return (1.0 - self.no_noise_proba) * noisy
+
+    def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """Each row's true class, averaged over the posterior (the label's own class under the
+        no-noise model)."""
+        noisy = np.mean([draw.true_class_proba(y, margin) for draw in self._averaged()], axis=0)
+        certain = np.eye(self.n_classes)[self._label_columns(y)]
+        return self.no_noise_proba * certain + (1.0 - self.no_noise_proba) * noisy
+
+    def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """The expected joint of given (rows) and true (columns) labels, averaged over the
+        posterior."""
+        return joint_of(self.true_class_proba(y, margin), self._label_columns(y), sample_weight)
+
+    def _draw_joints(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """Each noise-model draw's joint on these rows, shape (n_draws, K, K)."""
+        return np.array([draw.joint(y, margin, sample_weight) for draw in self.draws])
+
+    def _rate_draws(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Draws of ``[share of wrong labels, flip rate of each true class]`` and of the noise
+        matrix (``P(given | true)``, flattened), the no-noise model's first, with their
+        probabilities."""
+        y, margin, weight = np.asarray(y), np.asarray(margin), np.asarray(sample_weight, dtype=np.float64)
+        rows = slice(None)
+        if y.size > INTERVAL_ROWS:
+            # A fixed, evenly spaced subset of the rows (the draws' spread is what is estimated).
+            rows = np.linspace(0, y.size - 1, INTERVAL_ROWS).astype(np.intp)
+        joints = self._draw_joints(y[rows], margin[rows], weight[rows])
+        rates = np.array([joint_rates(joint) for joint in joints])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            matrices = joints / joints.sum(axis=1, keepdims=True)
+        # The realised share of wrong labels of these rows spreads binomially around each
+        # draw's expected share (the rows' labels are wrong or not): its variance under the
+        # noise model, sum_n s_n^2 p_n (1 - p_n) / S^2 with p_n the noise model's averaged
+        # probability that label n is wrong, is added to each draw by a normal perturbation.
+        wrong = np.mean([draw.mislabel_proba(y, margin) for draw in self._averaged()], axis=0)
+        spread = np.sqrt(np.dot(weight**2, wrong * (1.0 - wrong))) / weight.sum()
+        offsets = np.random.default_rng(0).standard_normal(rates.shape[0]) * spread
+        rates[:, 0] = np.clip(rates[:, 0] + offsets, 0.0, 1.0)
+        n_classes = self.n_classes
+        none_rates = np.zeros((1, n_classes + 1))
+        none_matrix = np.eye(n_classes).reshape(1, -1)
+        values = np.vstack([np.hstack([none_rates, none_matrix]),
+                            np.hstack([rates, matrices.reshape(len(self.draws), -1)])])  # fmt: skip
+        probabilities = np.concatenate(
+            [[self.no_noise_proba], np.full(len(self.draws), (1.0 - self.no_noise_proba) / len(self.draws))]
+        )
+        return values, probabilities
+
+    def flip_rates(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+        """The posterior mean of ``[share of wrong labels, flip rate of each true class]``."""
+        return joint_rates(self.joint(y, margin, sample_weight))
+
+    def flip_rate_interval(
+        self,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        level: float = 0.9,
+        n_draws: int = 400,
+        random_state: Any = None,
+    ) -> np.ndarray:
+        """Equal-tailed ``level`` credible intervals of :meth:`flip_rates`, shape (K + 1, 2),
+        quantiles of the posterior mixture (the draws are the posterior's own: ``n_draws``
+        and ``random_state`` are not used)."""
+        values, probabilities = self._rate_draws(y, margin, sample_weight)
+        tail = (1.0 - level) / 2.0
+        return weighted_quantiles(values[:, : self.n_classes + 1], probabilities, [tail, 1.0 - tail])
+
+    def noise_matrix_interval(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, level: float = 0.9
+    ) -> np.ndarray:
+        """Equal-tailed ``level`` credible intervals of each entry of the noise matrix
+        ``P(given j | true i)`` at ``[j, i]``, shape (K, K, 2)."""
+        values, probabilities = self._rate_draws(y, margin, sample_weight)
+        tail = (1.0 - level) / 2.0
+        k = self.n_classes
+        bounds = weighted_quantiles(values[:, k + 1 :], probabilities, [tail, 1.0 - tail])
+        return bounds.reshape(k, k, 2)
+
+    def label_posteriors(
+        self, y: np.ndarray, sample_weight: np.ndarray, clean_proba: np.ndarray, priors: ModelPriors
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """q(theta) and the noisy labels' posterior given phi_n (the mode's updates)."""
+        return self.mode.label_posteriors(y, sample_weight, clean_proba, priors)
+
+
+def posterior_rows(
+    y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, random_state: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows on which both models' posteriors are computed: all of them up to
+    :data:`~viboost.noise_fit.calibration.INTERVAL_ROWS`, else a random subset of that many
+    (:func:`~viboost.noise_fit.calibration.interval_subset`) with weights scaled to the
+    total weight of all rows (the log-likelihood of the subset estimates that of all rows)."""
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    subset = interval_subset(y.shape[0], random_state)
+    if subset is None:
+        return y, margin, weight
+    scale = weight.sum() / weight[subset].sum()
+    return y[subset], margin[subset], weight[subset] * scale
+
+
+def model_average(
+    mode: NoiseModel,
+    draws: list,
+    log_evidence_noise: float,
+    log_evidence_none: float,
+    n_classes: int,
+    grid: np.ndarray | None = None,
+) -> NoisePosterior:
+    """The :class:`NoisePosterior` of a noise model's ``draws`` and the two models' log
+    evidence, with prior probability :data:`NO_NOISE_PRIOR` of no noise."""
+    log_odds = (log_evidence_none - log_evidence_noise) + np.log(NO_NOISE_PRIOR / (1.0 - NO_NOISE_PRIOR))
+    no_noise = float(1.0 / (1.0 + np.exp(-log_odds))) if np.isfinite(log_odds) else float(log_odds > 0)
+    return NoisePosterior(
+        mode=mode,
+        draws=list(draws),
+        no_noise_proba=no_noise,
+        log_evidence=np.array([log_evidence_none, log_evidence_noise]),
+        n_classes=int(n_classes),
+        grid=grid,
+    )
