@@ -576,17 +576,20 @@ class CrossFitter:
         return result
 
     @staticmethod
-    def _refit_clean_proba(calibration: NoiseModel, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
-        """phi_n of the refit: averaged over the noise model's posterior (theta < 1), the
-        no-noise model's branch left out.
+    def _refit_clean_proba(
+        calibration: NoiseModel, y: np.ndarray, margin: np.ndarray
+    ) -> np.ndarray:
+        """phi_n of the refit: the noise model's at the peak of its posterior
+        (:meth:`~viboost.noise_fit.posterior.NoisePosterior.refit_clean_proba`).
 
-        Under the no-noise model every phi_n is 1 and the refit would be the plain booster;
-        mixing that branch in only undoes part of the discount of the rows that the noise
-        model doubts. That discount costs next to nothing where the labels are clean (the
-        doubted rows are few and their phi_n near 1 once averaged over theta) and gains
-        where they are not: measured in ``docs/label_noise.md``."""
+        Not the posterior average (the statistics' phi): on small tables the labels leave
+        theta all but undetermined between a little noise and a lot (the scale of the margins
+        trades off against it), and averaged over that posterior every row's phi_n moves
+        towards 1, the flipped rows' with the others'; the refit then fitted the flipped
+        labels and lost up to 10 points of accuracy at 30% flips (``docs/label_noise.md``).
+        Under the no-noise model every phi_n is 1: the refit would be the plain booster."""
         if isinstance(calibration, NoisePosterior):
-            return calibration.noise_clean_proba(y, margin)
+            return calibration.refit_clean_proba(y, margin)
         return calibration.clean_proba(y, margin)
 
     def _kept(

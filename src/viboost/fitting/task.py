@@ -23,7 +23,12 @@ from scipy.special import expit, log_expit, log_softmax, softmax
 from viboost.boosting.booster import BoosterRecords, InMemoryRows, RowSource
 from viboost.boosting.learners import BaseLearner, LearnerSearch
 from viboost.boosting.softmax import SoftmaxRows, class_labels
-from viboost.noise_fit.calibration import calibrate_noise, integrate_noise_posterior
+from viboost.noise_fit.calibration import (
+    NoiseCalibration,
+    calibrate_noise,
+    integrate_noise_posterior,
+    peak_calibration,
+)
 from viboost.noise_fit.channel_calibration import ClassChannelCalibration, calibrate_class_channel
 from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
@@ -161,8 +166,10 @@ class BinaryTask(_Labels):
             calibration, rows_y, rows_h, rows_w, priors, random_state=random_state
         )
         none = no_noise_log_evidence(lambda b: log_expit(rows_y * b * rows_h), rows_w)
+        assert isinstance(calibration, NoiseCalibration), "calibrate() fits the paper's model"
+        peak = peak_calibration(integrated, calibration)
         return model_average(
-            calibration, integrated.draws, integrated.log_evidence, none, 2, integrated.grid
+            calibration, integrated.draws, integrated.log_evidence, none, 2, peak, integrated.grid
         )
 
     def log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:

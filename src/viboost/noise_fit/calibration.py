@@ -25,28 +25,36 @@ labels.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numba
 import numpy as np
-from scipy.special import expit, log_expit, logit
+from scipy.special import betaln, expit, log_expit, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.laplace import laplace_draws, laplace_posterior
+from viboost.noise_fit.laplace import (
+    NestedPosterior,
+    laplace_draws,
+    laplace_posterior,
+    nested_posterior,
+)
 from viboost.variational.priors import ModelPriors
 from viboost.variational.state import CleanLogOdds
 from viboost.variational.updates import update_eta, update_omega
 
 __all__ = [
     "INTERVAL_ROWS",
+    "MAX_FLIP_RATE",
     "NoiseCalibration",
     "calibrate_noise",
     "equal_tailed_interval",
     "flip_rate_sums",
     "flip_rates_from_mislabel",
     "flip_rates_from_sums",
+    "integrate_noise_posterior",
+    "peak_calibration",
     "interval_subset",
     "joint_of",
     "mislabel_proba_in_sample",
@@ -607,72 +615,9 @@ def calibrate_noise(
     )
 
 
-#: The exact posterior (:func:`integrate_noise_posterior`) is computed on a grid of
-#: ``logit theta`` that runs from the mode until the log posterior has fallen this many nats.
-_GRID_DROP = 12.0
-#: ... with at most this many nodes on each side of the mode.
-_GRID_SIDE = 40
-#: The grid of ``logit theta`` ends here: a share of noise labels of 3e-7, indistinguishable
-#: from none (the no-noise model of :mod:`viboost.noise_fit.posterior` covers theta = 1).
-_GRID_TOP = 15.0
-
-
-@dataclass(frozen=True)
-class IntegratedPosterior:
-    """The posterior of the binary noise model by quadrature over theta
-    (:func:`integrate_noise_posterior`).
-
-    Attributes
-    ----------
-    draws : list of NoiseCalibration
-        Parameter draws ``(theta, xi, b)`` from the posterior.
-    log_evidence : float
-        ``log p(y | H)`` under the noise model (theta < 1), its priors normalised.
-    grid : ndarray of shape (n_nodes, 2)
-        The nodes ``logit theta`` and the log of the marginal posterior density there (not
-        normalised), for plots of the posterior of theta.
-    """
-
-    draws: list[NoiseCalibration]
-    log_evidence: float
-    grid: np.ndarray
-
-
-def _conditional_mode(
-    logit_theta: float,
-    start: np.ndarray,
-    args: tuple,
-    total: float,
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Given ``logit theta``, the mode of ``(xi, log b)``, their Laplace covariance and the log
-    of the (unnormalised) marginal density of ``logit theta`` by the Laplace approximation over
-    the two (the nested Laplace approximation of Rue, Martino and Chopin, 2009)."""
-    from scipy.optimize import minimize
-
-    def conditional(rest: np.ndarray, *a: object) -> tuple[float, np.ndarray]:
-        value, grad = _objective(np.concatenate([[logit_theta], rest]), *a)
-        return value, grad[1:]
-
-    bounds = np.array(_BOUNDS[1:])
-    # Where more than half the labels are noise, each class must still be given right more
-    # often than not (p0 of the intercept within (0, 1)): |xi| < logit(1 / (2 (1 - theta))).
-    noise = float(expit(-logit_theta))
-    if noise > 0.5:
-        edge = float(logit(min(1.0 / (2.0 * noise), 1.0 - 1e-12))) * (1.0 - 1e-9)
-        bounds[0] = (-edge, edge)
-    start = np.clip(start, bounds[:, 0], bounds[:, 1])
-    result = minimize(conditional, start, args=args, jac=True, method="L-BFGS-B",
-                      bounds=bounds, options={"maxiter": 200, "gtol": 1e-10, "ftol": 1e-14})  # fmt: skip
-    from viboost.noise_fit.laplace import laplace_covariance, objective_hessian
-
-    hessian = objective_hessian(conditional, result.x, args)
-    covariance = laplace_covariance(hessian, total)
-    log_density = (
-        -total * float(result.fun)
-        + np.log(2.0 * np.pi)
-        + 0.5 * float(np.linalg.slogdet(covariance)[1])
-    )
-    return result.x, covariance, log_density
+#: The identifiable noise model: each class's labels wrong at most this often
+#: (:func:`integrate_noise_posterior`).
+MAX_FLIP_RATE = 0.45
 
 
 def integrate_noise_posterior(
@@ -683,75 +628,61 @@ def integrate_noise_posterior(
     priors: ModelPriors,
     n_draws: int = 400,
     random_state: RandomStateLike = None,
-) -> IntegratedPosterior:
+) -> NestedPosterior:
     """The posterior of ``(theta, xi, b)`` without the normal approximation in ``logit
-    theta``: a grid over ``logit theta`` with, at each node, the Laplace approximation over
-    ``(xi, log b)`` given theta (nested Laplace), integrated by the trapezoid rule.
+    theta``: :func:`~viboost.noise_fit.laplace.nested_posterior` (a grid over ``logit theta``
+    with the Laplace approximation over ``(xi, log b)`` at each node), its draws as
+    calibrations in :attr:`~viboost.noise_fit.laplace.NestedPosterior.draws`.
 
     The Laplace approximation of :func:`calibrate_noise` is a normal in ``logit theta``; where
     the labels say little about the noise (few rows, classes that overlap) the posterior of
     theta is skewed towards theta = 1 (a likelihood flat in ``logit theta`` up there), and the
-    normal misses that tail. The grid follows the log posterior from the mode on each side
-    until it has fallen by 12 nats, up to ``logit theta = 15``, with steps that grow away
-    from the mode; ``log_evidence`` integrates it with the priors' normalising constants (Beta
+    normal misses that tail. ``log_evidence`` carries the priors' normalising constants (Beta
     on theta, v-Log on xi, the normal on log b), to be compared with the no-noise model's
-    (:func:`viboost.noise_fit.posterior.no_noise_log_evidence`). Draws: a node's cell by its
-    trapezoid mass, ``logit theta`` uniform within the cell, ``(xi, log b)`` from the normal at
-    the nearer node.
+    (:func:`viboost.noise_fit.posterior.no_noise_log_evidence`). The posterior is that of the
+    identifiable model: each class's labels are wrong at most :data:`MAX_FLIP_RATE` of the
+    time (``(1 - theta) sigmoid(+-xi) <= 0.45``, so ``|xi| <= logit(0.45 / (1 - theta))``
+    where ``1 - theta > 0.45``, and ``1 - theta <= 0.9``); beyond, the labels' classes could
+    be swapped and the intercept's ``p0`` runs to 0 (a likelihood with a second, spurious
+    mode at a near-step signal model drowned in noise).
     """
-    y, margin, weight = (np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight))
-    rng = spawn_generator(random_state)
+    y, margin, weight = (
+        np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
+    )
     total = float(weight.sum())
-    share = np.ascontiguousarray(weight / total)
-    args = (y, margin, share, total, priors)
-    centre = float(logit(mode.theta))
-    sd = float(np.sqrt(max(mode.covariance[0, 0], 1e-8)))
-    rest = np.array([mode.noise_grade, np.log(mode.scale)])
-    nodes: dict[float, tuple[np.ndarray, np.ndarray, float]] = {}
-    nodes[centre] = _conditional_mode(centre, rest, args, total)
-    peak = nodes[centre][2]
-    low, high = _BOUNDS[0][0], _GRID_TOP
-    for direction in (-1.0, 1.0):
-        step, u, start = 0.5 * sd, centre, rest
-        for _ in range(_GRID_SIDE):
-            u_next = u + direction * step
-            if not low <= u_next <= high:
-                u_next = high if direction > 0 else low
-                if u_next == u:
-                    break
-            node = _conditional_mode(u_next, start, args, total)
-            nodes[u_next] = node
-            peak = max(peak, node[2])
-            u, start = u_next, node[0]
-            if node[2] < peak - _GRID_DROP or u in (low, high):
-                break
-            step *= 1.3
-    grid = np.array(sorted(nodes))
-    log_density = np.array([nodes[u][2] for u in grid])
-    # Normalising constants: Beta(zeta) on theta (in logit coordinates, as _objective's prior),
-    # v-Log(mu) on xi (B(mu, mu)), N(0, sd^2) on log b.
+    args = (y, margin, np.ascontiguousarray(weight / total), total, priors)
+    bounds = np.array(_BOUNDS)
+
+    def rest_bounds(logit_theta: float) -> np.ndarray:
+        rest = bounds[1:].copy()
+        noise = float(expit(-logit_theta))
+        if noise > MAX_FLIP_RATE:
+            edge = float(logit(min(MAX_FLIP_RATE / noise, 1.0 - 1e-12)))
+            rest[0] = (-edge, edge)
+        return rest
+
     zeta1, zeta2 = priors.clean
     mu = priors.noise_grade
-    from scipy.special import betaln
+    log_norm = (
+        -betaln(zeta1, zeta2)
+        - betaln(mu, mu)
+        - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
+    )
+    mean = np.array([logit(mode.theta), mode.noise_grade, np.log(mode.scale)])
+    nested = nested_posterior(
+        _objective, mean, mode.covariance, args, rest_bounds, total, float(log_norm),
+        n_draws, spawn_generator(random_state), float(logit(1.0 - 2.0 * MAX_FLIP_RATE)) + 1e-9,
+    )  # fmt: skip
+    draws = [
+        NoiseCalibration(float(expit(u)), float(xi), float(np.exp(log_b)), mode.covariance, 0.0)
+        for u, xi, log_b in nested.params
+    ]
+    return replace(nested, draws=draws)
 
-    log_norm = -betaln(zeta1, zeta2) - betaln(mu, mu) - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
-    widths = np.diff(grid)
-    # Trapezoid cells in log space: log of (f_i + f_{i+1}) / 2 * width.
-    cells = np.logaddexp(log_density[:-1], log_density[1:]) - np.log(2.0) + np.log(widths)
-    top = float(cells.max()) if cells.size else float(log_density.max())
-    if cells.size:
-        mass = np.exp(cells - top)
-        log_evidence = top + float(np.log(mass.sum())) + log_norm
-        cell = rng.choice(cells.size, size=n_draws, p=mass / mass.sum())
-        u = grid[cell] + rng.random(n_draws) * widths[cell]
-        nearer = np.where(u - grid[cell] < 0.5 * widths[cell], cell, cell + 1)
-    else:  # a single node (a posterior at a bound of the box)
-        log_evidence = float(log_density[0]) + log_norm
-        u, nearer = np.full(n_draws, grid[0]), np.zeros(n_draws, dtype=int)
-    draws = []
-    for k, node_index in zip(u, nearer, strict=True):
-        mean, covariance, _ = nodes[grid[node_index]]
-        bounds = np.array(_BOUNDS[1:])
-        xi, log_b = np.clip(rng.multivariate_normal(mean, covariance), bounds[:, 0], bounds[:, 1])
-        draws.append(NoiseCalibration(float(expit(k)), float(xi), float(np.exp(log_b)), mode.covariance, 0.0))
-    return IntegratedPosterior(draws, float(log_evidence), np.column_stack([grid, log_density]))
+
+def peak_calibration(posterior: NestedPosterior, mode: NoiseCalibration) -> NoiseCalibration:
+    """The calibration at the peak of :func:`integrate_noise_posterior`'s marginal posterior
+    of theta (within the identifiable model), with ``mode``'s covariance."""
+    u, xi, log_b = posterior.peak
+    return NoiseCalibration(float(expit(u)), float(xi), float(np.exp(log_b)), mode.covariance,
+                            mode.log_likelihood)  # fmt: skip

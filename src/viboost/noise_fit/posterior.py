@@ -145,6 +145,10 @@ class NoisePosterior:
     log_evidence : ndarray of shape (2,)
         ``log p(y | H)`` of the no-noise model and of the noise model.
     n_classes : int
+    refit_model : NoiseModel
+        The noise model whose phi_n the refit counts: for two classes the peak of the marginal
+        posterior of theta within the identifiable model
+        (:func:`~viboost.noise_fit.calibration.peak_calibration`), for K the mode.
     grid : ndarray or None
         Two classes: the nodes of ``logit theta`` and the log marginal density of the noise
         model's posterior there (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`).
@@ -155,6 +159,7 @@ class NoisePosterior:
     no_noise_proba: float
     log_evidence: np.ndarray
     n_classes: int
+    refit_model: Any = field(repr=False)
     grid: np.ndarray | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------ the mode's parameters
@@ -163,7 +168,7 @@ class NoisePosterior:
         # are its mode's; private names and the fields themselves are never forwarded (an
         # object being unpickled has no fields yet).
         if name.startswith("_") or name in {
-            "mode", "draws", "no_noise_proba", "log_evidence", "n_classes", "grid"
+            "mode", "draws", "no_noise_proba", "log_evidence", "n_classes", "grid", "refit_model"
         }:
             raise AttributeError(name)
         return getattr(self.mode, name)
@@ -193,10 +198,10 @@ class NoisePosterior:
         noisy = np.mean([draw.clean_proba(y, margin) for draw in self._averaged()], axis=0)
         return self.no_noise_proba + (1.0 - self.no_noise_proba) * noisy
 
-    def noise_clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
-        """phi_n averaged over the noise model's posterior only (theta < 1): the refit's
-        multiplicity (:class:`~viboost.fitting.cross_fit.CrossFitter`)."""
-        return np.mean([draw.clean_proba(y, margin) for draw in self._averaged()], axis=0)
+    def refit_clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
+        """phi_n of the refit (:class:`~viboost.fitting.cross_fit.CrossFitter`): the noise
+        model's at :attr:`refit_model`."""
+        return np.asarray(self.refit_model.clean_proba(y, margin))
 
     def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The probability that each label is wrong, averaged over the posterior (0 under the
@@ -312,6 +317,7 @@ def model_average(
     log_evidence_noise: float,
     log_evidence_none: float,
     n_classes: int,
+    refit_model: NoiseModel | None = None,
     grid: np.ndarray | None = None,
 ) -> NoisePosterior:
     """The :class:`NoisePosterior` of a noise model's ``draws`` and the two models' log
@@ -324,5 +330,6 @@ def model_average(
         no_noise_proba=no_noise,
         log_evidence=np.array([log_evidence_none, log_evidence_noise]),
         n_classes=int(n_classes),
+        refit_model=mode if refit_model is None else refit_model,
         grid=grid,
     )
