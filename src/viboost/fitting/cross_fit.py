@@ -739,11 +739,12 @@ class CrossFitter:
         result.true_class_proba = calibration.true_class_proba(y, margin)
         result.joint = calibration.joint(y, margin, sample_weight)
         result.flip_rates = calibration.flip_rates(y, margin, sample_weight)
-        result.flip_rate_intervals = calibration.flip_rate_interval(
-            y, margin, sample_weight, random_state=fold_seed(self.random_state)
-        )
         if isinstance(calibration, NoisePosterior):
             result.no_noise_proba = calibration.no_noise_proba
-            result.noise_matrix_intervals = calibration.noise_matrix_interval(
+            result.flip_rate_intervals, result.noise_matrix_intervals = calibration.intervals(
                 y, margin, sample_weight
+            )
+        else:
+            result.flip_rate_intervals = calibration.flip_rate_interval(
+                y, margin, sample_weight, random_state=fold_seed(self.random_state)
             )

@@ -37,6 +37,7 @@ from viboost.noise_fit.class_calibration import (
 )
 from viboost.noise_fit.model import NoiseModel
 from viboost.noise_fit.posterior import (
+    POSTERIOR_DRAWS,
     NoisePosterior,
     model_average,
     no_noise_log_evidence,
@@ -163,7 +164,7 @@ class BinaryTask(_Labels):
         theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`)."""
         rows_y, rows_h, rows_w = posterior_rows(y, margin[:, 0], sample_weight, random_state)
         integrated = integrate_noise_posterior(
-            calibration, rows_y, rows_h, rows_w, priors, random_state=random_state
+            calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state
         )
         none = no_noise_log_evidence(lambda b: log_expit(rows_y * b * rows_h), rows_w)
         assert isinstance(calibration, NoiseCalibration), "calibrate() fits the paper's model"
@@ -307,7 +308,7 @@ class ClassesTask(_Labels):
         approximation, its log evidence the calibration's."""
         assert isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration)
         rows_y, rows_h, rows_w = posterior_rows(y, margin, sample_weight, random_state)
-        draws = calibration.posterior_draws(400, random_state)
+        draws = calibration.posterior_draws(POSTERIOR_DRAWS, random_state)
         none = no_noise_log_evidence(lambda b: class_log_likelihood(rows_y, b * rows_h), rows_w)
         return model_average(calibration, draws, calibration.log_evidence, none, self.n_classes)
 

@@ -243,6 +243,30 @@ class NoiseCalibration:
             rates = _rates_of_sums(_flip_rate_sums_of(channels, y, margin, weight))
         return equal_tailed_interval(rates, level)
 
+    def joints_of(
+        self,
+        draws: list[NoiseCalibration],
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`joint` of each of ``draws`` on these rows, shape (n_draws, 2, 2), in one
+        compiled pass per draw (the joint of two classes is the expected wrong labels among
+        each label's rows)."""
+        y, margin, weight = (
+            np.ascontiguousarray(a, dtype=np.float64) for a in (y, margin, sample_weight)
+        )
+        channels = np.array([draw._channel() for draw in draws])
+        wrong = _wrong_by_label(channels, y, margin, weight)  # (n_draws, [-1 labels, +1])
+        by_label = np.bincount((y >= 0).astype(np.intp), weights=weight, minlength=2)
+        joints = np.empty((len(draws), 2, 2))
+        joints[:, 0, 0] = by_label[0] - wrong[:, 0]
+        joints[:, 0, 1] = wrong[:, 0]
+        joints[:, 1, 0] = wrong[:, 1]
+        joints[:, 1, 1] = by_label[1] - wrong[:, 1]
+        total = float(weight.sum())
+        return joints / total if total > 0 else joints
+
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None
     ) -> list[NoiseCalibration]:

@@ -26,6 +26,7 @@ the cross-fit chooses between this channel and the paper's
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -37,6 +38,7 @@ from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
+    KClassChannel,
     class_inputs,
     expected_joints,
     joint_rates,
@@ -364,6 +366,19 @@ class ClassChannelCalibration:
         draws = self.posterior_draws(n_draws, random_state)
         subset = interval_subset(y.size, random_state)
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)
+
+    def joints_of(
+        self,
+        draws: Sequence[KClassChannel],
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`joint` of each of ``draws`` on these rows, shape (n_draws, K, K), in one
+        compiled pass (:func:`~viboost.noise_fit.class_calibration.expected_joints`)."""
+        return np.asarray(
+            expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
+        )
 
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None

@@ -438,6 +438,19 @@ class ClassNoiseCalibration:
         subset = interval_subset(y.size, random_state)
         return rate_interval(self, draws, y, margin, sample_weight, subset, level)
 
+    def joints_of(
+        self,
+        draws: Sequence[KClassChannel],
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`joint` of each of ``draws`` on these rows, shape (n_draws, K, K), in one
+        compiled pass (:func:`~viboost.noise_fit.class_calibration.expected_joints`)."""
+        return np.asarray(
+            expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
+        )
+
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None
     ) -> list[ClassNoiseCalibration]:

@@ -46,6 +46,7 @@ from viboost.variational.priors import ModelPriors
 __all__ = [
     "AVERAGE_DRAWS",
     "NO_NOISE_PRIOR",
+    "POSTERIOR_DRAWS",
     "NoisePosterior",
     "model_average",
     "no_noise_log_evidence",
@@ -53,11 +54,13 @@ __all__ = [
     "weighted_quantiles",
 ]
 
+#: Draws from the noise model's posterior behind the intervals.
+POSTERIOR_DRAWS = 200
 #: Prior probability that no label is wrong (theta = 1): even odds against the noise model.
 NO_NOISE_PRIOR = 0.5
 #: The per-row averages (phi_n, the probability that a label is wrong, the true class) are
 #: taken over at most this many of the draws (the first: draws are independent).
-AVERAGE_DRAWS = 100
+AVERAGE_DRAWS = 50
 #: The prior on ``log b`` of every calibration: N(0, 3^2).
 _LOG_SCALE_PRIOR_SD = 3.0
 
@@ -223,7 +226,7 @@ class NoisePosterior:
 
     def _draw_joints(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """Each noise-model draw's joint on these rows, shape (n_draws, K, K)."""
-        return np.array([draw.joint(y, margin, sample_weight) for draw in self.draws])
+        return np.asarray(self.mode.joints_of(self.draws, y, margin, sample_weight))
 
     def _rate_draws(
         self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
@@ -262,6 +265,18 @@ class NoisePosterior:
         """The posterior mean of ``[share of wrong labels, flip rate of each true class]``."""
         return joint_rates(self.joint(y, margin, sample_weight))
 
+    def intervals(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, level: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Equal-tailed ``level`` credible intervals of :meth:`flip_rates`, shape (K + 1, 2),
+        and of each entry of the noise matrix ``P(given j | true i)`` at ``[j, i]``, shape
+        (K, K, 2): quantiles of the posterior mixture."""
+        values, probabilities = self._rate_draws(y, margin, sample_weight)
+        tail = (1.0 - level) / 2.0
+        k = self.n_classes
+        bounds = weighted_quantiles(values, probabilities, [tail, 1.0 - tail])
+        return bounds[: k + 1], bounds[k + 1 :].reshape(k, k, 2)
+
     def flip_rate_interval(
         self,
         y: np.ndarray,
@@ -271,23 +286,10 @@ class NoisePosterior:
         n_draws: int = 400,
         random_state: Any = None,
     ) -> np.ndarray:
-        """Equal-tailed ``level`` credible intervals of :meth:`flip_rates`, shape (K + 1, 2),
-        quantiles of the posterior mixture (the draws are the posterior's own: ``n_draws``
-        and ``random_state`` are not used)."""
-        values, probabilities = self._rate_draws(y, margin, sample_weight)
-        tail = (1.0 - level) / 2.0
-        return weighted_quantiles(values[:, : self.n_classes + 1], probabilities, [tail, 1.0 - tail])
-
-    def noise_matrix_interval(
-        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, level: float = 0.9
-    ) -> np.ndarray:
-        """Equal-tailed ``level`` credible intervals of each entry of the noise matrix
-        ``P(given j | true i)`` at ``[j, i]``, shape (K, K, 2)."""
-        values, probabilities = self._rate_draws(y, margin, sample_weight)
-        tail = (1.0 - level) / 2.0
-        k = self.n_classes
-        bounds = weighted_quantiles(values[:, k + 1 :], probabilities, [tail, 1.0 - tail])
-        return bounds.reshape(k, k, 2)
+        """Equal-tailed ``level`` credible intervals of :meth:`flip_rates`, shape (K + 1, 2)
+        (:meth:`intervals`; the draws are the posterior's own: ``n_draws`` and
+        ``random_state`` are not used)."""
+        return self.intervals(y, margin, sample_weight, level)[0]
 
     def label_posteriors(
         self, y: np.ndarray, sample_weight: np.ndarray, clean_proba: np.ndarray, priors: ModelPriors
