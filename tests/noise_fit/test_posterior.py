@@ -1,0 +1,109 @@
+"""The noise posterior (viboost.noise_fit.posterior, calibration.integrate_noise_posterior,
+laplace.nested_posterior) against quadratures written here."""
+
+import numpy as np
+import pytest
+from scipy.special import expit, log_expit, logit, logsumexp
+
+from viboost.noise_fit.calibration import (
+    MAX_FLIP_RATE,
+    calibrate_noise,
+    integrate_noise_posterior,
+)
+from viboost.noise_fit.laplace import nested_posterior
+from viboost.noise_fit.posterior import no_noise_log_evidence, weighted_quantiles
+from viboost.variational.priors import ModelPriors
+
+
+def _labels(n, noise, seed):
+    rng = np.random.default_rng(seed)
+    margin = rng.normal(scale=2.0, size=n)
+    y = np.where(rng.random(n) < expit(margin), 1.0, -1.0)
+    flipped = rng.random(n) < noise
+    return np.where(flipped, -y, y), margin, flipped
+
+
+def test_nested_posterior_evidence_of_a_normal_is_its_closed_form():
+    a = np.array([[3.0, -0.4, 0.2], [-0.4, 1.5, 0.1], [0.2, 0.1, 0.8]])
+
+    def objective(x):
+        return 0.5 * x @ a @ x, a @ x
+
+    box = lambda u: np.array([[-60.0, 60.0], [-60.0, 60.0]])  # noqa: E731
+    post = nested_posterior(objective, np.zeros(3), np.linalg.inv(a), (), box, 1.0, 0.0, 20000,
+                            np.random.default_rng(1))  # fmt: skip
+    exact = 1.5 * np.log(2 * np.pi) - 0.5 * np.log(np.linalg.det(a))
+    assert post.log_evidence == pytest.approx(exact, abs=0.02)
+    np.testing.assert_allclose(np.cov(post.params.T), np.linalg.inv(a), atol=0.03)
+
+
+def test_no_noise_evidence_matches_a_dense_quadrature():
+    y, margin, _ = _labels(300, 0.0, 0)
+    weight = np.ones_like(y)
+    got = no_noise_log_evidence(lambda b: log_expit(y * b * margin), weight)
+    grid = np.linspace(-8.0, 6.0, 20001)
+    values = [np.sum(log_expit(y * np.exp(v) * margin)) - 0.5 * (v / 3) ** 2 for v in grid]
+    exact = logsumexp(values) + np.log(grid[1] - grid[0]) - 0.5 * np.log(2 * np.pi * 9)
+    assert got == pytest.approx(exact, abs=1e-3)
+
+
+def _brute_force_evidence(y, margin):
+    """log p(y | H) of the identifiable noise model by a 3-D grid (the priors of
+    calibration._objective, normalised: Beta(1, 1), v-Log(1), N(0, 3^2))."""
+    us = np.linspace(logit(1 - 2 * MAX_FLIP_RATE), 15.0, 241)
+    xis = np.linspace(-8.0, 8.0, 81)
+    vs = np.linspace(-3.0, 4.0, 71)
+    xi, v = np.meshgrid(xis, vs, indexing="ij")
+    per_u = []
+    for u in us:
+        theta = expit(u)
+        s = expit(xi)
+        allowed = (1 - theta) * np.maximum(s, 1 - s) <= MAX_FLIP_RATE
+        p0 = np.clip((0.5 - (1 - theta) * s) / theta, 1e-9, 1 - 1e-9)
+        c = logit(p0)
+        f = np.exp(v)[..., None] * margin + c[..., None]
+        rows = np.logaddexp(np.log(theta) + log_expit(y * f),
+                            np.log1p(-theta) + log_expit(y * xi[..., None]))  # fmt: skip
+        log_prior = (log_expit(u) + log_expit(-u) + log_expit(xi) + log_expit(-xi)
+                     - 0.5 * (v / 3) ** 2 - 0.5 * np.log(2 * np.pi * 9))  # fmt: skip
+        joint = np.where(allowed, rows.sum(axis=-1) + log_prior, -np.inf)
+        per_u.append(logsumexp(joint) + np.log((xis[1] - xis[0]) * (vs[1] - vs[0])))
+    return logsumexp(per_u) + np.log(us[1] - us[0])
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.2])
+def test_integrated_posterior_evidence_matches_a_brute_force_grid(noise):
+    y, margin, _ = _labels(250, noise, 3)
+    weight = np.ones_like(y)
+    mode = calibrate_noise(y, margin)
+    post = integrate_noise_posterior(mode, y, margin, weight, ModelPriors(), 200, 0)
+    assert post.log_evidence == pytest.approx(_brute_force_evidence(y, margin), abs=0.3)
+    thetas = np.array([d.theta for d in post.draws])
+    assert np.all(thetas >= 1 - 2 * MAX_FLIP_RATE - 1e-9) and np.all(thetas < 1)
+
+
+def test_weighted_quantiles_match_repeated_values():
+    values = np.array([[3.0], [1.0], [2.0], [np.nan]])
+    weights = np.array([0.25, 0.5, 0.25, 1.0])
+    repeated = np.array([1.0, 1.0, 2.0, 3.0])  # the same distribution, NaN left out
+    got = weighted_quantiles(values, weights, [0.25, 0.5, 0.75, 1.0])
+    expected = [repeated[int(np.ceil(q * 4)) - 1] for q in (0.25, 0.5, 0.75, 1.0)]
+    np.testing.assert_array_equal(got[0], expected)
+
+
+def test_clean_labels_give_no_noise_and_noisy_ones_do_not():
+    from viboost import VIBoostClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4))
+    clean = (rng.random(1500) < expit(2.0 * X[:, 0] - X[:, 1])).astype(int)
+    model = VIBoostClassifier(random_state=0).fit(X, clean)
+    assert model.no_noise_proba_ > 0.5
+    assert model.noise_rate_interval_[0] == 0.0
+    flipped = rng.random(1500) < 0.25
+    noisy = np.where(flipped, 1 - clean, clean)
+    model = VIBoostClassifier(random_state=0).fit(X, noisy)
+    assert model.no_noise_proba_ < 0.01
+    low, high = model.noise_rate_interval_
+    assert low <= flipped.mean() <= high
+    assert model.noise_matrix_interval_.shape == (2, 2, 2)
