@@ -54,7 +54,8 @@ def truth(name: str, multiclass: bool, data_dir: Path) -> tuple[np.ndarray, np.n
 
     key = (name, multiclass)
     if key not in _TRUTH:
-        loaded = ln.load_multiclass(name, data_dir) if multiclass else ln.load_dataset(name, data_dir)
+        load = ln.load_multiclass if multiclass else ln.load_dataset
+        loaded = load(name, data_dir)
         if loaded is None:
             raise FileNotFoundError(name)
         X, y = loaded
@@ -81,17 +82,17 @@ def peer(name: str, seed: int) -> Any | None:
             from catboost import CatBoostClassifier
         except ImportError:
             return None
-        return CatBoostClassifier(random_seed=seed, verbose=False, thread_count=1)
+        return CatBoostClassifier(random_seed=seed, verbose=False, thread_count=1, allow_writing_files=False)
     raise ValueError(name)
 
 
-def one_fit(task: tuple[str, bool, str, int, str]) -> dict[str, Any]:
+def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str, Any]:
     """One set x setting x split: VIBoost's default and the peers."""
     import label_noise as ln
 
     from viboost import VIBoostClassifier
 
-    name, multiclass, setting, seed, data_dir = task
+    name, multiclass, setting, seed, data_dir, peers = task
     X, p = truth(name, multiclass, Path(data_dir))
     n_classes = p.shape[1]
     rng = np.random.default_rng(1000 + seed)
@@ -117,13 +118,13 @@ def one_fit(task: tuple[str, bool, str, int, str]) -> dict[str, Any]:
         "data": name, "part": "multiclass" if multiclass else "binary", "setting": setting,
         "seed": seed, "true_rate": true, "rate": float(model.noise_rate_), "low": float(low),
         "high": float(high), "covered": bool(low <= true <= high),
-        "no_noise_proba": float(model.no_noise_proba_),
+        "no_noise_proba": float(getattr(model, "no_noise_proba_", np.nan)),
         "bayes_error": float(np.mean(1.0 - p_te.max(axis=1))),
         "majority_error": float(1.0 - np.bincount(y_te).max() / y_te.size),
         "viboost": float(np.mean(model.predict(X_te) != y_te)), "viboost_seconds": seconds,
     }  # fmt: skip
     for name_ in PEERS:
-        estimator = peer(name_, seed)
+        estimator = peer(name_, seed) if name_ in peers else None
         if estimator is None:
             row[name_] = np.nan
             continue
@@ -200,22 +201,25 @@ def report(results: pd.DataFrame, command: str) -> str:
 def run_known_truth(
     splits: int, n_jobs: int, out_dir: Path, data_dir: Path, command: str,
     binary_sets: tuple[str, ...] = BINARY_SETS, multiclass_sets: tuple[str, ...] = MULTICLASS_SETS,
+    peers: tuple[str, ...] = PEERS, name: str = "label_noise_known_truth",
 ) -> pd.DataFrame:  # fmt: skip
-    """Run every fit, write ``label_noise_known_truth.csv`` and ``.md`` to ``out_dir``."""
+    """Run every fit, write ``NAME.csv`` and ``NAME.md`` to ``out_dir`` (``peers``: the
+    peers to fit beside VIBoost)."""
     import label_noise as ln
 
-    tasks = [(d, False, s, k, str(data_dir)) for d in binary_sets for s in BINARY_SETTINGS
-             for k in range(splits)]  # fmt: skip
-    tasks += [(d, True, s, k, str(data_dir)) for d in multiclass_sets for s in MULTICLASS_SETTINGS
-              for k in range(splits)]  # fmt: skip
+    tasks = [(d, False, s, k, str(data_dir), peers) for d in binary_sets
+             for s in BINARY_SETTINGS for k in range(splits)]  # fmt: skip
+    tasks += [(d, True, s, k, str(data_dir), peers) for d in multiclass_sets
+              for s in MULTICLASS_SETTINGS for k in range(splits)]  # fmt: skip
     if n_jobs > 1:
         with ProcessPoolExecutor(n_jobs) as pool:
             rows = list(pool.map(one_fit, tasks))
     else:
         rows = [one_fit(task) for task in tasks]
     results = pd.DataFrame(rows)
-    ln.write_atomic(out_dir / "label_noise_known_truth.csv", lambda p: results.to_csv(p, index=False))
+    csv = out_dir / f"{name}.csv"
+    ln.write_atomic(csv, lambda p: results.to_csv(p, index=False))
     text = report(results, command)
-    ln.write_atomic(out_dir / "label_noise_known_truth.md", lambda p: Path(p).write_text(text))
+    ln.write_atomic(out_dir / f"{name}.md", lambda p: Path(p).write_text(text))
     print(text)
     return results

@@ -96,7 +96,7 @@ def test_clean_labels_give_no_noise_and_noisy_ones_do_not():
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1500, 4))
-    clean = (rng.random(1500) < expit(2.0 * X[:, 0] - X[:, 1])).astype(int)
+    clean = (rng.random(1500) < expit(6.0 * X[:, 0] - 3.0 * X[:, 1])).astype(int)
     model = VIBoostClassifier(random_state=0).fit(X, clean)
     assert model.no_noise_proba_ > 0.5
     assert model.noise_rate_interval_[0] == 0.0

@@ -403,10 +403,15 @@ def nested_posterior(
     cell = rng.choice(cells.size, size=n_draws, p=mass / mass.sum())
     q = rng.random(n_draws)
     k = slope[cell]
-    # Inverse CDF of the density exp(k t) on t in [0, 1]: log(1 + q (e^k - 1)) / k.
-    fraction = np.where(
-        np.abs(k) < 1e-9, q, np.log1p(q * np.expm1(np.where(np.abs(k) < 1e-9, 1.0, k))) / np.where(np.abs(k) < 1e-9, 1.0, k)
+    # Inverse CDF of the density exp(k t) on t in [0, 1]: log(1 + q (e^k - 1)) / k, written
+    # as k + log(q + (1 - q) e^-k) for k > 0 (no overflow however steep the cell).
+    tiny = np.abs(k) < 1e-9
+    steep = np.where(tiny, 1.0, k)
+    decay = np.exp(-np.abs(steep))
+    log_cdf_inverse = np.where(
+        steep > 0, steep + np.log(q + (1.0 - q) * decay), np.log1p(q * (decay - 1.0))
     )
+    fraction = np.where(tiny, q, log_cdf_inverse / steep)
     first = grid[cell] + np.clip(fraction, 0.0, 1.0) * widths[cell]
     nearer = np.where(first - grid[cell] < 0.5 * widths[cell], cell, cell + 1)
     params = np.empty((n_draws, mode.size))

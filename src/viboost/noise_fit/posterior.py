@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp
 
 from viboost.noise_fit.calibration import INTERVAL_ROWS, interval_subset, joint_of
 from viboost.noise_fit.class_calibration import joint_rates
@@ -96,6 +96,8 @@ def no_noise_log_evidence(
     step = 1e-3
     curvature = -(log_joint(centre + step) - 2 * log_joint(centre) + log_joint(centre - step))
     width = 1.0 / np.sqrt(curvature / step**2) if curvature > 0 else sd
+    if width < 1e-9:  # a posterior narrower than the grid can resolve: its Laplace value
+        return log_joint(centre) + float(np.log(width * np.sqrt(2.0 * np.pi)))
     grid = np.linspace(centre - 10.0 * width, centre + 10.0 * width, 121)
     values = np.array([log_joint(v) for v in grid])
     # The trapezoid rule in log space.
@@ -248,7 +250,8 @@ class NoisePosterior:
         # noise model, sum_n s_n^2 p_n (1 - p_n) / S^2 with p_n the noise model's averaged
         # probability that label n is wrong, is added to each draw by a normal perturbation.
         wrong = np.mean([draw.mislabel_proba(y, margin) for draw in self._averaged()], axis=0)
-        spread = np.sqrt(np.dot(weight**2, wrong * (1.0 - wrong))) / weight.sum()
+        share = weight / weight.sum()  # (no overflow whatever the weights' scale)
+        spread = float(np.sqrt(np.dot(share * share, wrong * (1.0 - wrong))))
         offsets = np.random.default_rng(0).standard_normal(rates.shape[0]) * spread
         rates[:, 0] = np.clip(rates[:, 0] + offsets, 0.0, 1.0)
         n_classes = self.n_classes
@@ -325,7 +328,7 @@ def model_average(
     """The :class:`NoisePosterior` of a noise model's ``draws`` and the two models' log
     evidence, with prior probability :data:`NO_NOISE_PRIOR` of no noise."""
     log_odds = (log_evidence_none - log_evidence_noise) + np.log(NO_NOISE_PRIOR / (1.0 - NO_NOISE_PRIOR))
-    no_noise = float(1.0 / (1.0 + np.exp(-log_odds))) if np.isfinite(log_odds) else float(log_odds > 0)
+    no_noise = float(expit(log_odds)) if not np.isnan(log_odds) else NO_NOISE_PRIOR
     return NoisePosterior(
         mode=mode,
         draws=list(draws),
