@@ -34,6 +34,7 @@ from viboost.noise_fit.class_calibration import (
     ClassNoiseCalibration,
     calibrate_class_noise,
     class_log_likelihood,
+    integrate_class_noise_posterior,
 )
 from viboost.noise_fit.model import NoiseModel
 from viboost.noise_fit.posterior import (
@@ -308,8 +309,15 @@ class ClassesTask(_Labels):
         approximation, its log evidence the calibration's."""
         assert isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration)
         rows_y, rows_h, rows_w = posterior_rows(y, margin, sample_weight, random_state)
-        draws = calibration.posterior_draws(POSTERIOR_DRAWS, random_state)
         none = no_noise_log_evidence(lambda b: class_log_likelihood(rows_y, b * rows_h), rows_w)
+        if isinstance(calibration, ClassNoiseCalibration):
+            integrated = integrate_class_noise_posterior(
+                calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state
+            )
+            return model_average(calibration, integrated.draws, integrated.log_evidence, none,
+                                 self.n_classes, grid=integrated.grid)  # fmt: skip
+        # The full channel has no theta to integrate over: its Laplace approximation.
+        draws = calibration.posterior_draws(POSTERIOR_DRAWS, random_state)
         return model_average(calibration, draws, calibration.log_evidence, none, self.n_classes)
 
     def log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 import numba
@@ -40,8 +40,14 @@ from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
-from viboost.noise_fit.calibration import interval_subset
-from viboost.noise_fit.laplace import dirichlet_laplace_gap, laplace_draws, laplace_posterior
+from viboost.noise_fit.calibration import MAX_FLIP_RATE, interval_subset
+from viboost.noise_fit.laplace import (
+    NestedPosterior,
+    dirichlet_laplace_gap,
+    laplace_draws,
+    laplace_posterior,
+    nested_posterior,
+)
 from viboost.variational.priors import ModelPriors
 from viboost.variational.updates import update_eta
 
@@ -52,6 +58,7 @@ __all__ = [
     "class_inputs",
     "class_log_likelihood",
     "expected_joints",
+    "integrate_class_noise_posterior",
     "joint_rates",
     "noise_posteriors",
     "rate_interval",
@@ -728,3 +735,40 @@ def calibrate_class_noise(
     return ClassNoiseCalibration.from_params(
         params, covariance, log_likelihood, log_evidence=float(log_evidence)
     )
+
+
+def integrate_class_noise_posterior(
+    mode: ClassNoiseCalibration,
+    y: np.ndarray,
+    margin: np.ndarray,
+    sample_weight: np.ndarray,
+    priors: ModelPriors,
+    n_draws: int = 200,
+    random_state: RandomStateLike = None,
+) -> NestedPosterior:
+    """The posterior of ``(theta, pi, b)`` integrated over ``logit theta`` on a grid, the
+    Laplace approximation over ``(pi, log b)`` at each node
+    (:func:`~viboost.noise_fit.laplace.nested_posterior`), as the binary calibration's
+    (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`); its draws as
+    calibrations. ``log_evidence`` carries the priors' normalising constants (Beta(zeta),
+    Dirichlet(mu_0' 1), the normal on log b). Noise labels are at most
+    ``2 MAX_FLIP_RATE`` (90%) of the labels."""
+    y, margin, weight, priors = class_inputs(y, margin, sample_weight, priors)
+    n_classes = margin.shape[1]
+    total = float(weight.sum())
+    args = (y, margin, weight / total, total, priors)
+    bounds = _bounds(n_classes)
+    zeta1, zeta2 = priors.clean
+    mu = priors.noise_grade
+    log_norm = (
+        gammaln(zeta1 + zeta2) - gammaln(zeta1) - gammaln(zeta2)
+        + gammaln(n_classes * mu) - n_classes * gammaln(mu)
+        - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
+    )  # fmt: skip
+    nested = nested_posterior(
+        _objective, mode.params, mode.covariance, args, lambda u: bounds[1:], total,
+        float(log_norm), n_draws, spawn_generator(random_state),
+        float(logit(1.0 - 2.0 * MAX_FLIP_RATE)) + 1e-9,
+    )  # fmt: skip
+    draws = [ClassNoiseCalibration.from_params(p, mode.covariance) for p in nested.params]
+    return replace(nested, draws=draws)
