@@ -82,7 +82,9 @@ def peer(name: str, seed: int) -> Any | None:
             from catboost import CatBoostClassifier
         except ImportError:
             return None
-        return CatBoostClassifier(random_seed=seed, verbose=False, thread_count=1, allow_writing_files=False)
+        return CatBoostClassifier(
+            random_seed=seed, verbose=False, thread_count=1, allow_writing_files=False
+        )
     raise ValueError(name)
 
 
@@ -168,8 +170,7 @@ def report(results: pd.DataFrame, command: str) -> str:
         "",
         "| part | set | flips | fits | bias | abs err | RMSE | coverage | width | lo<=.01 | "
         "P(none) | Bayes | VIBoost | " + " | ".join(PEERS) + " |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        + "---:|" * len(PEERS),
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(PEERS),
     ]
     for row in summary.itertuples():
         values = [getattr(row, p) for p in PEERS]

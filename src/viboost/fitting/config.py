@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -121,14 +120,5 @@ class FitConfig:
                 "warm_start=True continues one run of rounds, but a cross-fitted fit (every "
                 "K-class fit) chooses its number of rounds from scratch; use "
                 "noise_fit='in-sample' (or preset='paper') to warm-start."
-            )
-        cv = p["cv"]
-        stratified = isinstance(cv, Integral) or (isinstance(cv, str) and cv == "auto")
-        if task.n_ensembles > 1 and stratified and np.any(counts == 1):
-            alone = shown(classes[np.flatnonzero(counts == 1)[0]])
-            raise ValueError(
-                f"Class {alone!r} has a single training row of "
-                "positive weight: the K-class noise model is cross-fitted and needs at least 2 "
-                "rows per class (drop or relabel that row, or give it weight 0)."
             )
         return plan

@@ -66,6 +66,7 @@ __all__ = [
     "fold_seed",
     "refit_round_count",
     "score_out_of_fold",
+    "unidentified_classes",
 ]
 
 #: A cross-fitted fit scores its out-of-fold margins every this many rounds.
@@ -157,6 +158,17 @@ def cross_fit_folds(
                 )
             folds.append((train, np.asarray(val)))
         return folds
+    if labels.size > 2 and counts.max() >= 2:
+        # K classes: a class with fewer rows than folds is fitted all the same (its rows
+        # land in some folds only), and its noise statistics are not identified
+        # (:func:`unidentified_classes`).
+        n_splits = min(int(cv), int(counts.max()))
+        rows = np.flatnonzero(weighted)
+        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=fold_seed(random_state))
+        with warnings.catch_warnings():
+            # scikit-learn's warning about the least populated class: said above.
+            warnings.filterwarnings("ignore", "The least populated class", UserWarning)
+            return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
     n_splits = min(int(cv), int(counts.min()))
     if n_splits < 2:
         warnings.warn(
@@ -170,6 +182,20 @@ def cross_fit_folds(
     rows = np.flatnonzero(weighted)
     splitter = StratifiedKFold(n_splits, shuffle=True, random_state=fold_seed(random_state))
     return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
+
+
+def unidentified_classes(
+    y_index: np.ndarray, weighted: np.ndarray, folds: Folds, n_classes: int
+) -> np.ndarray:
+    """The classes whose noise statistics the cross-fit cannot identify: those missing from
+    some fold's training rows (a fold booster that never saw a class scores its held-out
+    rows of that class as impossible), as a boolean mask over the classes."""
+    missing = np.zeros(n_classes, dtype=bool)
+    for train, _ in folds:
+        seen = np.bincount(y_index[train][weighted[train]], minlength=n_classes) > 0
+        missing |= ~seen
+    present = np.bincount(y_index[weighted], minlength=n_classes) > 0
+    return missing & present
 
 
 def score_out_of_fold(
@@ -191,8 +217,10 @@ def score_out_of_fold(
         rows = task.log_likelihood(y, margin)
         return float(np.dot(sample_weight, rows)), None, rows
     calibration = task.calibrate(y, margin, sample_weight, priors, start)
-    return calibration.log_likelihood, calibration, calibration.row_log_likelihood(
-        y, task.decision(margin)
+    return (
+        calibration.log_likelihood,
+        calibration,
+        calibration.row_log_likelihood(y, task.decision(margin)),
     )
 
 

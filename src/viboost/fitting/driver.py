@@ -18,6 +18,7 @@ estimator stores once (:meth:`FittedModel.store`).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict
 
@@ -25,7 +26,13 @@ import numpy as np
 
 from viboost.boosting.booster import Booster, BoosterRecords, run_rounds
 from viboost.fitting.config import FitConfig
-from viboost.fitting.cross_fit import CrossFitResult, CrossFitter, Folds, cross_fit_folds
+from viboost.fitting.cross_fit import (
+    CrossFitResult,
+    CrossFitter,
+    Folds,
+    cross_fit_folds,
+    unidentified_classes,
+)
 from viboost.fitting.data import TrainingData
 from viboost.fitting.task import Task
 from viboost.presets import FitPlan
@@ -194,9 +201,7 @@ class FitDriver:
         return self._cross_fitted(data, plan, folds)
 
     # ------------------------------------------------------------------ in-sample
-    def _in_sample(
-        self, data: TrainingData, plan: FitPlan, warm: WarmStart | None
-    ) -> FittedModel:
+    def _in_sample(self, data: TrainingData, plan: FitPlan, warm: WarmStart | None) -> FittedModel:
         """Rounds of Algorithm 1 on all rows (from scratch or warm-started), with the noise
         model fitted in-sample by the inner loop (or the core model)."""
         task, config = self.task, self.config
@@ -287,11 +292,30 @@ class FitDriver:
         )
         y, weight = data.labels()
         result = fitter.fit(data.make_rows, y, weight, folds)
-        return self._cross_fit_model(result, data, plan, y)
+        unidentified = unidentified_classes(
+            self.task.label_index(y), weight > 0, folds, self.task.n_classes
+        )
+        if unidentified.any():
+            warnings.warn(
+                f"The classes at indices {np.flatnonzero(unidentified).tolist()} of classes_ "
+                "have too few training rows of positive weight for every fold to hold one: "
+                "they are fitted, but their noise statistics (flip rates, their columns of "
+                "the noise matrix) are not identified and are NaN.",
+                UserWarning,
+                stacklevel=4,
+            )
+        return self._cross_fit_model(result, data, plan, y, unidentified)
 
     def _cross_fit_model(
-        self, result: CrossFitResult, data: TrainingData, plan: FitPlan, y: np.ndarray
+        self,
+        result: CrossFitResult,
+        data: TrainingData,
+        plan: FitPlan,
+        y: np.ndarray,
+        unidentified: np.ndarray,
     ) -> FittedModel:
+        """The fitted attributes of a cross-fit; the noise statistics of the classes in
+        ``unidentified`` (a mask: classes some fold booster never saw) are NaN."""
         task = self.task
         n_rows, n_classes = y.shape[0], task.n_classes
         calibration = result.calibration
@@ -307,6 +331,21 @@ class FitDriver:
             assert result.flip_rates is not None
             mislabel, true_class = result.mislabel_proba, result.true_class_proba
             rates = _rate_attributes(result.flip_rates, result.flip_rate_intervals)
+        joint_attributes = _joint_attributes(result.joint, n_classes)
+        matrix_interval = (
+            np.full((n_classes, n_classes, 2), np.nan)
+            if result.noise_matrix_intervals is None
+            else result.noise_matrix_intervals.copy()
+        )
+        if unidentified.any():
+            rates["flip_rates_"] = np.where(unidentified, np.nan, rates["flip_rates_"])
+            rates["flip_rates_interval_"] = np.where(
+                unidentified[:, None], np.nan, rates["flip_rates_interval_"]
+            )
+            joint_attributes["noise_matrix_"] = np.where(
+                unidentified[None, :], np.nan, joint_attributes["noise_matrix_"]
+            )
+            matrix_interval[:, unidentified] = np.nan
         return FittedModel(
             plan_=plan,
             **attributes,
@@ -317,7 +356,7 @@ class FitDriver:
             mislabel_proba_=data.per_row(mislabel),
             true_class_proba_=data.per_row(true_class),
             **rates,
-            **_joint_attributes(result.joint, n_classes),
+            **joint_attributes,
             noise_channel_="independent" if calibration is None else calibration.channel_name,
             cv_rounds_=result.rounds,
             cv_best_rounds_=int(result.n_rounds),
@@ -328,11 +367,7 @@ class FitDriver:
             cv_decision_function_=data.per_row(task.decision(result.out_of_fold)),
             noise_calibration_=calibration,
             no_noise_proba_=result.no_noise_proba,
-            noise_matrix_interval_=(
-                np.full((n_classes, n_classes, 2), np.nan)
-                if result.noise_matrix_intervals is None
-                else result.noise_matrix_intervals
-            ),
+            noise_matrix_interval_=matrix_interval,
             priors=self.config.priors,
             n_train=n_rows,
         )

@@ -362,8 +362,7 @@ class ClassesTask(_Labels):
 
     def ensembles(self, estimators: list, alphas: np.ndarray) -> list[Ensemble]:
         return [
-            ([learners[k] for learners in estimators], alphas[:, k])
-            for k in range(self.n_classes)
+            ([learners[k] for learners in estimators], alphas[:, k]) for k in range(self.n_classes)
         ]
 
     def learners(self, estimators: list, alphas: np.ndarray) -> list[tuple[BaseLearner, float]]:

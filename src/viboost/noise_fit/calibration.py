@@ -688,9 +688,7 @@ def integrate_noise_posterior(
     zeta1, zeta2 = priors.clean
     mu = priors.noise_grade
     log_norm = (
-        -betaln(zeta1, zeta2)
-        - betaln(mu, mu)
-        - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
+        -betaln(zeta1, zeta2) - betaln(mu, mu) - 0.5 * np.log(2.0 * np.pi * _LOG_SCALE_PRIOR_SD**2)
     )
     mean = np.array([logit(mode.theta), mode.noise_grade, np.log(mode.scale)])
     nested = nested_posterior(

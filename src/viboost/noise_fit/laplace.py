@@ -355,7 +355,9 @@ def nested_posterior(
     centre = float(mode[0])
     low = float(min(lowest, centre))
     sd = float(np.sqrt(max(covariance[0, 0], 1e-8)))
-    nodes = {centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)}
+    nodes = {
+        centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)
+    }
     peak = nodes[centre][2]
     for direction in (-1.0, 1.0):
         step, u, start = 0.25 * sd, centre, mode[1:]

@@ -105,7 +105,9 @@ def no_noise_log_evidence(
     return float(logsumexp(cells))
 
 
-def weighted_quantiles(values: np.ndarray, weights: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+def weighted_quantiles(
+    values: np.ndarray, weights: np.ndarray, levels: Sequence[float]
+) -> np.ndarray:
     """Quantiles of each column of ``values`` (rows: draws with probabilities ``weights``),
     the smallest value whose cumulative probability reaches each level (NaN values left
     out), shape ``(n_columns, len(levels))``.
@@ -113,7 +115,8 @@ def weighted_quantiles(values: np.ndarray, weights: np.ndarray, levels: Sequence
     Examples
     --------
     >>> import numpy as np
-    >>> weighted_quantiles(np.array([[0.0], [1.0], [2.0]]), np.array([0.5, 0.25, 0.25]), [0.05, 0.6])
+    >>> values, weights = np.array([[0.0], [1.0], [2.0]]), np.array([0.5, 0.25, 0.25])
+    >>> weighted_quantiles(values, weights, [0.05, 0.6])
     array([[0., 1.]])
     """
     values = np.asarray(values, dtype=np.float64)
@@ -173,7 +176,13 @@ class NoisePosterior:
         # are its mode's; private names and the fields themselves are never forwarded (an
         # object being unpickled has no fields yet).
         if name.startswith("_") or name in {
-            "mode", "draws", "no_noise_proba", "log_evidence", "n_classes", "grid", "refit_model"
+            "mode",
+            "draws",
+            "no_noise_proba",
+            "log_evidence",
+            "n_classes",
+            "grid",
+            "refit_model",
         }:
             raise AttributeError(name)
         return getattr(self.mode, name)
@@ -196,7 +205,11 @@ class NoisePosterior:
 
     def _label_columns(self, y: np.ndarray) -> np.ndarray:
         """Each label's column of ``true_class_proba`` (the label's class)."""
-        return np.asarray(y > 0, dtype=np.intp) if self.n_classes == 2 else np.asarray(y, dtype=np.intp)
+        return (
+            np.asarray(y > 0, dtype=np.intp)
+            if self.n_classes == 2
+            else np.asarray(y, dtype=np.intp)
+        )
 
     def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n averaged over the posterior: 1 under the no-noise model."""
@@ -226,7 +239,9 @@ class NoisePosterior:
         posterior."""
         return joint_of(self.true_class_proba(y, margin), self._label_columns(y), sample_weight)
 
-    def _draw_joints(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    def _draw_joints(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> np.ndarray:
         """Each noise-model draw's joint on these rows, shape (n_draws, K, K)."""
         return np.asarray(self.mode.joints_of(self.draws, y, margin, sample_weight))
 
@@ -236,7 +251,11 @@ class NoisePosterior:
         """Draws of ``[share of wrong labels, flip rate of each true class]`` and of the noise
         matrix (``P(given | true)``, flattened), the no-noise model's first, with their
         probabilities."""
-        y, margin, weight = np.asarray(y), np.asarray(margin), np.asarray(sample_weight, dtype=np.float64)
+        y, margin, weight = (
+            np.asarray(y),
+            np.asarray(margin),
+            np.asarray(sample_weight, dtype=np.float64),
+        )
         rows = slice(None)
         if y.size > INTERVAL_ROWS:
             # A fixed, evenly spaced subset of the rows (the draws' spread is what is estimated).
@@ -260,11 +279,16 @@ class NoisePosterior:
         values = np.vstack([np.hstack([none_rates, none_matrix]),
                             np.hstack([rates, matrices.reshape(len(self.draws), -1)])])  # fmt: skip
         probabilities = np.concatenate(
-            [[self.no_noise_proba], np.full(len(self.draws), (1.0 - self.no_noise_proba) / len(self.draws))]
+            [
+                [self.no_noise_proba],
+                np.full(len(self.draws), (1.0 - self.no_noise_proba) / len(self.draws)),
+            ]
         )
         return values, probabilities
 
-    def flip_rates(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
+    def flip_rates(
+        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+    ) -> np.ndarray:
         """The posterior mean of ``[share of wrong labels, flip rate of each true class]``."""
         return joint_rates(self.joint(y, margin, sample_weight))
 
@@ -327,7 +351,9 @@ def model_average(
 ) -> NoisePosterior:
     """The :class:`NoisePosterior` of a noise model's ``draws`` and the two models' log
     evidence, with prior probability :data:`NO_NOISE_PRIOR` of no noise."""
-    log_odds = (log_evidence_none - log_evidence_noise) + np.log(NO_NOISE_PRIOR / (1.0 - NO_NOISE_PRIOR))
+    log_odds = (log_evidence_none - log_evidence_noise) + np.log(
+        NO_NOISE_PRIOR / (1.0 - NO_NOISE_PRIOR)
+    )
     no_noise = float(expit(log_odds)) if not np.isnan(log_odds) else NO_NOISE_PRIOR
     return NoisePosterior(
         mode=mode,
