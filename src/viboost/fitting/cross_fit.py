@@ -671,7 +671,9 @@ class CrossFitter:
                 out_of_fold[active],
                 sample_weight[active],
                 self.priors,
-                fold_seed(self.random_state),
+                # Seeded even without a random_state: the statistics are averages over the
+                # draws, and two fits of the same folds should report the same.
+                0 if self.random_state is None else fold_seed(self.random_state),
             )
         return calibration, out_of_fold
 
