@@ -161,8 +161,10 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 #: patience in issue 22) the configurations ask for those explicitly. The refit's outputs
 #: (``n_rounds``, ``alphas``, the decision functions, and the margins and noise statistics of
 #: rows of zero weight, which take the refit's margins) were regenerated when the refit came to
-#: run the chosen count scaled by its share of the weight (``refit_round_count``, issue 22); the
-#: cross-fit's outputs are still 1e96ddc's.
+#: run the chosen count scaled by its share of the weight (``refit_round_count``, issue 22), and
+#: every output again for the noise posterior (issue 52: the intervals, the reported phi_n and
+#: the refit's phi_n changed on purpose); the scored round counts, their scores and the
+#: out-of-fold margins did not change.
 _STUMPS = {
     "max_leaf_nodes": 2,
     "leaf_weights": "tied",

@@ -23,6 +23,7 @@ import viboost.estimator
 import viboost.variational.compression
 from viboost import VIBoostClassifier, ViboostVersionWarning
 from viboost.boosting.stumps import DecisionStump
+from viboost.variational.priors import ModelPriors
 
 
 @parametrize_with_checks(
@@ -568,9 +569,17 @@ def test_robust_noise_statistics_agree_with_the_calibration(robust_fit):
     """S.4.4 and S.4.2 applied to the calibrated phi give back about its theta and xi: without
     the intercept c(theta, xi) they would be its stationarity conditions exactly
     (eta_1 / (eta_1 + eta_2) = theta, log(omega_2 / omega_1) = xi); c adds a small term."""
-    _, _, _, clf = robust_fit
+    _, y, _, clf = robust_fit
     cal = clf.noise_calibration_
-    assert clf.eta_[0] / clf.eta_.sum() == pytest.approx(cal.theta, abs=2e-3)
+    signs, margin = np.where(y == 1, 1.0, -1.0), clf.cv_decision_function_
+    # At the noise model's mode, S.4.4 on its own phi gives back its theta ...
+    mode_phi = cal.mode.clean_proba(signs, margin)
+    mode_eta, _ = cal.mode.label_posteriors(signs, np.ones(y.size), mode_phi, ModelPriors())
+    assert mode_eta[0] / mode_eta.sum() == pytest.approx(cal.theta, abs=2e-3)
+    # ... and the reported eta_ is S.4.4 on the reported phi, the posterior average (with
+    # its mass at no noise, a label is at least as likely right as at the mode, on average).
+    assert clf.eta_[0] / clf.eta_.sum() == pytest.approx(clf.clean_proba_.mean(), abs=2e-3)
+    assert clf.clean_proba_.mean() >= mode_phi.mean() - 1e-3
     assert clf.noise_grade_ == pytest.approx(cal.noise_grade, abs=5e-2)
     assert clf.snr_ == pytest.approx(clf.eta_[0] / clf.eta_[1], rel=1e-12)
     assert np.all(np.isnan(clf.snr_path_))
@@ -682,12 +691,16 @@ def test_two_classes_weight_their_rows_by_default_and_drop_on_request():
     weighted = VIBoostClassifier(random_state=0, mislabeled="weight").fit(X, y, sample_weight=s)
     _same_fit(default, weighted, rtol=0)
     assert default.cv_n_passes_ == 1
-    np.testing.assert_array_equal(default.refit_weight_, s * default.clean_proba_)
+    # Each row counted s phi_n, phi_n the noise model's at the peak of the posterior of theta
+    # (the reported clean_proba_ is the posterior average).
+    signs = np.where(y == 1, 1.0, -1.0)
+    refit_phi = default.noise_calibration_.refit_clean_proba(signs, default.cv_decision_function_)
+    np.testing.assert_array_equal(default.refit_weight_, s * refit_phi)
     dropped = VIBoostClassifier(random_state=0, mislabeled="drop").fit(X, y, sample_weight=s)
     assert dropped.cv_n_passes_ == 2
     np.testing.assert_array_equal(dropped.mislabel_proba_, default.mislabel_proba_)
     assert dropped.noise_rate_ == default.noise_rate_
-    kept = dropped.clean_proba_ > 0.5
+    kept = refit_phi > 0.5
     np.testing.assert_array_equal(dropped.refit_weight_, np.where(kept, s, 0.0))
     assert np.mean(flipped[~kept]) > 0.5
     paper = VIBoostClassifier(5, preset="paper", mislabeled="drop").fit(X, y)

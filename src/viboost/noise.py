@@ -266,8 +266,9 @@ def estimate_flip_rate(
     X, labels, estimator, sample_weight, cv, random_state
         As in :func:`label_quality_scores`.
     level : float, default=0.9
-        Probability mass of the credible intervals (drawn from the Laplace approximation of the
-        calibration, :meth:`viboost.noise_fit.calibration.NoiseCalibration.flip_rate_interval`).
+        Probability mass of the credible intervals: quantiles of the noise posterior, the
+        model average of "no noise" and the noise model
+        (:meth:`viboost.noise_fit.posterior.NoisePosterior.intervals`).
 
     Returns
     -------
@@ -283,8 +284,13 @@ def estimate_flip_rate(
     >>> flipped = rng.random(1000) < 0.2
     >>> y[flipped] = 1 - y[flipped]
     >>> est = estimate_flip_rate(X, y, random_state=0)
-    >>> bool(abs(est.rate - flipped.mean()) < 0.05), bool(est.interval[0] < est.interval[1])
-    (True, True)
+
+    Labels and features alone cannot tell a fifth of the labels flipped at random from classes
+    that overlap by as much where the ensemble is surest (``docs/label_noise.md``, "What the
+    labels can say"): the interval starts at "no noise" and ends near the flipped share.
+
+    >>> float(est.interval[0]), bool(abs(est.interval[1] - flipped.mean()) < 0.05)
+    (0.0, True)
     """
     level = check_probability(level, "level")
     model = _fitted(X, labels, estimator, sample_weight, cv, random_state)

@@ -394,18 +394,21 @@ def test_k_classes_average_the_fold_boosters_as_in_memory(two_workers):
     )
 
 
-def test_k_classes_refuse_a_class_of_one_row_as_in_memory(two_workers):
+def test_k_classes_fit_a_class_of_one_row_as_in_memory(two_workers):
     X, y = _three_classes(300, seed=2)
     y[y == 2] = 1
-    y[17] = 2  # class 2: a single row
-    with pytest.raises(ValueError) as in_memory:
-        VIBoostClassifier(5).fit(X, y)
-    with pytest.raises(ValueError) as on_dask:
-        DaskVIBoostClassifier(5, client=two_workers).fit(
+    y[17] = 2  # class 2: a single row, seen by the boosters of one fold in five
+    with pytest.warns(UserWarning, match=r"classes at indices \[2\]"):
+        want = VIBoostClassifier(5, random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match=r"classes at indices \[2\]"):
+        got = DaskVIBoostClassifier(5, random_state=0, client=two_workers).fit(
             da.from_array(X, chunks=(100, 4)), da.from_array(y, chunks=100)
         )
-    assert str(on_dask.value) == str(in_memory.value)
-    assert "Class 2 has a single training row" in str(on_dask.value)
+    np.testing.assert_allclose(
+        got.decision_function(X), want.decision_function(X), rtol=RTOL, atol=1e-12
+    )
+    assert np.isnan(got.flip_rates_[2]) and np.isnan(want.flip_rates_[2])
+    np.testing.assert_allclose(got.flip_rates_[:2], want.flip_rates_[:2], rtol=RTOL)
 
 
 def test_unsupported_settings_are_refused(two_workers):

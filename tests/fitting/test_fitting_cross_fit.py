@@ -327,6 +327,12 @@ def _refit_alone(X, y, multiplicity, n_rounds):
     return booster
 
 
+def _refit_phi(result, y):
+    """phi_n of the refit: the noise model's at the peak of the posterior of theta
+    (NoisePosterior.refit_clean_proba), not the reported posterior average."""
+    return result.calibration.refit_clean_proba(y, np.ravel(result.out_of_fold))
+
+
 def test_drop_mislabeled_refits_without_the_flagged_rows_for_a_second_search():
     """drop_mislabeled: the noise statistics are the first pass's (the same as without it);
     the refit fits the rows of phi > 1/2 at weight s, for the count of a second search whose
@@ -339,13 +345,17 @@ def test_drop_mislabeled_refits_without_the_flagged_rows_for_a_second_search():
         _make_rows(X, y), y, s, folds
     )
     assert weighted.n_passes == 1
-    np.testing.assert_array_equal(weighted.refit_weight, s * weighted.clean_proba)
+    np.testing.assert_array_equal(weighted.refit_weight, s * _refit_phi(weighted, y))
+    # The reported phi_n is the posterior average (no noise and the noise model's draws).
+    np.testing.assert_array_equal(
+        weighted.clean_proba, weighted.calibration.clean_proba(y, np.ravel(weighted.out_of_fold))
+    )
     # The first pass and every noise statistic are unchanged.
     np.testing.assert_array_equal(dropped.out_of_fold, weighted.out_of_fold)
     np.testing.assert_array_equal(dropped.clean_proba, weighted.clean_proba)
     np.testing.assert_array_equal(dropped.mislabel_proba, weighted.mislabel_proba)
     np.testing.assert_array_equal(dropped.flip_rates, weighted.flip_rates)
-    kept = dropped.clean_proba > 0.5
+    kept = _refit_phi(dropped, y) > 0.5
     assert 0.05 < np.mean(~kept) < 0.3  # 15% of the labels were flipped
     assert dropped.n_passes == 2
     np.testing.assert_array_equal(dropped.refit_weight, np.where(kept, s, 0.0))
@@ -379,7 +389,7 @@ def test_average_folds_is_the_mean_of_each_folds_booster_on_its_weighted_trainin
     margins = []
     for k, (train, _) in enumerate(folds):
         multiplicity = np.zeros(y.size)
-        multiplicity[train] = (s * refit.clean_proba)[train]
+        multiplicity[train] = (s * _refit_phi(refit, y))[train]
         alone = _refit_alone(X, y, multiplicity, average.n_rounds)
         margins.append(alone.margins())
         np.testing.assert_array_equal(average.final.margins(k), alone.margins())
@@ -418,7 +428,7 @@ def test_drop_mislabeled_skips_the_second_pass_when_few_rows_are_flagged(monkeyp
     )
     assert dropped.n_passes == 1 and dropped.n_rounds == weighted.n_rounds
     np.testing.assert_array_equal(dropped.scores, weighted.scores)
-    kept = dropped.clean_proba > 0.5
+    kept = _refit_phi(dropped, y) > 0.5
     assert not kept.all()
     np.testing.assert_array_equal(dropped.refit_weight, kept.astype(float))
     assert 0.0 < SECOND_PASS_SHARE < 0.05
