@@ -25,9 +25,11 @@ probability 0.3 and negatives with 0.1 (``flip_labels_class_conditional``, setti
 Every model is fitted on the noisy labels and scored on the clean test labels. The detectors
 (``viboost``, ``viboost-paper``, ``cleanlab``) also rank the training rows by suspicion and
 estimate the share of wrong training labels; see :data:`MODELS` and :func:`detect_cleanlab`,
-:func:`detect_viboost`. Every fit runs on one thread (threadpoolctl and ``n_jobs=1``), so
-neither results nor timings depend on ``--n-jobs`` (but other load on the machine slows the
-fits: the seconds are for comparing models within one run). Missing data sets are skipped.
+:func:`detect_viboost`. ``rfl`` is LightGBM on the Robust Focal Loss of Robust-GBDT (Luo et al.,
+arXiv 2310.05067; ``benchmarks/robust_focal.py``), in both parts. Every fit runs on one
+thread (threadpoolctl and ``n_jobs=1``), so neither results nor timings depend on ``--n-jobs``
+(but other load on the machine slows the fits: the seconds are for comparing models within one
+run). Missing data sets are skipped.
 
 Multi-class part (``--part multiclass``; :func:`run_multiclass_benchmark`). DNA (3 classes)
 and Satellite (6 classes) with all their classes (:data:`MC_CLASSES`), split 50/50 (stratified,
@@ -90,6 +92,14 @@ TRAIN_SIZE = {
 }
 SETTINGS = ("0", "10", "20", "30", "cc")
 SETTING_LABEL = {"0": "0%", "10": "10%", "20": "20%", "30": "30%", "cc": "cc 30/10"}
+#: The ``rfl`` peer as written in the report (``n_jobs`` filled in).
+RFL_TEXT = (
+    "RobustFocalLGBM(seed, n_jobs={n_jobs}) (benchmarks/robust_focal.py: "
+    "LGBMClassifier(verbose=-1, random_state=seed, n_jobs={n_jobs}) on the Robust Focal Loss "
+    "of Robust-GBDT, "
+    "(1 - p_t)^r (1 - p_t^q) / q with r = 0.5, q = 0.3, Hessian floored at 1e-6, started from "
+    "the log prior odds / log class priors)"
+)
 #: Model name -> its settings as written in the report; :func:`make_model` builds them.
 MODELS = {
     "viboost": "VIBoostClassifier(random_state=seed) (the library default)",
@@ -105,6 +115,7 @@ MODELS = {
     "hgb": "HistGradientBoostingClassifier(random_state=seed)",
     "cleanlab": "CleanLearning(LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1), seed=seed, "
     'find_label_issues_kwargs={"n_jobs": 1})',
+    "rfl": RFL_TEXT.format(n_jobs=1),
 }
 DETECTORS = ("viboost", "viboost-31", "viboost-stumps", "viboost-paper", "cleanlab")
 BASELINES = ("adaboost", "lgbm-stumps", "lgbm", "cleanlab")
@@ -151,6 +162,7 @@ MC_MODELS = {
     "hgb": "HistGradientBoostingClassifier(random_state=seed)",
     "cleanlab": "CleanLearning(LGBMClassifier(random_state=seed, verbose=-1, n_jobs=-1), "
     "seed=seed)",
+    "rfl": RFL_TEXT.format(n_jobs=-1),
     "ovr-viboost": "OneVsRestClassifier(VIBoostClassifier(random_state=seed, n_jobs=-1)) (the "
     "route before K-class fits; no noise statistics)",
     "viboost-drop": "VIBoostClassifier(random_state=seed, n_jobs=-1, mislabeled='drop') (the "
@@ -337,6 +349,25 @@ def lgbm(seed: int, n_jobs: int) -> Any:
     return LGBMClassifier(verbose=-1, random_state=seed, n_jobs=n_jobs)
 
 
+def robust_focal_lgbm(seed: int, n_jobs: int) -> Any:
+    """The ``rfl`` peer: ``RobustFocalLGBM(seed, n_jobs)`` of ``benchmarks/robust_focal.py``
+    (imported by name, or by path when this script was loaded by path, as in the tests)."""
+    module = sys.modules.get("robust_focal")
+    if module is None:
+        path = Path(__file__).resolve().with_name("robust_focal.py")
+        spec = importlib.util.spec_from_file_location("robust_focal", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["robust_focal"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules["robust_focal"]
+            raise
+    return module.RobustFocalLGBM(seed, n_jobs=n_jobs)
+
+
 def make_model(name: str, seed: int) -> Any:
     """A fresh, unfitted model of :data:`MODELS`.
 
@@ -360,6 +391,8 @@ def make_model(name: str, seed: int) -> Any:
         return HistGradientBoostingClassifier(random_state=seed)
     if name == "adaboost":
         return adaboost(seed)
+    if name == "rfl":
+        return robust_focal_lgbm(seed, n_jobs=1)
     from lightgbm import LGBMClassifier
 
     if name == "lgbm-stumps":
@@ -400,6 +433,8 @@ def make_multiclass_model(name: str, seed: int, threads: int = -1) -> Any:
         return lgbm(seed, n_jobs=threads)
     if name == "hgb":
         return make_model("hgb", seed)
+    if name == "rfl":
+        return robust_focal_lgbm(seed, n_jobs=threads)
     if name == "cleanlab":
         from cleanlab.classification import CleanLearning
 
@@ -573,11 +608,19 @@ def run_multiclass_task(
     return rows
 
 
+def interval_width(results: pd.DataFrame) -> pd.Series:
+    """Width of each fit's 90% interval of the flip rate (NaN without one)."""
+    if {"rate_lo", "rate_hi"} <= set(results.columns):
+        return results["rate_hi"] - results["rate_lo"]
+    return pd.Series(np.nan, index=results.index)
+
+
 def summarise(results: pd.DataFrame, metrics: Sequence[str] = METRICS) -> pd.DataFrame:
-    """Mean of every metric and standard error of the test error over splits."""
+    """Mean of every metric and of the interval's width (``rate_width``), and standard error
+    of the test error over splits."""
     keys = ["dataset", "setting", "model"]
-    grouped = results.groupby(keys, sort=False)
-    summary = grouped[[*metrics, "fit_s", "detect_s"]].mean()
+    grouped = results.assign(rate_width=interval_width(results)).groupby(keys, sort=False)
+    summary = grouped[[*metrics, "rate_width", "fit_s", "detect_s"]].mean()
     summary["test_error_se"] = grouped["test_error"].std(ddof=1) / np.sqrt(grouped.size())
     summary["n_splits"] = grouped["test_error"].count()
     return summary
@@ -618,24 +661,29 @@ def dataset_table(summary: pd.DataFrame, dataset: str) -> str:
     columns = [(f"err {m}", m, "test_error", 2) for m in models]
     columns += [(f"AUROC {m}", m, "auroc", 3) for m in detectors]
     columns += [(f"P@k {m}", m, "precision_at_k", 3) for m in detectors]
-    columns += [(f"rate err {m}", m, "rate_abs_err", 3) for m in detectors]
-    columns += [(f"cover {m}", m, "covered", 2) for m in detectors if m != "cleanlab"]
+    for m in detectors:  # the rate's |error|, then (interval detectors) coverage and width
+        columns.append((f"rate err {m}", m, "rate_abs_err", 3))
+        if m != "cleanlab":
+            columns += [(f"cover {m}", m, "covered", 2), (f"width {m}", m, "rate_width", 3)]
     return settings_table(part, columns, BINARY)
 
 
 def multiclass_table(summary: pd.DataFrame, dataset: str) -> str:
     """One multi-class data set's table: a row per setting; test errors, then ``viboost`` vs
-    ``cleanlab`` as detectors (flip AUROC, rate error, noise-matrix MAE), the coverage of
-    ``viboost``'s interval, and the fit times of ``viboost`` and ``cleanlab``."""
+    ``cleanlab`` as detectors (flip AUROC, rate error, with, next to ``viboost``'s, the
+    coverage and mean width of its 90% interval, noise-matrix MAE), and the fit times of
+    ``viboost`` and ``cleanlab``."""
     part = summary.loc[dataset]
     present = set(part.index.get_level_values("model"))
     models = [m for m in MC_MODELS if m in present]
     detectors = [m for m in MC_DETECTORS if m in present]
     columns = [(f"err {m}", m, "test_error", 2) for m in models]
     columns += [(f"AUROC {m}", m, "auroc", 3) for m in detectors]
-    columns += [(f"rate err {m}", m, "rate_abs_err", 3) for m in detectors]
+    for m in detectors:
+        columns.append((f"rate err {m}", m, "rate_abs_err", 3))
+        if m == "viboost":
+            columns += [("cover viboost", m, "covered", 2), ("width viboost", m, "rate_width", 3)]
     columns += [(f"NM MAE {m}", m, "nm_mae", 4) for m in detectors]
-    columns += [("cover viboost", "viboost", "covered", 2)] if "viboost" in present else []
     columns += [(f"fit s {m}", m, "fit_s", 1) for m in detectors]
     columns += [
         (f"fit s {m}", m, "fit_s", 1) for m in ("viboost-drop", "viboost-folds") if m in present
@@ -644,7 +692,8 @@ def multiclass_table(summary: pd.DataFrame, dataset: str) -> str:
 
 
 def targets_table(summary: pd.DataFrame) -> str:
-    """Per data set and setting: does ``viboost`` meet the error, AUROC and rate targets?"""
+    """Per data set and setting: does ``viboost`` meet the error, AUROC and rate targets? With
+    the coverage and mean width of its 90% interval next to the rate's |error|."""
     rows = []
     for (dataset, setting), part in summary.groupby(level=["dataset", "setting"], sort=False):
         part = part.droplevel(["dataset", "setting"])
@@ -677,11 +726,33 @@ def targets_table(summary: pd.DataFrame) -> str:
                 "-" if auc_ok is None else yes_no[bool(auc_ok)],
                 fmt(vb.rate_abs_err, 3),
                 "-" if rate_ok is None else yes_no[bool(rate_ok)],
+                fmt(vb.covered, 2),
+                fmt(vb.rate_width, 3),
             ]
         )
     headers = ["data set", "setting", "viboost err", "reference err", "error target"]
     headers += ["AUROC viboost vs cleanlab", "AUROC target", "rate abs err", "rate <= 0.03"]
+    headers += ["cover", "width"]
     return md_table(headers, rows)
+
+
+def coverage_line(results: pd.DataFrame, models: Sequence[str]) -> str:
+    """The summary line on the 90% intervals: per model, the share of its noisy fits (setting
+    other than "0") whose interval holds the true share, and their mean width."""
+    noisy = results[(results["setting"].astype(str) != "0") & results["covered"].notna()]
+    parts = []
+    for m in models:
+        rows = noisy[noisy["model"] == m]
+        if len(rows):
+            width = interval_width(rows).mean()
+            parts.append(
+                f"`{m}` {rows['covered'].mean():.2f} ({len(rows)} fits; mean width {fmt(width, 3)})"
+            )
+    text = "; ".join(parts) if parts else "no fit with an interval"
+    return (
+        "Coverage of the 90% interval of the share of wrong labels over the noisy fits (all "
+        f"settings but 0%): {text}."
+    )
 
 
 def target_cell(excess: float, digits: int) -> str:
@@ -842,7 +913,8 @@ def report(results: pd.DataFrame, summary: pd.DataFrame, command: str) -> str:
         "AUC of suspicion against the flipped mask (none at 0%); `P@k` share of flipped rows "
         "among the k most suspicious, k = number of flips; `rate err` |estimated - true share "
         "of flipped training labels|; `cover` share of splits whose 90% interval holds the "
-        "true share. Standard errors are in `label_noise_summary.csv`.",
+        "true share; `width` mean width of that interval. Standard errors are in "
+        "`label_noise_summary.csv`.",
     ]
     for d in datasets:
         n = summary.loc[d, "n_splits"]
@@ -860,6 +932,8 @@ def report(results: pd.DataFrame, summary: pd.DataFrame, command: str) -> str:
         "error| <= 0.03.",
         "",
         targets_table(summary),
+        "",
+        coverage_line(results, [m for m in DETECTORS if m != "cleanlab"]),
         "",
         f"Failed fits: {len(failed)}"
         + (" (see the `note` column of the CSV)." if len(failed) else "."),
@@ -952,7 +1026,8 @@ def multiclass_report(results: pd.DataFrame, summary: pd.DataFrame, command: str
         "share of moved training labels|; `NM MAE` mean absolute error over the K x K entries "
         "of the estimated noise matrix P(given label i | true class j) against the split's "
         "empirical one (the share of the training rows of true class j whose given label is "
-        "i); `cover` share of splits whose 90% interval holds the true share; `fit s` seconds "
+        "i); `cover` share of splits whose 90% interval holds the true share; `width` mean "
+        "width of that interval; `fit s` seconds "
         "of `fit` (for `cleanlab`, CleanLearning's; its detector's cross-validation is "
         "`detect_s` in the CSV). Fit times were measured on a machine shared with other work: "
         "compare them within this run only. Standard errors are in "
@@ -975,6 +1050,8 @@ def multiclass_report(results: pd.DataFrame, summary: pd.DataFrame, command: str
         "rate, MAE, seconds).",
         "",
         multiclass_targets_table(summary),
+        "",
+        coverage_line(results, [m for m in MC_DETECTORS if m != "cleanlab"]),
         "",
         f"Failed fits: {len(failed)}"
         + (" (see the `note` column of the CSV)." if len(failed) else "."),

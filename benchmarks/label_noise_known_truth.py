@@ -9,8 +9,9 @@ half), and 0/10/20/30% of the training labels flipped (K classes: moved to anoth
 "pair": 20% of each class moved to the next). Reported per set and setting: the noise rate's
 bias and |error|, the coverage and width of the 90% interval, the share of clean fits whose
 interval reaches 0.01, the posterior probability of no noise, and the test error against the
-drawn (clean) test labels of VIBoost's default and its peers: LightGBM, HGB and
-CleanLearning(LightGBM) by default, CatBoost's defaults when ``catboost`` is installed.
+drawn (clean) test labels of VIBoost's default and its peers: LightGBM, HGB,
+CleanLearning(LightGBM) and ``rfl`` (LightGBM on Robust-GBDT's Robust Focal Loss,
+``benchmarks/robust_focal.py``) by default, CatBoost's defaults when ``catboost`` is installed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ BINARY_SETS = ("breast_cancer", "spambase", "dna", "satellite")
 MULTICLASS_SETS = ("dna", "satellite")
 BINARY_SETTINGS = ("0", "10", "20", "30")
 MULTICLASS_SETTINGS = ("0", "10", "20", "30", "pair")
-PEERS = ("lgbm", "hgb", "cleanlab", "catboost")
+PEERS = ("lgbm", "hgb", "cleanlab", "catboost", "rfl")
 
 
 def truth_model() -> Any:
@@ -85,6 +86,10 @@ def peer(name: str, seed: int) -> Any | None:
         return CatBoostClassifier(
             random_seed=seed, verbose=False, thread_count=1, allow_writing_files=False
         )
+    if name == "rfl":
+        import label_noise as ln
+
+        return ln.robust_focal_lgbm(seed, n_jobs=1)
     raise ValueError(name)
 
 
@@ -139,7 +144,9 @@ def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str,
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Per part, set and setting: the rate's bias, |error|, RMSE, coverage, width, the share of
-    intervals reaching 0.01, P(no noise), and the mean test errors."""
+    intervals reaching 0.01, P(no noise), and the mean test errors (NaN for a peer the results
+    lack, as ``rfl`` in CSVs written before it was a peer)."""
+    results = results.assign(**{p: np.nan for p in PEERS if p not in results.columns})
     frame = results.assign(
         error=results.rate - results.true_rate,
         abs_error=(results.rate - results.true_rate).abs(),
@@ -166,7 +173,8 @@ def report(results: pd.DataFrame, command: str) -> str:
         "",
         f"Written by `{command}`. Labels drawn from a smooth model fitted to each set "
         "(`benchmarks/label_noise_known_truth.py`), then flipped; test errors against the drawn "
-        "(clean) test labels. Peers not installed show `nan`.",
+        "(clean) test labels. Peers not installed or not run (`rfl` in CSVs written before it "
+        "was a peer) show `nan`.",
         "",
         "| part | set | flips | fits | bias | abs err | RMSE | coverage | width | lo<=.01 | "
         "P(none) | Bayes | VIBoost | " + " | ".join(PEERS) + " |",

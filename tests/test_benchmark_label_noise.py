@@ -162,6 +162,8 @@ def _synthetic_multiclass_results(bench) -> pd.DataFrame:
                         "rate_abs_err": 0.01 if vb else 0.05,
                         "nm_mae": 0.01 if vb else 0.03,
                         "covered": float(split == 0) if vb else np.nan,
+                        "rate_lo": 0.15 if vb else np.nan,  # widths 0.1 and 0.2 (mean 0.15)
+                        "rate_hi": (0.25 + 0.1 * split) if vb else np.nan,
                         "detect_s": 0.5,
                     }
                 rows.append(row)
@@ -174,9 +176,14 @@ def test_multiclass_report_on_synthetic_results() -> None:
     summary = bench.summarise(results, bench.MC_METRICS)
     table = bench.multiclass_table(summary, "dna")
     assert table.splitlines()[0].startswith("| setting | err viboost | err lgbm | err hgb |")
-    assert "| 0% | 6.00 | 7.00 | 6.00 | 6.50 | 8.00 | - | - | 0.010 | 0.050 | 0.0100 |" in table
+    # rate err viboost, its interval's coverage (1 of 2 splits) and mean width, then cleanlab's
+    assert "| rate err viboost | cover viboost | width viboost | rate err cleanlab |" in table
+    row = (
+        "| 0% | 6.00 | 7.00 | 6.00 | 6.50 | 8.00 | - | - | 0.010 | 0.50 | 0.150 | 0.050 | 0.0100 |"
+    )
+    assert row in table
     assert "| pairwise 20% | 7.00 |" in table and "| 0.950 | 0.970 |" in table
-    assert "| 0.50 | 3.0 | 2.0 |" in table  # coverage 1 of 2 splits; fit seconds
+    assert "| 0.0100 | 0.0300 | 3.0 | 2.0 |" in table  # noise-matrix MAE; fit seconds
 
     targets = bench.multiclass_targets_table(summary)
     lines = {line.split(" | ")[1]: line for line in targets.splitlines()[2:]}
@@ -191,6 +198,7 @@ def test_multiclass_report_on_synthetic_results() -> None:
     assert "This file: `python benchmarks/label_noise.py -x`; viboost " in report
     assert "## dna" in report and "Splits: 2." in report and "## Targets" in report
     assert "Failed fits: 0." in report and "1 `ie`, 2 `n`" in report
+    assert "noisy fits (all settings but 0%): `viboost` 0.50 (2 fits; mean width 0.150)." in report
     assert "## satellite" not in report and "Models (each on all cores):" in report
     assert bench.plot(results, summary, bench.MULTICLASS) is not None
 
@@ -246,3 +254,207 @@ def test_multiclass_benchmark_tiny_and_resume(tmp_path: Path, capsys) -> None:
         results["test_error"],
         check_names=False,
     )
+
+
+# The ``rfl`` peer: LightGBM on Robust-GBDT's Robust Focal Loss (benchmarks/robust_focal.py).
+
+RFL_SCRIPT = SCRIPT.with_name("robust_focal.py")
+RFL_PARAMS = [(0.5, 0.3), (0.0, 0.0), (0.0, 0.5), (2.0, 0.0), (1.0, 0.7)]
+
+
+def _load_rfl():
+    spec = importlib.util.spec_from_file_location("robust_focal_benchmark", RFL_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _central(f, x: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """First and second central differences of the elementwise function f at x."""
+    up, mid, down = f(x + step), f(x), f(x - step)
+    return (up - down) / (2 * step), (up - 2 * mid + down) / step**2
+
+
+@pytest.mark.parametrize(("r", "q"), RFL_PARAMS)
+def test_rfl_binary_derivatives_match_finite_differences(r: float, q: float) -> None:
+    rf = _load_rfl()
+    score = np.linspace(-6.0, 6.0, 49)
+    for label in (0, 1):
+        y = np.full(score.size, label)
+        grad, hess = rf.binary_grad_hess(score, y, r, q, hess_floor=None)
+
+        def loss(s: np.ndarray, y: np.ndarray = y) -> np.ndarray:
+            return rf.binary_loss(s, y, r, q)
+
+        d1, _ = _central(loss, score, 1e-5)
+        _, d2 = _central(loss, score, 1e-3)
+        np.testing.assert_allclose(grad, d1, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(hess, d2, rtol=1e-4, atol=1e-6)
+    # The loss's value: the definition, written out directly at moderate scores.
+    p = 1.0 / (1.0 + np.exp(-score))
+    value = (1 - p) ** r * ((1 - p**q) / q if q > 0 else -np.log(p))
+    np.testing.assert_allclose(rf.binary_loss(score, np.ones(score.size), r, q), value, rtol=1e-12)
+
+
+def test_rfl_reduces_to_the_cross_entropy_at_r_q_zero() -> None:
+    rf = _load_rfl()
+    rng = np.random.default_rng(0)
+    score, y = rng.normal(0, 4, 200), rng.integers(0, 2, 200)
+    p = 1.0 / (1.0 + np.exp(-score))
+    grad, hess = rf.binary_grad_hess(score, y, 0.0, 0.0, hess_floor=None)
+    np.testing.assert_allclose(grad, p - y, atol=1e-12)
+    np.testing.assert_allclose(hess, p * (1 - p), atol=1e-12)
+    scores, labels = rng.normal(0, 3, (100, 4)), rng.integers(0, 4, 100)
+    soft = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    grad, hess = rf.multiclass_grad_hess(scores, labels, 0.0, 0.0, hess_floor=None)
+    np.testing.assert_allclose(grad, soft - np.eye(4)[labels], atol=1e-12)
+    np.testing.assert_allclose(hess, soft * (1 - soft), atol=1e-12)
+
+
+@pytest.mark.parametrize(("r", "q"), RFL_PARAMS)
+def test_rfl_multiclass_derivatives_match_finite_differences(r: float, q: float) -> None:
+    rf = _load_rfl()
+    rng = np.random.default_rng(1)
+    scores, y = rng.normal(0, 2, (30, 4)), rng.integers(0, 4, 30)
+    grad, hess = rf.multiclass_grad_hess(scores, y, r, q, hess_floor=None)
+    for k in range(4):
+        unit = np.eye(4)[k]
+
+        def along(t: np.ndarray, unit: np.ndarray = unit) -> np.ndarray:
+            return rf.multiclass_loss(scores + t[:, None] * unit, y, r, q)
+
+        d1, _ = _central(along, np.zeros(30), 1e-5)
+        _, d2 = _central(along, np.zeros(30), 1e-3)
+        np.testing.assert_allclose(grad[:, k], d1, rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(hess[:, k], d2, rtol=1e-4, atol=1e-6)
+    # Two classes: the K-class loss of scores (0, s) is the binary loss of s.
+    s2 = np.column_stack([np.zeros(30), scores[:, 0]])
+    y2 = y % 2
+    np.testing.assert_allclose(
+        rf.multiclass_loss(s2, y2, r, q), rf.binary_loss(scores[:, 0], y2, r, q), rtol=1e-12
+    )
+
+
+def test_rfl_finite_at_huge_scores_and_hessian_positive() -> None:
+    rf = _load_rfl()
+    score = np.array([-1000.0, -1000.0, 1000.0, 1000.0, 0.0])
+    y = np.array([0, 1, 0, 1, 1])
+    loss = rf.binary_loss(score, y)
+    grad, hess = rf.binary_grad_hess(score, y)
+    assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad)) and np.all(hess > 0)
+    # Confidently wrong rows: the loss is bounded by 1 / q (the robustness), no overflow.
+    assert loss[1] == pytest.approx(1 / rf.Q) and loss[2] == pytest.approx(1 / rf.Q)
+    assert loss[0] == pytest.approx(0.0, abs=1e-12) and loss[3] == pytest.approx(0.0, abs=1e-12)
+    scores = np.array([[1000.0, -1000.0, 0.0], [-1000.0, 1000.0, 0.0], [0.0, 0.0, 0.0]])
+    labels = np.array([1, 1, 2])
+    loss = rf.multiclass_loss(scores, labels)
+    grad, hess = rf.multiclass_grad_hess(scores, labels)
+    assert np.all(np.isfinite(loss)) and np.all(np.isfinite(grad)) and np.all(hess > 0)
+    assert loss[0] == pytest.approx(1 / rf.Q) and loss[1] == pytest.approx(0.0, abs=1e-12)
+    # The exact Hessian is negative where the loss is concave (small p_t); the floor lifts it.
+    rng = np.random.default_rng(2)
+    score, y = rng.normal(0, 5, 500), rng.integers(0, 2, 500)
+    exact = rf.binary_grad_hess(score, y, hess_floor=None)[1]
+    floored = rf.binary_grad_hess(score, y)[1]
+    assert (exact < 0).any() and floored.min() >= rf.HESS_FLOOR
+    np.testing.assert_array_equal(floored, np.maximum(exact, rf.HESS_FLOOR))
+    scores, labels = rng.normal(0, 5, (200, 3)), rng.integers(0, 3, 200)
+    assert rf.multiclass_grad_hess(scores, labels)[1].min() >= rf.HESS_FLOOR
+
+
+def _separable(n: int, n_classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    if n_classes == 2:
+        return X, (X[:, 0] + X[:, 1] > 0).astype(np.int64)
+    return X, np.digitize(X[:, 0], np.quantile(X[:, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
+
+
+def test_rfl_matches_lightgbm_with_the_cross_entropy() -> None:
+    # r = q = 0 is LightGBM's own binary objective: the wrapper's labels, initial score (the
+    # log prior odds, LightGBM's boost_from_average) and raw scores must reproduce it.
+    pytest.importorskip("lightgbm")
+    from lightgbm import LGBMClassifier
+
+    rf = _load_rfl()
+    X, y = _separable(300, 2, 3)
+    y = np.where(np.random.default_rng(3).random(300) < 0.2, 1 - y, y)
+    ours = rf.RobustFocalLGBM(0, r=0.0, q=0.0, hess_floor=None).fit(X, y)
+    ref = LGBMClassifier(verbose=-1, n_jobs=1, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-9)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_rfl_fit_beats_a_coin_with_20_percent_flips(n_classes: int) -> None:
+    pytest.importorskip("lightgbm")
+    rf = _load_rfl()
+    X, y = _separable(1000, n_classes, 0)
+    names = np.array(["alpha", "beta", "gamma"])[:n_classes]  # any labels, not 0..K-1
+    train, test = np.arange(500), np.arange(500, 1000)
+    rng = np.random.default_rng(0)
+    flip = rng.random(500) < 0.2
+    y_noisy = y[train].copy()
+    y_noisy[flip] = (y_noisy[flip] + rng.integers(1, n_classes, flip.sum())) % n_classes
+    model = rf.RobustFocalLGBM(seed=0).fit(X[train], names[y_noisy])
+    assert list(model.classes_) == list(names)
+    predicted = model.predict(X[test])
+    assert predicted.dtype == names.dtype and set(predicted) <= set(names)
+    error = np.mean(predicted != names[y[test]])
+    assert error < 0.15  # a coin: 1 - 1/K; the noise: 0.2
+    proba = model.predict_proba(X[test])
+    assert proba.shape == (500, n_classes)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(names[proba.argmax(axis=1)], predicted)
+
+
+def test_rfl_is_a_peer_of_both_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _load_script()
+    assert "rfl" in bench.MODELS and "rfl" in bench.MC_MODELS
+    assert type(bench.make_model("rfl", 3)).__name__ == "RobustFocalLGBM"
+    model = bench.make_multiclass_model("rfl", 3, threads=1)
+    assert (model.seed, model.n_jobs) == (3, 1)
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as when run from benchmarks/
+    path = SCRIPT.with_name("label_noise_known_truth.py")
+    spec = importlib.util.spec_from_file_location("known_truth", path)
+    known = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(known)
+    assert "rfl" in known.PEERS
+    assert type(known.peer("rfl", 1)).__name__ == "RobustFocalLGBM"
+    # Results written before rfl was a peer (no rfl column): nan, no crash.
+    row = {"data": "dna", "part": "binary", "setting": "20", "seed": 0, "true_rate": 0.2}
+    row |= {"rate": 0.18, "low": 0.1, "high": 0.3, "covered": True, "no_noise_proba": 0.01}
+    row |= {"bayes_error": 0.1, "majority_error": 0.4, "viboost": 0.15, "viboost_seconds": 1.0}
+    row |= {p: 0.2 for p in known.PEERS if p != "rfl"}
+    report = known.report(pd.DataFrame([row]), "test")
+    assert report.splitlines()[4].endswith("| catboost | rfl |")
+    assert "| 0.150 | 0.200 | 0.200 | 0.200 | 0.200 | nan |" in report
+
+
+def test_binary_tables_show_coverage_and_width_without_rfl_rows() -> None:
+    bench = _load_script()
+    rows = []
+    for split in (0, 1):
+        for setting in ("0", "20"):
+            for model in ("viboost", "lgbm", "cleanlab"):
+                row = {"dataset": "spambase", "setting": setting, "split": split, "model": model}
+                row |= {"test_error": 10.0, "fit_s": 1.0, "true_rate": 0.2 * (setting == "20")}
+                noisy = setting == "20"
+                if model == "viboost":  # widths 0.1 and 0.2; covered in split 0 only
+                    row |= {"rate_abs_err": 0.02, "rate_lo": 0.1, "rate_hi": 0.2 + 0.1 * split}
+                    row |= {"covered": float(split == 0), "auroc": 0.9 if noisy else np.nan}
+                if model == "cleanlab":
+                    row |= {"rate_abs_err": 0.05, "auroc": 0.8 if noisy else np.nan}
+                rows.append(row)
+    results = bench.tidy(pd.DataFrame(rows), bench.BINARY)
+    summary = bench.summarise(results)
+    table = bench.dataset_table(summary, "spambase")
+    assert "err rfl" not in table  # the committed CSVs have no rfl rows
+    assert "| rate err viboost | cover viboost | width viboost | rate err cleanlab |" in table
+    assert "| 0.020 | 0.50 | 0.150 | 0.050 |" in table
+    targets = bench.targets_table(summary)
+    assert targets.splitlines()[0].endswith("| rate abs err | rate <= 0.03 | cover | width |")
+    assert "| 0.020 | yes | 0.50 | 0.150 |" in targets
+    line = bench.coverage_line(results, ["viboost", "viboost-31"])
+    assert line.endswith("`viboost` 0.50 (2 fits; mean width 0.150).")
+    report = bench.report(results, summary, "test")
+    assert line in report and "`rfl`: `RobustFocalLGBM(seed, n_jobs=1)" in report
