@@ -44,7 +44,7 @@ from viboost.boosting.booster import (
 )
 from viboost.fitting.task import MakeRows, Task
 from viboost.noise_fit.model import NoiseModel
-from viboost.noise_fit.posterior import NoisePosterior
+from viboost.noise_fit.posterior import NoisePosterior, RowAverages
 from viboost.variational import RoundSettings
 from viboost.variational.priors import ModelPriors
 
@@ -580,9 +580,13 @@ class CrossFitter:
             summed = sum(task.margins(final.margins(k)) for k in range(n_final))
             margin = np.asarray(summed / n_final)
             out_of_fold[unscored] = margin[unscored]
-        if calibration is not None:
+        averages = None
+        if isinstance(calibration, NoisePosterior):
             # phi_n reported: the posterior average over both models (the refit's above is
-            # the noise model's alone).
+            # the noise model's alone), with every other per-row average in the same pass.
+            averages = calibration.row_averages(y, task.decision(out_of_fold))
+            clean = averages.clean_proba
+        elif calibration is not None:
             clean = calibration.clean_proba(y, task.decision(out_of_fold))
         result = CrossFitResult(
             n_rounds=n_rounds,
@@ -600,7 +604,7 @@ class CrossFitter:
             n_averaged=n_final,
         )
         if calibration is not None:
-            self._noise_statistics(result, calibration, y, sample_weight)
+            self._noise_statistics(result, calibration, y, sample_weight, averages)
         return result
 
     @staticmethod
@@ -759,22 +763,29 @@ class CrossFitter:
         calibration: NoiseModel,
         y: np.ndarray,
         sample_weight: np.ndarray,
+        averages: RowAverages | None,
     ) -> None:
-        """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`)."""
+        """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`);
+        ``averages``: the posterior's per-row averages, for a :class:`NoisePosterior`."""
         margin = self.task.decision(result.out_of_fold)
         result.eta, result.omega = calibration.label_posteriors(
             y, sample_weight, result.clean_proba, self.priors
         )
-        result.mislabel_proba = calibration.mislabel_proba(y, margin)
-        result.true_class_proba = calibration.true_class_proba(y, margin)
-        result.joint = calibration.joint(y, margin, sample_weight)
-        result.flip_rates = calibration.flip_rates(y, margin, sample_weight)
         if isinstance(calibration, NoisePosterior):
+            assert averages is not None, "the posterior's averages come with it"
+            result.mislabel_proba = averages.mislabel_proba
+            result.true_class_proba = averages.true_class_proba
+            result.joint = averages.joint(sample_weight)
+            result.flip_rates = averages.flip_rates(sample_weight)
             result.no_noise_proba = calibration.no_noise_proba
             result.flip_rate_intervals, result.noise_matrix_intervals = calibration.intervals(
-                y, margin, sample_weight
+                y, margin, sample_weight, averages=averages
             )
         else:
+            result.mislabel_proba = calibration.mislabel_proba(y, margin)
+            result.true_class_proba = calibration.true_class_proba(y, margin)
+            result.joint = calibration.joint(y, margin, sample_weight)
+            result.flip_rates = calibration.flip_rates(y, margin, sample_weight)
             result.flip_rate_intervals = calibration.flip_rate_interval(
                 y, margin, sample_weight, random_state=fold_seed(self.random_state)
             )

@@ -38,7 +38,12 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import expit, logsumexp
 
-from viboost.noise_fit.calibration import INTERVAL_ROWS, interval_subset, joint_of
+from viboost.noise_fit.calibration import (
+    INTERVAL_ROWS,
+    interval_subset,
+    joint_of,
+    true_class_from_mislabel,
+)
 from viboost.noise_fit.class_calibration import joint_rates
 from viboost.noise_fit.model import NoiseModel
 from viboost.variational.priors import ModelPriors
@@ -48,6 +53,7 @@ __all__ = [
     "NO_NOISE_PRIOR",
     "POSTERIOR_DRAWS",
     "NoisePosterior",
+    "RowAverages",
     "model_average",
     "no_noise_log_evidence",
     "posterior_rows",
@@ -137,6 +143,45 @@ def weighted_quantiles(
 
 
 @dataclass(frozen=True)
+class RowAverages:
+    """The per-row averages over a :class:`NoisePosterior` (:meth:`NoisePosterior.row_averages`).
+
+    Attributes
+    ----------
+    clean_proba : ndarray of shape (n,)
+        phi_n, the probability that each label was drawn from the signal model.
+    true_class_proba : ndarray of shape (n, K)
+        The posterior of each row's true class (columns in the order of ``classes_``).
+    mislabel_proba : ndarray of shape (n,)
+        The probability that each label is wrong.
+    noise_true_class_proba, noise_mislabel_proba : ndarray
+        The same two under the noise model alone (averaged over its draws).
+    label_columns : ndarray of shape (n,)
+        Each label's column of ``true_class_proba``.
+    """
+
+    clean_proba: np.ndarray
+    true_class_proba: np.ndarray
+    mislabel_proba: np.ndarray
+    noise_true_class_proba: np.ndarray
+    noise_mislabel_proba: np.ndarray
+    label_columns: np.ndarray
+
+    def joint(self, sample_weight: np.ndarray) -> np.ndarray:
+        """The expected joint of given (rows) and true (columns) labels, averaged over the
+        posterior, as shares of the weight (K, K)."""
+        return joint_of(self.true_class_proba, self.label_columns, sample_weight)
+
+    def noise_joint(self, sample_weight: np.ndarray) -> np.ndarray:
+        """The same under the noise model alone."""
+        return joint_of(self.noise_true_class_proba, self.label_columns, sample_weight)
+
+    def flip_rates(self, sample_weight: np.ndarray) -> np.ndarray:
+        """``[share of wrong labels, flip rate of each true class]`` of :meth:`joint`."""
+        return joint_rates(self.joint(sample_weight))
+
+
+@dataclass(frozen=True)
 class NoisePosterior:
     """The posterior average of the no-noise model and the noise model (see the module
     docstring); it answers the :class:`~viboost.noise_fit.model.NoiseModel` questions, and
@@ -211,10 +256,46 @@ class NoisePosterior:
             else np.asarray(y, dtype=np.intp)
         )
 
+    def row_averages(self, y: np.ndarray, margin: np.ndarray) -> RowAverages:
+        """Every per-row posterior average in one pass over the averaged draws (each draw's
+        phi_n and true-class posterior, summed as they come: no draw's rows are kept)."""
+        y, margin = np.asarray(y), np.asarray(margin)
+        columns = self._label_columns(y)
+        binary = self.n_classes == 2
+        clean_sum, wrong_sum = np.zeros(y.shape[0]), np.zeros(y.shape[0])
+        true_sum = None if binary else np.zeros((y.shape[0], self.n_classes))
+        draws = self._averaged()
+        for draw in draws:
+            clean_sum += draw.clean_proba(y, margin)
+            # The probability that a label is wrong from its own kernel, not as 1 - P(true
+            # class = label): no cancellation where it is tiny.
+            wrong_sum += draw.mislabel_proba(y, margin)
+            if true_sum is not None:
+                true_sum += draw.true_class_proba(y, margin)
+        noise_clean, noise_wrong = clean_sum / len(draws), wrong_sum / len(draws)
+        # Two classes: a wrong label's true class is the other one (linear, so the average of
+        # the draws' true-class posteriors is that of their averaged probability of a wrong
+        # label).
+        noise_true = (
+            true_class_from_mislabel(noise_wrong, columns)
+            if true_sum is None
+            else true_sum / len(draws)
+        )
+        none = self.no_noise_proba
+        true_class = (1.0 - none) * noise_true
+        true_class[np.arange(y.shape[0]), columns] += none
+        return RowAverages(
+            clean_proba=none + (1.0 - none) * noise_clean,
+            true_class_proba=true_class,
+            mislabel_proba=(1.0 - none) * noise_wrong,
+            noise_true_class_proba=noise_true,
+            noise_mislabel_proba=noise_wrong,
+            label_columns=columns,
+        )
+
     def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n averaged over the posterior: 1 under the no-noise model."""
-        noisy = np.mean([draw.clean_proba(y, margin) for draw in self._averaged()], axis=0)
-        return self.no_noise_proba + (1.0 - self.no_noise_proba) * noisy
+        return self.row_averages(y, margin).clean_proba
 
     def refit_clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n of the refit (:class:`~viboost.fitting.cross_fit.CrossFitter`): the noise
@@ -224,20 +305,17 @@ class NoisePosterior:
     def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """The probability that each label is wrong, averaged over the posterior (0 under the
         no-noise model)."""
-        noisy = np.mean([draw.mislabel_proba(y, margin) for draw in self._averaged()], axis=0)
-        return (1.0 - self.no_noise_proba) * noisy
+        return self.row_averages(y, margin).mislabel_proba
 
     def true_class_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """Each row's true class, averaged over the posterior (the label's own class under the
         no-noise model)."""
-        noisy = np.mean([draw.true_class_proba(y, margin) for draw in self._averaged()], axis=0)
-        certain = np.eye(self.n_classes)[self._label_columns(y)]
-        return self.no_noise_proba * certain + (1.0 - self.no_noise_proba) * noisy
+        return self.row_averages(y, margin).true_class_proba
 
     def joint(self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray) -> np.ndarray:
         """The expected joint of given (rows) and true (columns) labels, averaged over the
         posterior."""
-        return joint_of(self.true_class_proba(y, margin), self._label_columns(y), sample_weight)
+        return self.row_averages(y, margin).joint(sample_weight)
 
     def _draw_joints(
         self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
@@ -246,16 +324,22 @@ class NoisePosterior:
         return np.asarray(self.mode.joints_of(self.draws, y, margin, sample_weight))
 
     def _rate_draws(
-        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+        self,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        averages: RowAverages | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Draws of ``[share of wrong labels, flip rate of each true class]`` and of the noise
         matrix (``P(given | true)``, flattened), the no-noise model's first, with their
-        probabilities."""
+        probabilities. ``averages``: :meth:`row_averages` of these rows, if at hand."""
         y, margin, weight = (
             np.asarray(y),
             np.asarray(margin),
             np.asarray(sample_weight, dtype=np.float64),
         )
+        if averages is None:
+            averages = self.row_averages(y, margin)
         rows = slice(None)
         if y.size > INTERVAL_ROWS:
             # A fixed, evenly spaced subset of the rows (the draws' spread is what is estimated).
@@ -263,12 +347,24 @@ class NoisePosterior:
         joints = self._draw_joints(y[rows], margin[rows], weight[rows])
         rates = np.array([joint_rates(joint) for joint in joints])
         with np.errstate(divide="ignore", invalid="ignore"):
-            matrices = joints / joints.sum(axis=1, keepdims=True)
+            matrices = (joints / joints.sum(axis=1, keepdims=True)).reshape(len(self.draws), -1)
+        if y.size > INTERVAL_ROWS:
+            # The subset's draws centred on the noise model's averages over all rows: the
+            # subset estimates the spread, and its own sampling error (a share of 2^15 rows
+            # is off by ~0.002) must not move the interval off the estimate.
+            full = averages.noise_joint(weight)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                full_matrix = (full / full.sum(axis=0, keepdims=True)).ravel()
+            averaged = slice(0, min(AVERAGE_DRAWS, len(self.draws)))
+            rates += joint_rates(full) - rates[averaged].mean(axis=0)
+            matrices += full_matrix - matrices[averaged].mean(axis=0)
+            np.clip(rates, 0.0, 1.0, out=rates)
+            np.clip(matrices, 0.0, 1.0, out=matrices)
         # The realised share of wrong labels of these rows spreads binomially around each
         # draw's expected share (the rows' labels are wrong or not): its variance under the
         # noise model, sum_n s_n^2 p_n (1 - p_n) / S^2 with p_n the noise model's averaged
         # probability that label n is wrong, is added to each draw by a normal perturbation.
-        wrong = np.mean([draw.mislabel_proba(y, margin) for draw in self._averaged()], axis=0)
+        wrong = averages.noise_mislabel_proba
         share = weight / weight.sum()  # (no overflow whatever the weights' scale)
         spread = float(np.sqrt(np.dot(share * share, wrong * (1.0 - wrong))))
         offsets = np.random.default_rng(0).standard_normal(rates.shape[0]) * spread
@@ -277,7 +373,7 @@ class NoisePosterior:
         none_rates = np.zeros((1, n_classes + 1))
         none_matrix = np.eye(n_classes).reshape(1, -1)
         values = np.vstack([np.hstack([none_rates, none_matrix]),
-                            np.hstack([rates, matrices.reshape(len(self.draws), -1)])])  # fmt: skip
+                            np.hstack([rates, matrices])])  # fmt: skip
         probabilities = np.concatenate(
             [
                 [self.no_noise_proba],
@@ -290,15 +386,21 @@ class NoisePosterior:
         self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
     ) -> np.ndarray:
         """The posterior mean of ``[share of wrong labels, flip rate of each true class]``."""
-        return joint_rates(self.joint(y, margin, sample_weight))
+        return self.row_averages(y, margin).flip_rates(sample_weight)
 
     def intervals(
-        self, y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, level: float = 0.9
+        self,
+        y: np.ndarray,
+        margin: np.ndarray,
+        sample_weight: np.ndarray,
+        level: float = 0.9,
+        averages: RowAverages | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Equal-tailed ``level`` credible intervals of :meth:`flip_rates`, shape (K + 1, 2),
         and of each entry of the noise matrix ``P(given j | true i)`` at ``[j, i]``, shape
-        (K, K, 2): quantiles of the posterior mixture."""
-        values, probabilities = self._rate_draws(y, margin, sample_weight)
+        (K, K, 2): quantiles of the posterior mixture (``averages``: :meth:`row_averages`
+        of these rows, if at hand)."""
+        values, probabilities = self._rate_draws(y, margin, sample_weight, averages)
         tail = (1.0 - level) / 2.0
         k = self.n_classes
         bounds = weighted_quantiles(values, probabilities, [tail, 1.0 - tail])
