@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 from scipy.special import expit, log_expit, logit, logsumexp
 
+import viboost.noise_fit.posterior as posterior_module
+from viboost.fitting.task import BinaryTask
 from viboost.noise_fit.calibration import (
     MAX_FLIP_RATE,
     calibrate_noise,
@@ -107,3 +109,48 @@ def test_clean_labels_give_no_noise_and_noisy_ones_do_not():
     low, high = model.noise_rate_interval_
     assert 0.0 < low <= flipped.mean() <= high
     assert model.noise_matrix_interval_.shape == (2, 2, 2)
+
+
+def _posterior(n=1500, noise=0.2, seed=3):
+    """The two-class noise posterior of synthetic out-of-fold margins."""
+    y, margin, flipped = _labels(n, noise, seed)
+    weight = np.ones_like(y)
+    mode = calibrate_noise(y, margin, weight, ModelPriors())
+    posterior = BinaryTask().posterior(mode, y, margin[:, None], weight, ModelPriors(), 0)
+    return posterior, y, margin, flipped
+
+
+def test_row_averages_are_the_mixture_of_no_noise_and_the_draws():
+    posterior, y, margin, _ = _posterior()
+    averages = posterior.row_averages(y, margin)
+    draws = posterior.draws[: posterior_module.AVERAGE_DRAWS]
+    none = posterior.no_noise_proba
+    assert 0.0 <= none <= 1.0
+    wrong = np.mean([d.mislabel_proba(y, margin) for d in draws], axis=0)
+    clean = np.mean([d.clean_proba(y, margin) for d in draws], axis=0)
+    np.testing.assert_allclose(averages.mislabel_proba, (1 - none) * wrong, rtol=1e-12)
+    np.testing.assert_allclose(averages.clean_proba, none + (1 - none) * clean, rtol=1e-12)
+    # The true class: the label's with probability 1 - P(wrong), the other one otherwise.
+    positive = np.where(y > 0, 1 - averages.mislabel_proba, averages.mislabel_proba)
+    np.testing.assert_allclose(averages.true_class_proba[:, 1], positive, rtol=1e-12)
+    np.testing.assert_allclose(averages.true_class_proba.sum(axis=1), 1.0, rtol=1e-12)
+    weight = np.ones_like(y)
+    rate = averages.flip_rates(weight)[0]
+    assert rate == pytest.approx(averages.mislabel_proba.mean(), rel=1e-12)
+    np.testing.assert_allclose(posterior.flip_rates(y, margin, weight), averages.flip_rates(weight))
+
+
+def test_intervals_from_a_row_subset_are_centred_on_all_rows(monkeypatch):
+    """Above INTERVAL_ROWS rows the draws' spread comes from a subset of rows; the interval
+    must still be about the estimate over all rows, not the subset's own."""
+    posterior, y, margin, _ = _posterior(n=4000, noise=0.15, seed=5)
+    weight = np.ones_like(y)
+    whole, _ = posterior.intervals(y, margin, weight)
+    monkeypatch.setattr(posterior_module, "INTERVAL_ROWS", 300)
+    subset, matrix = posterior.intervals(y, margin, weight)
+    estimate = posterior.flip_rates(y, margin, weight)
+    # Every interval holds its estimate, and the subset's are close to all rows' (an uncentred
+    # subset of 300 rows is off by ~0.02 in the share).
+    assert np.all(subset[:, 0] <= estimate) and np.all(estimate <= subset[:, 1])
+    np.testing.assert_allclose(subset, whole, atol=0.01)
+    assert np.all((matrix >= 0) & (matrix <= 1))
