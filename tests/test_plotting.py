@@ -21,6 +21,7 @@ from viboost.plotting import (  # noqa: E402
     plot_gibbs_posterior,
     plot_noise_matrix,
     plot_noise_paths,
+    plot_noise_rate_posterior,
     plot_suspects,
     write_plots,
 )
@@ -264,12 +265,15 @@ def test_write_plots(paper, robust, data, tmp_path):
     flipped = data[2]
     for model, where in [(paper, tmp_path / "paper"), (robust, tmp_path / "a" / "robust")]:
         paths = write_plots(model, where, flipped=flipped, top=5)
+        # The posterior of the noise rate: cross-fitted models only.
+        posterior = ["noise_rate_posterior.png"] if model is robust else []
         assert [p.name for p in paths] == [
             "elbo.png",
             "noise_paths.png",
             "mislabel_proba.png",
             "suspects.png",
             "noise_matrix.png",
+            *posterior,
         ]
         for path in paths:
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -367,12 +371,14 @@ def test_plots_of_an_in_sample_tree_model(name, request):
 def test_write_plots_of_a_tree_model(name, request, data, tmp_path):
     model = request.getfixturevalue(name)
     paths = write_plots(model, tmp_path, flipped=data[2], top=5)
+    posterior = ["noise_rate_posterior.png"] if model.cv_best_rounds_ > 0 else []
     assert [p.name for p in paths] == [
         "elbo.png",
         "noise_paths.png",
         "mislabel_proba.png",
         "suspects.png",
         "noise_matrix.png",
+        *posterior,
     ]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
     assert plt.get_fignums() == []
@@ -496,8 +502,43 @@ def test_k_class_plots(three_classes):
 def test_write_plots_of_a_k_class_model(three_classes, tmp_path):
     model, moved = three_classes
     names = [p.name for p in write_plots(model, tmp_path, flipped=moved, top=5)]
-    assert names[-4:] == ["noise_paths.png", "mislabel_proba.png", "suspects.png",
-                          "noise_matrix.png"]  # fmt: skip
-    assert set(names) <= {"elbo.png", *names[-4:]}
+    assert names[-5:] == ["noise_paths.png", "mislabel_proba.png", "suspects.png",
+                          "noise_matrix.png", "noise_rate_posterior.png"]  # fmt: skip
+    assert set(names) <= {"elbo.png", *names[-5:]}
     assert all((tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in names)
+    assert plt.get_fignums() == []
+
+
+def test_plot_noise_rate_posterior(robust, three_classes):
+    from viboost.noise_fit.posterior import weighted_quantiles
+
+    for model in (robust, three_classes[0]):
+        draws = model.noise_rate_draws_
+        # Weighted draws of the share of wrong labels: "no noise" first, probabilities
+        # summing to 1, whose quantiles are the reported interval.
+        assert draws.shape[1] == 2 and draws[0, 0] == 0.0
+        assert draws[0, 1] == model.no_noise_proba_
+        assert draws[:, 1].sum() == pytest.approx(1.0, rel=1e-12)
+        bounds = weighted_quantiles(draws[:, :1], draws[:, 1], [0.05, 0.95])[0]
+        np.testing.assert_array_equal(bounds, model.noise_rate_interval_)
+        ax = plot_noise_rate_posterior(model, bins=12)
+        assert ax.get_xlabel() == "share of wrong training labels"
+        bars = [bar.get_height() for container in ax.containers for bar in container]
+        # The histogram's bins hold the noise model's probability, the bar at 0 no noise's.
+        assert sum(bars) == pytest.approx(1.0, rel=1e-9)
+        assert max(bars) >= model.no_noise_proba_ - 1e-12
+        legend = " ".join(text.get_text() for text in ax.get_legend().get_texts())
+        assert f"no noise (P = {model.no_noise_proba_:.2f})" in legend
+        plt.close(ax.figure)
+
+
+def test_plot_noise_rate_posterior_errors(paper, robust):
+    with pytest.raises(ValueError, match="no posterior of the noise model"):
+        plot_noise_rate_posterior(paper)
+    with pytest.raises(ValueError, match="bins must be a positive integer"):
+        plot_noise_rate_posterior(robust, bins=0)
+    old = copy.copy(robust)
+    del old.noise_rate_draws_  # as saved by a version that did not keep it
+    with pytest.raises(ValueError, match="no noise_rate_draws_"):
+        plot_noise_rate_posterior(old)
     assert plt.get_fignums() == []

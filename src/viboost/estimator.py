@@ -242,7 +242,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         phi_n: posterior probability that training label n is true (1 - phi_n: that it is noise;
         a noisy label is still right when the coin of the noise process agrees with the truth).
         Calibrated when cross-fitted: its sum estimates the number of labels drawn from the
-        signal model, N theta.
+        signal model, N theta. Cross-fitted, it is the posterior average over "no noise" and
+        the noise model (``no_noise_proba_``); the refit counts the noise model's own phi_n
+        (``refit_weight_``).
     mislabel_proba_ : ndarray of shape (n_samples,)
         Posterior probability that training label n differs from the row's true class,
         ``(1 - phi_n) sigmoid(-y_n F_n)``; calibrated when cross-fitted, a ranking otherwise.
@@ -250,13 +252,27 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_rate_ : float
         Estimated share of wrong training labels: the (weighted) mean of ``mislabel_proba_``.
     noise_rate_interval_ : ndarray of shape (2,)
-        90% credible interval of ``noise_rate_`` (Laplace approximation of the calibration's
-        posterior); NaN when not cross-fitted.
+        90% credible interval of the share of wrong training labels: equal-tailed quantiles of
+        its posterior (:mod:`viboost.noise_fit.posterior`), which puts ``no_noise_proba_`` at
+        0, so the interval starts at 0 when that probability exceeds 5%. It is conditional on
+        the out-of-fold margins: features and labels alone cannot tell flipped labels from
+        classes that overlap as much (``docs/label_noise.md``). NaN when not cross-fitted.
+    no_noise_proba_ : float
+        The posterior probability that no training label is wrong (the model "no noise",
+        prior probability 1/2, against the noise model; Bayes' rule on their evidence given the
+        out-of-fold margins). NaN when not cross-fitted.
+    noise_rate_draws_ : ndarray of shape (n_draws, 2)
+        The posterior of the share of wrong labels as weighted draws: column 0 a value, column
+        1 its probability (they sum to 1); the first row is "no noise", ``(0,
+        no_noise_proba_)``. :func:`viboost.plotting.plot_noise_rate_posterior` draws it. Empty
+        (0 rows) when not cross-fitted.
     flip_rates_ : ndarray of shape (n_classes,)
         ``flip_rates_[k]``: estimated share of the rows of true class ``classes_[k]`` that carry
         another label (for two classes, the binary channel of S.2).
     flip_rates_interval_ : ndarray of shape (n_classes, 2)
-        90% credible intervals of ``flip_rates_``, one row per class; NaN when not cross-fitted.
+        90% credible intervals of ``flip_rates_``, one row per class (quantiles of the same
+        posterior); NaN when not cross-fitted, and for a class with fewer training rows than
+        folds (its noise is not identified: a warning says so).
     true_class_proba_ : ndarray of shape (n_samples, n_classes)
         Per training row, the posterior probability of each true class given its label (columns
         in the order of ``classes_``); ``1 - mislabel_proba_`` at the given label. Calibrated
@@ -268,6 +284,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     noise_matrix_ : ndarray of shape (n_classes, n_classes)
         ``P(given label i | true class j)`` at ``[i, j]`` (cleanlab's orientation: each column
         sums to 1): ``label_joint_`` with its columns normalised.
+    noise_matrix_interval_ : ndarray of shape (n_classes, n_classes, 2)
+        90% credible intervals of each entry of ``noise_matrix_`` (quantiles of the noise
+        posterior), pairwise noise included; NaN when not cross-fitted and in the column of a
+        class whose noise is not identified.
     noise_channel_ : str
         K > 2 classes: the channel the fit kept, ``"independent"`` or ``"class-conditional"``
         (see ``noise_channel``). Two classes: ``"independent"``.

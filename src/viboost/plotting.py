@@ -47,7 +47,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Mapping, Sequence
-from numbers import Real
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ __all__ = [
     "plot_gibbs_posterior",
     "plot_noise_matrix",
     "plot_noise_paths",
+    "plot_noise_rate_posterior",
     "plot_suspects",
     "write_plots",
 ]
@@ -731,6 +732,95 @@ def plot_noise_matrix(
     return ax
 
 
+def plot_noise_rate_posterior(
+    model: VIBoostClassifier, ax: Axes | None = None, bins: int = 30
+) -> Axes:
+    """The posterior of the share of wrong training labels: the probability of "no noise" as a
+    bar at 0, the noise model's posterior as a histogram beside it.
+
+    What a cross-fitted model knows of the share (``noise_rate_draws_``, from
+    :mod:`viboost.noise_fit.posterior`): with probability ``no_noise_proba_`` no label is
+    wrong, otherwise the share is spread as the draws say. The shaded span is the 90% interval
+    ``noise_rate_interval_`` and the line the estimate ``noise_rate_`` (the posterior mean).
+    A tall bar at 0 and a wide histogram mean the labels cannot tell a little noise from none
+    (``docs/label_noise.md``, "What the labels can say").
+
+    Parameters
+    ----------
+    model : VIBoostClassifier
+        A cross-fitted model (``preset="robust"``, the default) with the noise model.
+    ax : matplotlib Axes or None, default=None
+        Where to draw; None draws on a new figure.
+    bins : int, default=30
+        Bins of the histogram over the range of the draws.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        The Axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If the model has no posterior of the noise model (fitted in-sample or without the
+        noise model, or saved by a viboost version that did not keep it), or ``bins`` is not
+        a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost import VIBoostClassifier
+    >>> from viboost.plotting import plot_noise_rate_posterior
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 2))
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> model = VIBoostClassifier(random_state=0).fit(X, y)
+    >>> ax = plot_noise_rate_posterior(model)
+    >>> ax.get_xlabel()
+    'share of wrong training labels'
+    """
+    _check_model(model)
+    if isinstance(bins, bool) or not isinstance(bins, Integral) or bins < 1:
+        raise ValueError(f"bins must be a positive integer; got {bins!r}.")
+    if not model.noise_model or not _cross_fitted(model):
+        raise ValueError(
+            "The model has no posterior of the noise model to plot: it is kept by cross-fitted "
+            "fits with the noise model (preset='robust', noise_model=True)."
+        )
+    draws = getattr(model, "noise_rate_draws_", None)
+    if draws is None or np.shape(draws)[0] == 0:
+        raise ValueError(
+            "The model has no noise_rate_draws_: it was saved by a viboost version that did "
+            "not keep the posterior of the noise rate; refit it to plot that posterior."
+        )
+    draws = np.asarray(draws, dtype=float)
+    values, probabilities = draws[:, 0], draws[:, 1]
+    none = float(probabilities[0])  # the first row: no noise, at 0
+    ax = _axes(ax, (6.0, 3.6))
+    noisy_values, noisy_weights = values[1:], probabilities[1:]
+    top = float(np.nanmax(noisy_values)) if noisy_values.size else 0.0
+    edges = np.linspace(0.0, max(top, 1e-3) * 1.02, int(bins) + 1)
+    width = edges[1] - edges[0]
+    if noisy_values.size:
+        ax.hist(noisy_values, bins=edges, weights=noisy_weights, color="tab:blue", alpha=0.7,
+                label=f"noise model (P = {1.0 - none:.2f})")  # fmt: skip
+    ax.bar([0.0], [none], width=width * 0.6, color="tab:green",
+           label=f"no noise (P = {none:.2f})")  # fmt: skip
+    bounds = np.asarray(model.noise_rate_interval_, dtype=float)
+    if np.all(np.isfinite(bounds)):
+        ax.axvspan(bounds[0], bounds[1], color="grey", alpha=0.15,
+                   label=f"90% interval {bounds[0]:.1%}-{bounds[1]:.1%}")  # fmt: skip
+    rate = float(model.noise_rate_)
+    ax.axvline(rate, color="black", linestyle="--", linewidth=1.0,
+               label=f"estimate {rate:.1%}")  # fmt: skip
+    ax.set_xlabel("share of wrong training labels")
+    ax.set_ylabel("posterior probability (per bin)")
+    ax.set_xlim(-width, edges[-1] + width)
+    ax.set_title("Posterior of the share of wrong labels", fontsize="medium")
+    ax.legend(fontsize="small", frameon=False)
+    return ax
+
+
 def _gibbs_draws(samples: Any) -> tuple[np.ndarray, np.ndarray]:
     """theta and xi draws (flattened over chains) from a sampler, InferenceData or mapping."""
     if isinstance(samples, GibbsSampler):
@@ -870,8 +960,9 @@ def write_plots(
 
     The files are ``elbo.png`` (:func:`plot_elbo`), ``noise_paths.png``
     (:func:`plot_noise_paths`), ``mislabel_proba.png`` (:func:`plot_clean_proba`),
-    ``suspects.png`` (:func:`plot_suspects`), ``noise_matrix.png`` (:func:`plot_noise_matrix`)
-    and, with ``gibbs``, ``gibbs_posterior.png`` (:func:`plot_gibbs_posterior`); a plot that
+    ``suspects.png`` (:func:`plot_suspects`), ``noise_matrix.png`` (:func:`plot_noise_matrix`),
+    ``noise_rate_posterior.png`` (:func:`plot_noise_rate_posterior`, cross-fitted models) and,
+    with ``gibbs``, ``gibbs_posterior.png`` (:func:`plot_gibbs_posterior`); a plot that
     does not apply (no ELBO with ``fixed_vi_iter``, no noise statistics without the noise
     model) is skipped. Each file is
     written atomically (a temporary file in ``directory``, renamed onto the name), at
@@ -921,6 +1012,7 @@ def write_plots(
         ("mislabel_proba.png", lambda: plot_clean_proba(model, flipped=flipped)),
         ("suspects.png", lambda: plot_suspects(model, top=top, labels=labels)),
         ("noise_matrix.png", lambda: plot_noise_matrix(model)),
+        ("noise_rate_posterior.png", lambda: plot_noise_rate_posterior(model)),
     ]
     if gibbs is not None:
         plots.append(("gibbs_posterior.png", lambda: plot_gibbs_posterior(gibbs, model)))

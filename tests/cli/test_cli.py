@@ -88,6 +88,7 @@ def test_fit_predict_round_trip(easy_csv, tmp_path, capsys):
     assert "chosen by cross-fitting, at most 8)" in out
     assert "Training accuracy" in out and str(model_path) in out
     assert re.search(r"Estimated share of wrong labels \d+\.\d% \(90% interval ", out), out
+    assert re.search(r"Probability that no label is wrong: [01]\.\d\d\.", out), out
     assert "of true 0 rows labelled 1" in out and "noise grade xi" in out
     assert "clean_proba" not in out and "false training labels" not in out
 
@@ -210,6 +211,7 @@ def test_inspect(model_file, capsys):
     assert "cross-fitting, cv=auto (5 folds)" in out
     assert "classes: 0, 1" in out
     assert re.search(r"share of wrong labels: \d+\.\d% \(90% interval ", out), out
+    assert f"probability that no label is wrong: {model.no_noise_proba_:.2f}" in out
     assert "calibration (empirical Bayes" in out and "theta (share of labels" in out
     assert "SNR (eta1/eta2):" in out and "noise grade" in out
     assert "eta: [" in out and "omega: [" in out
@@ -970,6 +972,7 @@ def test_k_class_fit_predict_inspect(three_csv, tmp_path, capsys):
     assert re.search(r"Estimated share of wrong labels \d+\.\d% \(90% interval ", out), out
     assert re.search(r"ant \d+\.\d%, bee \d+\.\d%, cat \d+\.\d%", out), out
     model = joblib.load(model_path)
+    assert f"Probability that no label is wrong: {model.no_noise_proba_:.2f}." in out
     assert list(model.classes_) == ["ant", "bee", "cat"]
     assert model.noise_calibration_ is not None
 

@@ -317,6 +317,26 @@ def interval(bounds: np.ndarray | None, level: float = 0.9) -> str:
     return f"{level:.0%} interval {bounds[0]:.1%}-{bounds[1]:.1%}"
 
 
+def no_noise_sentence(model: VIBoostClassifier) -> str:
+    """``" Probability that no label is wrong: 0.39."`` (the noise posterior's
+    ``no_noise_proba_``), or ``""`` for a model without it."""
+    value = float(getattr(model, "no_noise_proba_", np.nan))
+    if not np.isfinite(value):
+        return ""
+    return f" Probability that no label is wrong: {value:.2f}."
+
+
+def no_noise_lines(model: VIBoostClassifier) -> list[str]:
+    """``["probability that no label is wrong: 0.39 (...)"]``, or ``[]`` for a model
+    without it."""
+    value = float(getattr(model, "no_noise_proba_", np.nan))
+    if not np.isfinite(value):
+        return []
+    return [
+        f"probability that no label is wrong: {value:.2f} (the noise posterior's model average)"
+    ]
+
+
 def format_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     """A text table, indented by two spaces; the columns in ``right`` are right-aligned."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]

@@ -26,6 +26,7 @@ from viboost.cli.common import (
     is_calibrated,
     is_multiclass,
     learner_phrase,
+    no_noise_sentence,
     pct,
     read_data,
     rounds_phrase,
@@ -119,7 +120,7 @@ def _noise_sentence(model: VIBoostClassifier) -> str:
             f"{pct(flip1)} of true {c1} rows labelled {c0}. Noise model: theta (share of "
             f"labels drawn from the signal) {calibration.theta:.2f}, noise grade xi (log-odds "
             f"of {c1} among noise-type labels) {calibration.noise_grade:.2f}, scale of the "
-            f"margin {calibration.scale:.2f}."
+            f"margin {calibration.scale:.2f}.{no_noise_sentence(model)}"
         )
     eta1, eta2 = (float(v) for v in model.eta_)
     expected_wrong = float(np.sum(model.mislabel_proba_))
@@ -153,7 +154,7 @@ def _class_noise_sentence(model: VIBoostClassifier) -> str:
         f"({interval(model.noise_rate_interval_)}), i.e. about {rate * n_rows:,.0f} of "
         f"{n_rows:,} rows; by true class, the share of its rows labelled as another class: "
         f"{flips} ('viboost noise' prints the noise matrix). Noise channel: {channel}; scale of "
-        f"the margin {calibration.scale:.2f}."
+        f"the margin {calibration.scale:.2f}.{no_noise_sentence(model)}"
     )
 
 

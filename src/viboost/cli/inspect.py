@@ -29,6 +29,7 @@ from viboost.cli.common import (
     is_multiclass,
     learner_phrase,
     load_model,
+    no_noise_lines,
     pct,
     rounds_phrase,
     uncalibrated_reason,
@@ -199,6 +200,7 @@ def _noise_rate_lines(model: VIBoostClassifier) -> list[str]:
     if is_calibrated(model):
         calibration = model.noise_calibration_
         assert calibration is not None  # is_calibrated
+        lines += no_noise_lines(model)
         lines += [
             "calibration (empirical Bayes on the out-of-fold margins):",
             f"  theta (share of labels drawn from the signal) {fmt(calibration.theta)}, noise "
@@ -223,6 +225,7 @@ def _class_noise_rate_lines(model: VIBoostClassifier) -> list[str]:
         f"share of wrong labels: {pct(float(model.noise_rate_))} "
         f"({interval(model.noise_rate_interval_)}), about {np.sum(model.mislabel_proba_):.1f} "
         f"of {n_rows:,} rows",
+        *no_noise_lines(model),
         "flip rate of each true class (the share of its rows labelled as another class):",
         *(
             f"  true {name}: {pct(flips[k])} ({interval(flip_intervals[k])})"

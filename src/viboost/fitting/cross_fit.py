@@ -391,6 +391,9 @@ class CrossFitResult:
         The posterior probability that no label is wrong (NaN for the core model).
     noise_matrix_intervals : ndarray of shape (n_classes, n_classes, 2) or None
         90% credible intervals of each entry of the noise matrix.
+    noise_rate_draws : ndarray of shape (n_draws, 2) or None
+        The posterior of the share of wrong labels: values and their probabilities
+        (:meth:`~viboost.noise_fit.posterior.NoisePosterior.rate_draws`).
     """
 
     n_rounds: int
@@ -415,6 +418,7 @@ class CrossFitResult:
     n_averaged: int = 1
     no_noise_proba: float = float("nan")
     noise_matrix_intervals: np.ndarray | None = None
+    noise_rate_draws: np.ndarray | None = None
 
 
 class CrossFitter:
@@ -778,9 +782,11 @@ class CrossFitter:
             result.joint = averages.joint(sample_weight)
             result.flip_rates = averages.flip_rates(sample_weight)
             result.no_noise_proba = calibration.no_noise_proba
-            result.flip_rate_intervals, result.noise_matrix_intervals = calibration.intervals(
-                y, margin, sample_weight, averages=averages
+            values, probabilities = calibration.rate_draws(y, margin, sample_weight, averages)
+            result.flip_rate_intervals, result.noise_matrix_intervals = (
+                calibration.intervals_of_draws(values, probabilities)
             )
+            result.noise_rate_draws = np.column_stack([values[:, 0], probabilities])
         else:
             result.mislabel_proba = calibration.mislabel_proba(y, margin)
             result.true_class_proba = calibration.true_class_proba(y, margin)

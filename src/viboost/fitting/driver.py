@@ -94,6 +94,7 @@ class FittedModel:
     noise_calibration_: Any
     no_noise_proba_: float
     noise_matrix_interval_: np.ndarray
+    noise_rate_draws_: np.ndarray
     priors: ModelPriors
     n_train: int
     state: VariationalState | None = None
@@ -246,6 +247,7 @@ class FitDriver:
             noise_calibration_=None,
             no_noise_proba_=float("nan"),
             noise_matrix_interval_=np.full((task.n_classes, task.n_classes, 2), np.nan),
+            noise_rate_draws_=np.empty((0, 2)),
             priors=priors,
             n_train=data.n_rows,
             state=state,
@@ -368,6 +370,11 @@ class FitDriver:
             noise_calibration_=calibration,
             no_noise_proba_=result.no_noise_proba,
             noise_matrix_interval_=matrix_interval,
+            noise_rate_draws_=(
+                np.empty((0, 2))
+                if result.noise_rate_draws is None
+                else result.noise_rate_draws.copy()
+            ),
             priors=self.config.priors,
             n_train=n_rows,
         )

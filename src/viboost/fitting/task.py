@@ -163,12 +163,12 @@ class BinaryTask(_Labels):
         """The posterior average of no noise and the noise model
         (:mod:`viboost.noise_fit.posterior`): the noise model's posterior by quadrature over
         theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`)."""
+        assert isinstance(calibration, NoiseCalibration), "calibrate() fits the paper's model"
         rows_y, rows_h, rows_w = posterior_rows(y, margin[:, 0], sample_weight, random_state)
         integrated = integrate_noise_posterior(
             calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state
         )
         none = no_noise_log_evidence(lambda b: log_expit(rows_y * b * rows_h), rows_w)
-        assert isinstance(calibration, NoiseCalibration), "calibrate() fits the paper's model"
         peak = peak_calibration(integrated, calibration)
         return model_average(
             calibration, integrated.draws, integrated.log_evidence, none, 2, peak, integrated.grid

@@ -323,7 +323,7 @@ class NoisePosterior:
         """Each noise-model draw's joint on these rows, shape (n_draws, K, K)."""
         return np.asarray(self.mode.joints_of(self.draws, y, margin, sample_weight))
 
-    def _rate_draws(
+    def rate_draws(
         self,
         y: np.ndarray,
         margin: np.ndarray,
@@ -340,15 +340,17 @@ class NoisePosterior:
         )
         if averages is None:
             averages = self.row_averages(y, margin)
-        rows = slice(None)
-        if y.size > INTERVAL_ROWS:
-            # A fixed, evenly spaced subset of the rows (the draws' spread is what is estimated).
-            rows = np.linspace(0, y.size - 1, INTERVAL_ROWS).astype(np.intp)
+        subset = y.size > INTERVAL_ROWS
+        # All rows, or a fixed, evenly spaced subset of them (the draws' spread is what is
+        # estimated).
+        rows: slice | np.ndarray = (
+            np.linspace(0, y.size - 1, INTERVAL_ROWS).astype(np.intp) if subset else slice(None)
+        )
         joints = self._draw_joints(y[rows], margin[rows], weight[rows])
         rates = np.array([joint_rates(joint) for joint in joints])
         with np.errstate(divide="ignore", invalid="ignore"):
             matrices = (joints / joints.sum(axis=1, keepdims=True)).reshape(len(self.draws), -1)
-        if y.size > INTERVAL_ROWS:
+        if subset:
             # The subset's draws centred on the noise model's averages over all rows: the
             # subset estimates the spread, and its own sampling error (a share of 2^15 rows
             # is off by ~0.002) must not move the interval off the estimate.
@@ -400,7 +402,13 @@ class NoisePosterior:
         and of each entry of the noise matrix ``P(given j | true i)`` at ``[j, i]``, shape
         (K, K, 2): quantiles of the posterior mixture (``averages``: :meth:`row_averages`
         of these rows, if at hand)."""
-        values, probabilities = self._rate_draws(y, margin, sample_weight, averages)
+        values, probabilities = self.rate_draws(y, margin, sample_weight, averages)
+        return self.intervals_of_draws(values, probabilities, level)
+
+    def intervals_of_draws(
+        self, values: np.ndarray, probabilities: np.ndarray, level: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`intervals` from :meth:`rate_draws`' ``values`` and ``probabilities``."""
         tail = (1.0 - level) / 2.0
         k = self.n_classes
         bounds = weighted_quantiles(values, probabilities, [tail, 1.0 - tail])
