@@ -458,3 +458,34 @@ def test_binary_tables_show_coverage_and_width_without_rfl_rows() -> None:
     assert line.endswith("`viboost` 0.50 (2 fits; mean width 0.150).")
     report = bench.report(results, summary, "test")
     assert line in report and "`rfl`: `RobustFocalLGBM(seed, n_jobs=1)" in report
+
+
+def _load_seeds():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "label_noise_seeds.py"
+    spec = importlib.util.spec_from_file_location("label_noise_seeds", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_seed_stability_split_flips_a_fifth_of_the_training_labels():
+    seeds = _load_seeds()
+    X_tr, y_noisy, X_te, y_te, flipped = seeds.noisy_split()
+    assert X_tr.shape[0] + X_te.shape[0] == 569 and y_noisy.size == flipped.size
+    assert flipped.sum() == round(0.2 * flipped.size)
+    again = seeds.noisy_split()
+    np.testing.assert_array_equal(again[1], y_noisy)  # the one split, whatever the fit's seed
+
+
+def test_seed_stability_report_states_both_targets():
+    seeds = _load_seeds()
+    rows = [
+        {"seed": k, "accuracy": 0.90 + 0.01 * k, "rate": 0.2, "low": 0.1 + 0.02 * k,
+         "high": 0.25, "true_rate": 0.2, "covered": 0.1 + 0.02 * k <= 0.2,
+         "no_noise_proba": 0.0, "issues": 80, "flipped": 80}
+        for k in range(8)
+    ]  # fmt: skip
+    text = seeds.report(pd.DataFrame(rows), "cmd")
+    assert "accuracy spread (max - min): 7.0 points (target: at most 3)" in text
+    assert "intervals holding the flipped share 0.200: 6 of 8 (target: at least 6 of 8)" in text
+    assert text.count("| yes |") == 6 and text.count("| no |") == 2
