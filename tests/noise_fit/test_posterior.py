@@ -154,3 +154,28 @@ def test_intervals_from_a_row_subset_are_centred_on_all_rows(monkeypatch):
     assert np.all(subset[:, 0] <= estimate) and np.all(estimate <= subset[:, 1])
     np.testing.assert_allclose(subset, whole, atol=0.01)
     assert np.all((matrix >= 0) & (matrix <= 1))
+
+
+def test_k_class_noise_matrix_intervals_follow_the_posterior():
+    """K classes: every entry of the noise matrix has an interval from the same posterior
+    (no noise at the identity, weight no_noise_proba_), holding the posterior mean."""
+    from viboost import VIBoostClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(900, 3))
+    y = np.argmax(3.0 * X, axis=1)
+    moved = (y == 0) & (rng.random(900) < 0.3)  # pairwise: class 0 labelled 1
+    model = VIBoostClassifier(random_state=0).fit(X, np.where(moved, 1, y))
+    low, high = model.noise_matrix_interval_[..., 0], model.noise_matrix_interval_[..., 1]
+    assert model.noise_matrix_interval_.shape == (3, 3, 2)
+    assert np.all((0.0 <= low) & (low <= high) & (high <= 1.0))
+    estimate = model.noise_matrix_
+    assert np.all(low <= estimate + 1e-12) and np.all(estimate <= high + 1e-12)
+    # The moved entry is the widest off the diagonal, and no noise is at the identity: with
+    # its posterior probability above 5%, every off-diagonal interval starts at 0.
+    off = ~np.eye(3, dtype=bool)
+    assert np.argmax(np.where(off, high - low, -1.0)) == np.ravel_multi_index((1, 0), (3, 3))
+    if model.no_noise_proba_ > 0.05:
+        assert np.all(low[off] == 0.0) and np.all(high[np.eye(3, dtype=bool)] == 1.0)
+    draws = model.noise_rate_draws_
+    assert draws[0, 1] == model.no_noise_proba_ and draws[:, 1].sum() == pytest.approx(1.0)
