@@ -179,3 +179,22 @@ def test_k_class_noise_matrix_intervals_follow_the_posterior():
         assert np.all(low[off] == 0.0) and np.all(high[np.eye(3, dtype=bool)] == 1.0)
     draws = model.noise_rate_draws_
     assert draws[0, 1] == model.no_noise_proba_ and draws[:, 1].sum() == pytest.approx(1.0)
+
+
+def test_nested_posterior_starts_at_its_lowest_node_when_the_mode_is_below():
+    """A mode outside the identifiable model (logit theta below ``lowest``, where the box of
+    the others is empty) starts the grid at ``lowest``: no node below it, no empty box."""
+    a = np.array([[1.0, 0.2], [0.2, 1.0]])
+
+    def objective(x):
+        return 0.5 * x @ a @ x, a @ x
+
+    def box(u):
+        if u < -1.0:  # below lowest: reversed bounds, as the identifiable model's would be
+            return np.array([[1.0, -1.0]])
+        return np.array([[-50.0, 50.0]])
+
+    post = nested_posterior(objective, np.array([-3.0, 0.0]), np.linalg.inv(a), (), box, 1.0,
+                            0.0, 500, np.random.default_rng(0), -1.0)  # fmt: skip
+    assert post.grid[:, 0].min() >= -1.0
+    assert np.all(post.params[:, 0] >= -1.0 - 1e-12) and np.isfinite(post.log_evidence)

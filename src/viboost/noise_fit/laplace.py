@@ -328,7 +328,8 @@ def nested_posterior(
     until the log density has fallen :data:`GRID_DROP` nats below its highest, up to
     ``logit theta`` = :data:`GRID_TOP` (above, a likelihood flat in theta carries no mass
     worth the nodes: the prior's density in ``logit theta`` falls as ``1 - theta``) and down
-    to ``lowest`` (``rest_bounds(u)``: the box of the other parameters given ``u``).
+    to ``lowest`` (``rest_bounds(u)``: the box of the other parameters given ``u``, for ``u``
+    at least ``lowest``; a mode below ``lowest`` starts the grid at ``lowest``).
     ``log_norm``: the log normalising constant of the priors inside ``objective`` (minus the
     log posterior divided by ``total``). Between nodes the log density is interpolated
     linearly (exact for an exponential tail): the evidence is the sum of the cells' masses;
@@ -352,8 +353,10 @@ def nested_posterior(
     >>> bool(np.allclose(np.cov(post.params.T), np.linalg.inv(a), atol=0.03))
     True
     """
-    centre = float(mode[0])
-    low = float(min(lowest, centre))
+    # The grid starts at the mode, or at ``lowest`` when the mode lies below it (outside the
+    # identifiable model: there ``rest_bounds`` may be empty).
+    centre = max(float(mode[0]), lowest)
+    low = float(lowest)
     sd = float(np.sqrt(max(covariance[0, 0], 1e-8)))
     nodes = {
         centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)
