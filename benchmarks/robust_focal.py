@@ -211,6 +211,7 @@ class RobustFocalLGBM(ClassifierMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> RobustFocalLGBM:
         """Fit on features ``X`` and labels ``y`` (any 2 or more distinct values)."""
         from lightgbm import LGBMClassifier
+        from lightgbm.basic import LightGBMError
 
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         n_classes = self.classes_.size
@@ -229,12 +230,24 @@ class RobustFocalLGBM(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             random_state=self.seed,
         )
-        self.booster_.fit(X, codes, init_score=init)
+        self.n_features_in_ = np.shape(X)[1]
+        try:
+            self.booster_.fit(X, codes, init_score=init)
+        except LightGBMError as error:
+            # No feature LightGBM can split on (35 Reuters stories: every word too rare for
+            # its bins): with its own objectives LightGBM then fits no tree and predicts the
+            # prior; with a custom one it raises. Do what it does with its own.
+            if "num_features()" not in str(error):
+                raise
+            self.booster_ = None
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Raw scores with the initial score: (n,) for 2 classes (log odds of ``classes_[1]``),
-        (n, K) for K."""
+        (n, K) for K; the initial score alone when no feature could be split on."""
+        if self.booster_ is None:
+            shape = (np.shape(X)[0], *np.shape(self.init_score_))
+            return np.broadcast_to(self.init_score_, shape).copy()
         return np.asarray(self.booster_.predict(X, raw_score=True)) + self.init_score_
 
     def predict_proba(self, X: Any) -> np.ndarray:

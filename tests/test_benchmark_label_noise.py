@@ -489,3 +489,18 @@ def test_seed_stability_report_states_both_targets():
     assert "accuracy spread (max - min): 7.0 points (target: at most 3)" in text
     assert "intervals holding the flipped share 0.200: 6 of 8 (target: at least 6 of 8)" in text
     assert text.count("| yes |") == 6 and text.count("| no |") == 2
+
+
+def test_rfl_without_a_usable_feature_predicts_the_prior_as_lightgbm_does():
+    """35 rows whose features LightGBM cannot bin (Reuters' rare words): LightGBM's own
+    objectives fit no tree and predict the prior; the custom objective raised instead."""
+    rfl = _load_rfl()
+    X = np.zeros((35, 4))
+    for labels, prior in (
+        (np.array([0] * 25 + [1] * 10), [25 / 35, 10 / 35]),
+        (np.array([0] * 20 + [1] * 10 + [2] * 5), [20 / 35, 10 / 35, 5 / 35]),
+    ):
+        model = rfl.RobustFocalLGBM(0).fit(X, labels)
+        assert model.booster_ is None
+        np.testing.assert_allclose(model.predict_proba(X[:3]), np.tile(prior, (3, 1)))
+        np.testing.assert_array_equal(model.predict(X[:3]), [0, 0, 0])
