@@ -1,0 +1,226 @@
+"""The known-truth part of ``benchmarks/label_noise.py`` (``--part known-truth``): labels drawn
+from a smooth model fitted to a real table, then a known share flipped.
+
+On each set a smooth model p(x) is fitted once to the real labels (quantile-normal features,
+cubic splines of 4 knots, an L2 logistic regression with C = 0.05, multinomial for K classes);
+labels are drawn from it (so the classes overlap as in the real data, but no label is wrong),
+the rows split (binary: the training shares of :data:`label_noise.TRAIN_SIZE`; K classes:
+half), and 0/10/20/30% of the training labels flipped (K classes: moved to another class, or
+"pair": 20% of each class moved to the next). Reported per set and setting: the noise rate's
+bias and |error|, the coverage and width of the 90% interval, the share of clean fits whose
+interval reaches 0.01, the posterior probability of no noise, and the test error against the
+drawn (clean) test labels of VIBoost's default and its peers: LightGBM, HGB and
+CleanLearning(LightGBM) by default, CatBoost's defaults when ``catboost`` is installed.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import QuantileTransformer, SplineTransformer
+
+BINARY_SETS = ("breast_cancer", "spambase", "dna", "satellite")
+MULTICLASS_SETS = ("dna", "satellite")
+BINARY_SETTINGS = ("0", "10", "20", "30")
+MULTICLASS_SETTINGS = ("0", "10", "20", "30", "pair")
+PEERS = ("lgbm", "hgb", "cleanlab", "catboost")
+
+
+def truth_model() -> Any:
+    """The smooth model p(x) fitted to a table's real labels."""
+    return make_pipeline(
+        QuantileTransformer(n_quantiles=200, output_distribution="normal", random_state=0),
+        SplineTransformer(n_knots=4, degree=3),
+        LogisticRegression(C=0.05, max_iter=3000),
+    )
+
+
+_TRUTH: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def truth(name: str, multiclass: bool, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Features and p(x) (n, K) of a set (cached per process)."""
+    import label_noise as ln
+
+    key = (name, multiclass)
+    if key not in _TRUTH:
+        load = ln.load_multiclass if multiclass else ln.load_dataset
+        loaded = load(name, data_dir)
+        if loaded is None:
+            raise FileNotFoundError(name)
+        X, y = loaded
+        _TRUTH[key] = (X, truth_model().fit(X, y).predict_proba(X))
+    return _TRUTH[key]
+
+
+def peer(name: str, seed: int) -> Any | None:
+    """A peer's default model, or None when its library is missing."""
+    if name == "lgbm":
+        from lightgbm import LGBMClassifier
+
+        return LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1)
+    if name == "hgb":
+        return HistGradientBoostingClassifier(random_state=seed)
+    if name == "cleanlab":
+        from cleanlab.classification import CleanLearning
+        from lightgbm import LGBMClassifier
+
+        return CleanLearning(LGBMClassifier(verbose=-1, random_state=seed, n_jobs=1), seed=seed,
+                             find_label_issues_kwargs={"n_jobs": 1})  # fmt: skip
+    if name == "catboost":
+        try:
+            from catboost import CatBoostClassifier
+        except ImportError:
+            return None
+        return CatBoostClassifier(
+            random_seed=seed, verbose=False, thread_count=1, allow_writing_files=False
+        )
+    raise ValueError(name)
+
+
+def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str, Any]:
+    """One set x setting x split: VIBoost's default and the peers."""
+    import label_noise as ln
+
+    from viboost import VIBoostClassifier
+
+    name, multiclass, setting, seed, data_dir, peers = task
+    X, p = truth(name, multiclass, Path(data_dir))
+    n_classes = p.shape[1]
+    rng = np.random.default_rng(1000 + seed)
+    y = np.minimum((rng.random((p.shape[0], 1)) > np.cumsum(p, axis=1)).sum(axis=1), n_classes - 1)
+    size = ln.MC_TRAIN_SIZE if multiclass else ln.TRAIN_SIZE[name]
+    X_tr, X_te, y_tr, y_te, _, p_te = train_test_split(
+        X, y, p, train_size=size, random_state=seed, stratify=y
+    )
+    if not multiclass:
+        y_noisy, flipped = ln.make_noise(y_tr, setting, seed)
+    elif setting == "pair":
+        y_noisy, flipped = ln.move_pairwise(y_tr, ln.PAIR_RATE, n_classes, seed)
+    else:
+        y_noisy, flipped = ln.move_to_other_class(y_tr, int(setting) / 100, n_classes, seed)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = VIBoostClassifier(random_state=seed).fit(X_tr, y_noisy)
+    seconds = time.perf_counter() - start
+    low, high = model.noise_rate_interval_
+    true = float(np.mean(flipped))
+    row: dict[str, Any] = {
+        "data": name, "part": "multiclass" if multiclass else "binary", "setting": setting,
+        "seed": seed, "true_rate": true, "rate": float(model.noise_rate_), "low": float(low),
+        "high": float(high), "covered": bool(low <= true <= high),
+        "no_noise_proba": float(getattr(model, "no_noise_proba_", np.nan)),
+        "bayes_error": float(np.mean(1.0 - p_te.max(axis=1))),
+        "majority_error": float(1.0 - np.bincount(y_te).max() / y_te.size),
+        "viboost": float(np.mean(model.predict(X_te) != y_te)), "viboost_seconds": seconds,
+    }  # fmt: skip
+    for name_ in PEERS:
+        estimator = peer(name_, seed) if name_ in peers else None
+        if estimator is None:
+            row[name_] = np.nan
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator.fit(X_tr, y_noisy)
+        row[name_] = float(np.mean(np.ravel(estimator.predict(X_te)) != y_te))
+    return row
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    """Per part, set and setting: the rate's bias, |error|, RMSE, coverage, width, the share of
+    intervals reaching 0.01, P(no noise), and the mean test errors."""
+    frame = results.assign(
+        error=results.rate - results.true_rate,
+        abs_error=(results.rate - results.true_rate).abs(),
+        width=results.high - results.low,
+        reaches_001=results.low <= 0.01,
+    )
+    groups = frame.groupby(["part", "data", "setting"], sort=False)
+    summary = groups.agg(
+        fits=("seed", "size"), bias=("error", "mean"), abs_error=("abs_error", "mean"),
+        rmse=("error", lambda e: float(np.sqrt(np.mean(np.square(e))))),
+        coverage=("covered", "mean"), width=("width", "mean"),
+        reaches_001=("reaches_001", "mean"), no_noise_proba=("no_noise_proba", "mean"),
+        bayes=("bayes_error", "mean"), majority=("majority_error", "mean"),
+        viboost=("viboost", "mean"), **{p: (p, "mean") for p in PEERS},
+    )  # fmt: skip
+    return summary.reset_index()
+
+
+def report(results: pd.DataFrame, command: str) -> str:
+    """The Markdown report: the table per set and setting, then the targets' totals."""
+    summary = summarise(results)
+    lines = [
+        "# Known-truth labels: VIBoost's noise statistics and test error",
+        "",
+        f"Written by `{command}`. Labels drawn from a smooth model fitted to each set "
+        "(`benchmarks/label_noise_known_truth.py`), then flipped; test errors against the drawn "
+        "(clean) test labels. Peers not installed show `nan`.",
+        "",
+        "| part | set | flips | fits | bias | abs err | RMSE | coverage | width | lo<=.01 | "
+        "P(none) | Bayes | VIBoost | " + " | ".join(PEERS) + " |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(PEERS),
+    ]
+    for row in summary.itertuples():
+        values = [getattr(row, p) for p in PEERS]
+        lines.append(
+            f"| {row.part} | {row.data} | {row.setting} | {row.fits} | {row.bias:+.3f} | "
+            f"{row.abs_error:.3f} | {row.rmse:.3f} | {row.coverage:.2f} | {row.width:.3f} | "
+            f"{row.reaches_001:.2f} | {row.no_noise_proba:.2f} | {row.bayes:.3f} | "
+            f"{row.viboost:.3f} | " + " | ".join(f"{v:.3f}" for v in values) + " |"
+        )
+    clean = results[results.setting == "0"]
+    noisy = results[results.setting != "0"]
+    error = noisy.rate - noisy.true_rate
+    lines += [
+        "",
+        "## Totals",
+        "",
+        f"- clean fits whose interval reaches 0.01: {np.mean(clean.low <= 0.01):.2f} "
+        f"({len(clean)} fits; target 0.90)",
+        f"- coverage of the 90% intervals, noisy fits: {noisy.covered.mean():.2f} "
+        f"({len(noisy)} fits; target 0.85)",
+        f"- mean width / RMSE, noisy fits: "
+        f"{(noisy.high - noisy.low).mean() / np.sqrt(np.mean(error**2)):.2f} (target <= 4)",
+        f"- mean |error| of the rate, all fits: "
+        f"{np.mean(np.abs(results.rate - results.true_rate)):.3f} (target <= 0.04)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_known_truth(
+    splits: int, n_jobs: int, out_dir: Path, data_dir: Path, command: str,
+    binary_sets: tuple[str, ...] = BINARY_SETS, multiclass_sets: tuple[str, ...] = MULTICLASS_SETS,
+    peers: tuple[str, ...] = PEERS, name: str = "label_noise_known_truth",
+) -> pd.DataFrame:  # fmt: skip
+    """Run every fit, write ``NAME.csv`` and ``NAME.md`` to ``out_dir`` (``peers``: the
+    peers to fit beside VIBoost)."""
+    import label_noise as ln
+
+    tasks = [(d, False, s, k, str(data_dir), peers) for d in binary_sets
+             for s in BINARY_SETTINGS for k in range(splits)]  # fmt: skip
+    tasks += [(d, True, s, k, str(data_dir), peers) for d in multiclass_sets
+              for s in MULTICLASS_SETTINGS for k in range(splits)]  # fmt: skip
+    if n_jobs > 1:
+        with ProcessPoolExecutor(n_jobs) as pool:
+            rows = list(pool.map(one_fit, tasks))
+    else:
+        rows = [one_fit(task) for task in tasks]
+    results = pd.DataFrame(rows)
+    csv = out_dir / f"{name}.csv"
+    ln.write_atomic(csv, lambda p: results.to_csv(p, index=False))
+    text = report(results, command)
+    ln.write_atomic(out_dir / f"{name}.md", lambda p: Path(p).write_text(text))
+    print(text)
+    return results
