@@ -1236,6 +1236,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.part == "known-truth":
         from label_noise_known_truth import run_known_truth
 
+        ignored = [f"--{o}" for o in ("datasets", "settings", "models") if getattr(args, o)]
+        ignored += [f"--{o}" for o in ("reuse", "resume") if getattr(args, o)]
+        if ignored or args.threads != -1:
+            parser.error(
+                f"{' '.join(ignored) or '--threads'}: not for the known-truth part (it fits "
+                "every set and setting of benchmarks/label_noise_known_truth.py)"
+            )
+
         command = " ".join(["python benchmarks/label_noise.py", *sys.argv[1:]])
         run_known_truth(args.splits, args.n_jobs, args.out_dir, args.data_dir,
                         command if argv is None else "run_known_truth(...)")  # fmt: skip

@@ -108,12 +108,10 @@ def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str,
     X_tr, X_te, y_tr, y_te, _, p_te = train_test_split(
         X, y, p, train_size=size, random_state=seed, stratify=y
     )
-    if not multiclass:
-        y_noisy, flipped = ln.make_noise(y_tr, setting, seed)
-    elif setting == "pair":
-        y_noisy, flipped = ln.move_pairwise(y_tr, ln.PAIR_RATE, n_classes, seed)
+    if multiclass:
+        y_noisy, flipped = ln.make_multiclass_noise(y_tr, setting, n_classes, seed)
     else:
-        y_noisy, flipped = ln.move_to_other_class(y_tr, int(setting) / 100, n_classes, seed)
+        y_noisy, flipped = ln.make_noise(y_tr, setting, seed)
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -173,12 +171,14 @@ def report(results: pd.DataFrame, command: str) -> str:
         "",
         f"Written by `{command}`. Labels drawn from a smooth model fitted to each set "
         "(`benchmarks/label_noise_known_truth.py`), then flipped; test errors against the drawn "
-        "(clean) test labels. Peers not installed or not run (`rfl` in CSVs written before it "
-        "was a peer) show `nan`.",
+        "(clean) test labels (`majority`: the error of always guessing the most frequent test "
+        "class). Peers not fitted (not asked for, or not installed; `rfl` in CSVs written before "
+        "it was a peer) show `nan`.",
         "",
         "| part | set | flips | fits | bias | abs err | RMSE | coverage | width | lo<=.01 | "
-        "P(none) | Bayes | VIBoost | " + " | ".join(PEERS) + " |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(PEERS),
+        "P(none) | Bayes | majority | VIBoost | " + " | ".join(PEERS) + " |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + "---:|" * len(PEERS),
     ]
     for row in summary.itertuples():
         values = [getattr(row, p) for p in PEERS]
@@ -186,7 +186,9 @@ def report(results: pd.DataFrame, command: str) -> str:
             f"| {row.part} | {row.data} | {row.setting} | {row.fits} | {row.bias:+.3f} | "
             f"{row.abs_error:.3f} | {row.rmse:.3f} | {row.coverage:.2f} | {row.width:.3f} | "
             f"{row.reaches_001:.2f} | {row.no_noise_proba:.2f} | {row.bayes:.3f} | "
-            f"{row.viboost:.3f} | " + " | ".join(f"{v:.3f}" for v in values) + " |"
+            f"{row.majority:.3f} | {row.viboost:.3f} | "
+            + " | ".join(f"{v:.3f}" for v in values)
+            + " |"
         )
     clean = results[results.setting == "0"]
     noisy = results[results.setting != "0"]

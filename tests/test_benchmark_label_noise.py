@@ -504,3 +504,19 @@ def test_rfl_without_a_usable_feature_predicts_the_prior_as_lightgbm_does():
         assert model.booster_ is None
         np.testing.assert_allclose(model.predict_proba(X[:3]), np.tile(prior, (3, 1)))
         np.testing.assert_array_equal(model.predict(X[:3]), [0, 0, 0])
+
+
+def test_known_truth_part_draws_labels_flips_them_and_reports(tmp_path: Path, monkeypatch) -> None:
+    """One known-truth fit: labels drawn from the smooth model, the flipped share known, the
+    report's totals computed from the rows."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    import label_noise_known_truth as kt
+    row = kt.one_fit(("breast_cancer", False, "20", 0, str(tmp_path), ("hgb",)))
+    assert row["true_rate"] == pytest.approx(0.2, abs=0.01)
+    assert row["covered"] == (row["low"] <= row["true_rate"] <= row["high"])
+    assert 0.0 <= row["viboost"] <= 1.0 and 0.0 <= row["hgb"] <= 1.0
+    assert np.isnan(row["lgbm"])  # a peer not asked for
+    clean = dict(row, setting="0", true_rate=0.0, rate=0.01, low=0.0, high=0.05, covered=True)
+    text = kt.report(pd.DataFrame([row, clean]), "test")
+    assert "clean fits whose interval reaches 0.01: 1.00 (1 fits" in text
+    assert f"noisy fits: {float(row['covered']):.2f} (1 fits" in text
