@@ -40,6 +40,7 @@ from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
     KClassChannel,
     class_inputs,
+    draw_joints,
     expected_joints,
     joint_rates,
     noise_posteriors,
@@ -374,11 +375,9 @@ class ClassChannelCalibration:
         margin: np.ndarray,
         sample_weight: np.ndarray,
     ) -> np.ndarray:
-        """:meth:`joint` of each of ``draws`` on these rows, shape (n_draws, K, K), in one
-        compiled pass (:func:`~viboost.noise_fit.class_calibration.expected_joints`)."""
-        return np.asarray(
-            expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
-        )
+        """:meth:`joint` of each of ``draws`` on these rows
+        (:func:`~viboost.noise_fit.class_calibration.draw_joints`)."""
+        return draw_joints(draws, y, margin, sample_weight)
 
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None

@@ -57,6 +57,7 @@ __all__ = [
     "calibrate_class_noise",
     "class_inputs",
     "class_log_likelihood",
+    "draw_joints",
     "expected_joints",
     "integrate_class_noise_posterior",
     "joint_rates",
@@ -299,6 +300,17 @@ def class_log_likelihood(y: np.ndarray, margin: np.ndarray) -> np.ndarray:
     return log_softmax(margin, axis=1)[np.arange(y.size), y]
 
 
+
+def draw_joints(
+    draws: Sequence[KClassChannel], y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
+) -> np.ndarray:
+    """The expected joint of given and true labels under each of ``draws`` (K-class noise
+    models) on these rows, shape (n_draws, K, K), in one compiled pass
+    (:func:`expected_joints`)."""
+    return np.asarray(
+        expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
+    )
+
 @dataclass(frozen=True)
 class ClassNoiseCalibration:
     """The K-class noise model's parameters fitted to out-of-fold margins, with their Laplace
@@ -452,11 +464,8 @@ class ClassNoiseCalibration:
         margin: np.ndarray,
         sample_weight: np.ndarray,
     ) -> np.ndarray:
-        """:meth:`joint` of each of ``draws`` on these rows, shape (n_draws, K, K), in one
-        compiled pass (:func:`~viboost.noise_fit.class_calibration.expected_joints`)."""
-        return np.asarray(
-            expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
-        )
+        """:meth:`joint` of each of ``draws`` on these rows (:func:`draw_joints`)."""
+        return draw_joints(draws, y, margin, sample_weight)
 
     def posterior_draws(
         self, n_draws: int = 400, random_state: RandomStateLike = None
