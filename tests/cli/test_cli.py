@@ -491,6 +491,7 @@ def test_demo_small(capsys):
     assert re.search(r"VIBoost \(preset 'robust'\): (\d+) rounds of .*, refitted on all rows "
                      r"from the (\d+) chosen by cross-fitting", flat)  # fmt: skip
     assert re.search(r"Estimated flip rate: \d+\.\d% \(90% interval [^)]*\); true: 20%\.", flat)
+    assert re.search(r"true: 20%\. Probability that no label is wrong: [01]\.\d\d\.", flat), flat
     assert "Of the top-92 rows ranked by P(label wrong) (mislabel_proba_)" in flat
     assert "a random ranking would get 20%" in flat
     assert "Wall time" in out

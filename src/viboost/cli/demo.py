@@ -16,7 +16,14 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from viboost._utils.compile import compile_seconds
-from viboost.cli.common import CommandError, format_table, interval, learner_phrase, pct
+from viboost.cli.common import (
+    CommandError,
+    format_table,
+    interval,
+    learner_phrase,
+    no_noise_sentence,
+    pct,
+)
 from viboost.cli.options import positive_int, random_seed
 
 
@@ -152,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         *skipped,
         "",
         f"Estimated flip rate: {pct(estimate)} ({interval(vib.noise_rate_interval_)}); "
-        f"true: {base_rate:.0%}.",
+        f"true: {base_rate:.0%}.{no_noise_sentence(vib)}",
         textwrap.fill(
             f"Of the top-{top} rows ranked by P(label wrong) (mislabel_proba_), {hits} were "
             f"really flipped (precision {hits}/{top} = {hits / top:.0%}; a random ranking "
