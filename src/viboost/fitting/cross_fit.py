@@ -530,7 +530,9 @@ class CrossFitter:
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
         else:
-            clean = self._refit_clean_proba(calibration, y, task.decision(out_of_fold))
+            # phi_n of the refit: the noise model's at the peak of its posterior, not the
+            # posterior average (NoisePosterior.refit_clean_proba says why).
+            clean = calibration.refit_clean_proba(y, task.decision(out_of_fold))
         search, train_weight, kept, count_folds = stopping, sample_weight, None, folds
         if self.drop_mislabeled and calibration is not None:
             kept = self._kept(y, sample_weight, clean)
@@ -585,13 +587,11 @@ class CrossFitter:
             margin = np.asarray(summed / n_final)
             out_of_fold[unscored] = margin[unscored]
         averages = None
-        if isinstance(calibration, NoisePosterior):
+        if calibration is not None:
             # phi_n reported: the posterior average over both models (the refit's above is
             # the noise model's alone), with every other per-row average in the same pass.
             averages = calibration.row_averages(y, task.decision(out_of_fold))
             clean = averages.clean_proba
-        elif calibration is not None:
-            clean = calibration.clean_proba(y, task.decision(out_of_fold))
         result = CrossFitResult(
             n_rounds=n_rounds,
             refit_rounds=final_rounds,
@@ -608,25 +608,9 @@ class CrossFitter:
             n_averaged=n_final,
         )
         if calibration is not None:
+            assert averages is not None, "computed with the calibration above"
             self._noise_statistics(result, calibration, y, sample_weight, averages)
         return result
-
-    @staticmethod
-    def _refit_clean_proba(
-        calibration: NoiseModel, y: np.ndarray, margin: np.ndarray
-    ) -> np.ndarray:
-        """phi_n of the refit: the noise model's at the peak of its posterior
-        (:meth:`~viboost.noise_fit.posterior.NoisePosterior.refit_clean_proba`).
-
-        Not the posterior average (the statistics' phi): on small tables the labels leave
-        theta all but undetermined between a little noise and a lot (the scale of the margins
-        trades off against it), and averaged over that posterior every row's phi_n moves
-        towards 1, the flipped rows' with the others'; the refit then fitted the flipped
-        labels and lost up to 10 points of accuracy at 30% flips (``docs/label_noise.md``).
-        Under the no-noise model every phi_n is 1: the refit would be the plain booster."""
-        if isinstance(calibration, NoisePosterior):
-            return calibration.refit_clean_proba(y, margin)
-        return calibration.clean_proba(y, margin)
 
     def _kept(
         self, y: np.ndarray, sample_weight: np.ndarray, clean: np.ndarray
@@ -650,40 +634,41 @@ class CrossFitter:
         active: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray,
-    ) -> tuple[NoiseModel | None, np.ndarray]:
-        """The calibration at the search's chosen count (on all the scored rows ``active``,
-        with the channel of ``channel``; None for the core model) and the out-of-fold margins
-        at that count."""
+    ) -> tuple[NoisePosterior | None, np.ndarray]:
+        """The noise posterior of the calibration at the search's chosen count (on all the
+        scored rows ``active``, with the channel of ``channel``; None for the core model) and
+        the out-of-fold margins at that count."""
         task = self.task
         assert stopping.best is not None, "the search scored at least one round count"
         _, _, (calibration, out_of_fold) = stopping.best
-        if calibration is not None and active.size > CALIBRATION_ROWS:
+        if calibration is None:
+            return None, out_of_fold
+        if active.size > CALIBRATION_ROWS:
             # The count was chosen on a subset of the scored rows: calibrate on all of them.
             calibration = task.calibrate(
                 y[active], out_of_fold[active], sample_weight[active], self.priors, calibration
             )
-        if calibration is not None:
-            calibration = task.choose_channel(
-                calibration,
-                y[active],
-                out_of_fold[active],
-                sample_weight[active],
-                self.priors,
-                self.channel,
-            )
-            # The statistics are the posterior's averages, not the mode's
-            # (:mod:`viboost.noise_fit.posterior`).
-            calibration = task.posterior(
-                calibration,
-                y[active],
-                out_of_fold[active],
-                sample_weight[active],
-                self.priors,
-                # Seeded even without a random_state: the statistics are averages over the
-                # draws, and two fits of the same folds should report the same.
-                0 if self.random_state is None else fold_seed(self.random_state),
-            )
-        return calibration, out_of_fold
+        calibration = task.choose_channel(
+            calibration,
+            y[active],
+            out_of_fold[active],
+            sample_weight[active],
+            self.priors,
+            self.channel,
+        )
+        # The statistics are the posterior's averages, not the mode's
+        # (:mod:`viboost.noise_fit.posterior`).
+        posterior = task.posterior(
+            calibration,
+            y[active],
+            out_of_fold[active],
+            sample_weight[active],
+            self.priors,
+            # Seeded even without a random_state: the statistics are averages over the
+            # draws, and two fits of the same folds should report the same.
+            0 if self.random_state is None else fold_seed(self.random_state),
+        )
+        return posterior, out_of_fold
 
     def _search_round_count(
         self,
@@ -764,34 +749,24 @@ class CrossFitter:
     def _noise_statistics(
         self,
         result: CrossFitResult,
-        calibration: NoiseModel,
+        posterior: NoisePosterior,
         y: np.ndarray,
         sample_weight: np.ndarray,
-        averages: RowAverages | None,
+        averages: RowAverages,
     ) -> None:
-        """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`);
-        ``averages``: the posterior's per-row averages, for a :class:`NoisePosterior`."""
+        """The calibrated noise statistics of ``result`` (see :class:`CrossFitResult`) from
+        the noise posterior and its per-row ``averages``."""
         margin = self.task.decision(result.out_of_fold)
-        result.eta, result.omega = calibration.label_posteriors(
+        result.eta, result.omega = posterior.label_posteriors(
             y, sample_weight, result.clean_proba, self.priors
         )
-        if isinstance(calibration, NoisePosterior):
-            assert averages is not None, "the posterior's averages come with it"
-            result.mislabel_proba = averages.mislabel_proba
-            result.true_class_proba = averages.true_class_proba
-            result.joint = averages.joint(sample_weight)
-            result.flip_rates = averages.flip_rates(sample_weight)
-            result.no_noise_proba = calibration.no_noise_proba
-            values, probabilities = calibration.rate_draws(y, margin, sample_weight, averages)
-            result.flip_rate_intervals, result.noise_matrix_intervals = (
-                calibration.intervals_of_draws(values, probabilities)
-            )
-            result.noise_rate_draws = np.column_stack([values[:, 0], probabilities])
-        else:
-            result.mislabel_proba = calibration.mislabel_proba(y, margin)
-            result.true_class_proba = calibration.true_class_proba(y, margin)
-            result.joint = calibration.joint(y, margin, sample_weight)
-            result.flip_rates = calibration.flip_rates(y, margin, sample_weight)
-            result.flip_rate_intervals = calibration.flip_rate_interval(
-                y, margin, sample_weight, random_state=fold_seed(self.random_state)
-            )
+        result.mislabel_proba = averages.mislabel_proba
+        result.true_class_proba = averages.true_class_proba
+        result.joint = averages.joint(sample_weight)
+        result.flip_rates = averages.flip_rates(sample_weight)
+        result.no_noise_proba = posterior.no_noise_proba
+        values, probabilities = posterior.rate_draws(y, margin, sample_weight, averages)
+        result.flip_rate_intervals, result.noise_matrix_intervals = posterior.intervals_of_draws(
+            values, probabilities
+        )
+        result.noise_rate_draws = np.column_stack([values[:, 0], probabilities])

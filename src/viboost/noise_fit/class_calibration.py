@@ -300,7 +300,6 @@ def class_log_likelihood(y: np.ndarray, margin: np.ndarray) -> np.ndarray:
     return log_softmax(margin, axis=1)[np.arange(y.size), y]
 
 
-
 def draw_joints(
     draws: Sequence[KClassChannel], y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray
 ) -> np.ndarray:
@@ -310,6 +309,7 @@ def draw_joints(
     return np.asarray(
         expected_joints(y, margin, sample_weight, [d.signal_and_channel() for d in draws])
     )
+
 
 @dataclass(frozen=True)
 class ClassNoiseCalibration:

@@ -299,7 +299,13 @@ class NoisePosterior:
 
     def refit_clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n of the refit (:class:`~viboost.fitting.cross_fit.CrossFitter`): the noise
-        model's at :attr:`refit_model`."""
+        model's at :attr:`refit_model`.
+
+        Not the posterior average (:meth:`clean_proba`): on small tables the labels leave
+        theta all but undetermined between a little noise and a lot (the scale of the margins
+        trades off against it), and averaged over that posterior every row's phi_n moves
+        towards 1, the flipped rows' with the others'; the refit then fitted the flipped
+        labels and lost up to 10 points of accuracy at 30% flips (``docs/label_noise.md``)."""
         return np.asarray(self.refit_model.clean_proba(y, margin))
 
     def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
