@@ -198,3 +198,99 @@ def test_nested_posterior_starts_at_its_lowest_node_when_the_mode_is_below():
                             0.0, 500, np.random.default_rng(0), -1.0)  # fmt: skip
     assert post.grid[:, 0].min() >= -1.0
     assert np.all(post.params[:, 0] >= -1.0 - 1e-12) and np.isfinite(post.log_evidence)
+
+
+def test_bootstrap_reweightings_of_all_rows_are_exponential():
+    n = 4000
+    y, margin, _ = _labels(n, 0.1, 3)
+    weight = np.random.default_rng(4).uniform(0.5, 2.0, n)
+    rows_y, _, weights = posterior_module.bootstrap_reweightings(y, margin, weight, 300, 7)
+    assert rows_y is y  # every row, none left out below INTERVAL_ROWS
+    ratio = np.array(weights) / weight  # each row's factor: Exp(1), independent of the rest
+    assert ratio.min() > 0
+    assert ratio.mean() == pytest.approx(1.0, abs=0.01)
+    assert ratio.var() == pytest.approx(1.0, abs=0.03)
+    assert abs(np.corrcoef(ratio[:, 0], ratio[:, 1])[0, 1]) < 0.15
+
+
+def test_bootstrap_reweightings_of_a_subset_vary_as_those_of_all_rows(monkeypatch):
+    # On a subset standing for all rows, the reweighted log-likelihood must vary as the
+    # Bayesian bootstrap of all rows would: Var(sum_n s_n alpha_n l_n) = sum_n s_n^2 l_n^2.
+    monkeypatch.setattr(posterior_module, "INTERVAL_ROWS", 2000)
+    import viboost.noise_fit.calibration as calibration_module
+
+    monkeypatch.setattr(calibration_module, "INTERVAL_ROWS", 2000)
+    n = 32_000
+    y, margin, _ = _labels(n, 0.1, 5)
+    weight = np.random.default_rng(6).uniform(0.5, 2.0, n)
+    row_ll = log_expit(y * margin)
+    rows_y, rows_h, weights = posterior_module.bootstrap_reweightings(y, margin, weight, 2000, 8)
+    assert rows_y.size == 2000
+    sub_ll = log_expit(rows_y * rows_h)
+    sums = np.array([np.dot(w, sub_ll) for w in weights])
+    exact_var = float(np.sum(weight**2 * row_ll**2))
+    # The mean is the subset's estimate of all rows' sum (its own sampling error aside); the
+    # spread is that of all rows' bootstrap (the subset's rows reweighted by alpha itself
+    # would spread n / 2000 = 16 times as much).
+    assert sums.mean() == pytest.approx(np.dot(weight, row_ll), rel=0.05)
+    assert sums.var() == pytest.approx(exact_var, rel=0.15)
+
+
+def _posterior_of(theta, none, n_draws=200):
+    from viboost.noise_fit.calibration import NoiseCalibration
+
+    draws = [NoiseCalibration(t, 0.0, 1.0, np.eye(3), 0.0) for t in np.full(n_draws, theta)]
+    return posterior_module.model_average(
+        draws[0], draws, 0.0, float(logit(none)) if 0 < none < 1 else np.inf, 2
+    )
+
+
+def test_bagged_posterior_is_the_average_of_the_bags_mixtures():
+    full = _posterior_of(0.95, 0.5)
+    bags = [_posterior_of(0.9, 0.2), _posterior_of(0.8, 0.5), _posterior_of(0.7, 0.9)]
+    bagged = posterior_module.bag_posteriors(full, bags, 0)
+    assert bagged.no_noise_proba == pytest.approx(np.mean([0.2, 0.5, 0.9]))
+    # The average of the bags' mixtures gives bag b's noise model the mass (1 - P_b) / 3.
+    thetas = np.array([d.theta for d in bagged.draws])
+    assert thetas.size == len(full.draws)
+    noise_mass = np.array([0.8, 0.5, 0.1]) / 3
+    for theta, mass in zip((0.9, 0.8, 0.7), noise_mass, strict=True):
+        share = np.mean(np.isclose(thetas, theta)) * (1 - bagged.no_noise_proba)
+        assert share == pytest.approx(mass, abs=1.0 / thetas.size)
+    # Every prefix is a draw from the mixture (the per-row averages use the first ones).
+    assert len(set(np.round(thetas[: posterior_module.AVERAGE_DRAWS], 3))) == 3
+    # The mode, the refit's model and the evidence stay the full posterior's.
+    assert bagged.mode is full.mode and bagged.refit_model is full.refit_model
+    np.testing.assert_array_equal(bagged.log_evidence, full.log_evidence)
+
+
+def test_bagged_posterior_of_bags_sure_of_no_noise():
+    bags = [_posterior_of(0.9, 1.0), _posterior_of(0.8, 1.0)]
+    bagged = posterior_module.bag_posteriors(_posterior_of(0.9, 0.3), bags, 0)
+    assert bagged.no_noise_proba == 1.0
+    assert len(bagged.draws) == 200  # the draws carry no mass, but are kept
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.2])
+def test_guided_posterior_of_reweighted_rows_matches_a_brute_force_grid(noise):
+    # A bag's posterior (the rows reweighted, its grid and searches guided by the posterior
+    # of the rows as they are) against the brute-force evidence of the rows repeated as often
+    # as their integer weight (a bootstrap resample), and against the unguided search.
+    y, margin, _ = _labels(250, noise, 3)
+    full = integrate_noise_posterior(
+        calibrate_noise(y, margin), y, margin, np.ones_like(y), ModelPriors(), 200, 0
+    )
+    counts = np.random.default_rng(9).multinomial(y.size, np.full(y.size, 1.0 / y.size))
+    weight = counts.astype(float)
+    mode = calibrate_noise(y, margin, weight)
+    guided = integrate_noise_posterior(mode, y, margin, weight, ModelPriors(), 200, 0, full.nodes)
+    exact = _brute_force_evidence(np.repeat(y, counts), np.repeat(margin, counts))
+    assert guided.log_evidence == pytest.approx(exact, abs=0.3)
+    unguided = integrate_noise_posterior(mode, y, margin, weight, ModelPriors(), 200, 0)
+    # (The guided nodes keep the guide's curvature: a resample of 250 rows changes it by a
+    # few per cent, the evidence by a few hundredths of a nat.)
+    assert guided.log_evidence == pytest.approx(unguided.log_evidence, abs=0.1)
+    assert np.mean([d.theta for d in guided.draws]) == pytest.approx(
+        np.mean([d.theta for d in unguided.draws]), abs=0.02
+    )
+    np.testing.assert_array_equal(guided.grid[:, 0], full.grid[:, 0])

@@ -44,7 +44,13 @@ from viboost.boosting.booster import (
 )
 from viboost.fitting.task import MakeRows, Task
 from viboost.noise_fit.model import NoiseModel
-from viboost.noise_fit.posterior import NoisePosterior, RowAverages
+from viboost.noise_fit.posterior import (
+    BAGS,
+    NoisePosterior,
+    RowAverages,
+    bag_posteriors,
+    bootstrap_reweightings,
+)
 from viboost.variational import RoundSettings
 from viboost.variational.priors import ModelPriors
 
@@ -648,26 +654,30 @@ class CrossFitter:
             calibration = task.calibrate(
                 y[active], out_of_fold[active], sample_weight[active], self.priors, calibration
             )
+        rows_y, rows_h, rows_w = y[active], out_of_fold[active], sample_weight[active]
+        independent = calibration
         calibration = task.choose_channel(
-            calibration,
-            y[active],
-            out_of_fold[active],
-            sample_weight[active],
-            self.priors,
-            self.channel,
+            calibration, rows_y, rows_h, rows_w, self.priors, self.channel
         )
+        # Seeded even without a random_state: the statistics are averages over the draws, and
+        # two fits of the same folds should report the same.
+        seed = 0 if self.random_state is None else int(fold_seed(self.random_state) or 0)
         # The statistics are the posterior's averages, not the mode's
-        # (:mod:`viboost.noise_fit.posterior`).
-        posterior = task.posterior(
-            calibration,
-            y[active],
-            out_of_fold[active],
-            sample_weight[active],
-            self.priors,
-            # Seeded even without a random_state: the statistics are averages over the
-            # draws, and two fits of the same folds should report the same.
-            0 if self.random_state is None else fold_seed(self.random_state),
-        )
+        # (:mod:`viboost.noise_fit.posterior`), and that posterior is bagged: the average of
+        # the posteriors of BAGS Bayesian-bootstrap reweightings of the rows, each calibrated
+        # afresh in the channel chosen for all of them.
+        posterior = task.posterior(calibration, rows_y, rows_h, rows_w, self.priors, seed)
+        bag_y, bag_h, reweightings = bootstrap_reweightings(rows_y, rows_h, rows_w, BAGS, seed)
+        bags = []
+        for k, weights in enumerate(reweightings):
+            bag = task.calibrate(bag_y, bag_h, weights, self.priors, independent)
+            bag = task.choose_channel(
+                bag, bag_y, bag_h, weights, self.priors, calibration.channel_name
+            )
+            bags.append(
+                task.posterior(bag, bag_y, bag_h, weights, self.priors, seed + 1 + k, posterior)
+            )
+        posterior = bag_posteriors(posterior, bags, seed)
         return posterior, out_of_fold
 
     def _search_round_count(

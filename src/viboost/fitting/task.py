@@ -159,20 +159,24 @@ class BinaryTask(_Labels):
         sample_weight: np.ndarray,
         priors: ModelPriors,
         random_state: Any = None,
+        guide: NoisePosterior | None = None,
     ) -> NoisePosterior:
         """The posterior average of no noise and the noise model
         (:mod:`viboost.noise_fit.posterior`): the noise model's posterior by quadrature over
-        theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`)."""
+        theta (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`; ``guide``:
+        the posterior of these rows otherwise weighted, whose nodes start the searches)."""
         assert isinstance(calibration, NoiseCalibration), "calibrate() fits the paper's model"
         rows_y, rows_h, rows_w = posterior_rows(y, margin[:, 0], sample_weight, random_state)
         integrated = integrate_noise_posterior(
-            calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state
-        )
+            calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state,
+            None if guide is None else guide.nodes,
+        )  # fmt: skip
         none = no_noise_log_evidence(lambda b: log_expit(rows_y * b * rows_h), rows_w)
         peak = peak_calibration(integrated, calibration)
         return model_average(
-            calibration, integrated.draws, integrated.log_evidence, none, 2, peak, integrated.grid
-        )
+            calibration, integrated.draws, integrated.log_evidence, none, 2, peak, integrated.grid,
+            integrated.nodes,
+        )  # fmt: skip
 
     def log_likelihood(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """Each row's log-likelihood under the core model (every label true)."""
@@ -303,19 +307,23 @@ class ClassesTask(_Labels):
         sample_weight: np.ndarray,
         priors: ModelPriors,
         random_state: Any = None,
+        guide: NoisePosterior | None = None,
     ) -> NoisePosterior:
         """The posterior average of no noise and the noise model
-        (:mod:`viboost.noise_fit.posterior`): the noise model's draws from its Laplace
+        (:mod:`viboost.noise_fit.posterior`): the paper's channel integrated over theta
+        (``guide`` as for two classes), the class-conditional channel's draws from its Laplace
         approximation, its log evidence the calibration's."""
         assert isinstance(calibration, ClassNoiseCalibration | ClassChannelCalibration)
         rows_y, rows_h, rows_w = posterior_rows(y, margin, sample_weight, random_state)
         none = no_noise_log_evidence(lambda b: class_log_likelihood(rows_y, b * rows_h), rows_w)
         if isinstance(calibration, ClassNoiseCalibration):
             integrated = integrate_class_noise_posterior(
-                calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state
-            )
+                calibration, rows_y, rows_h, rows_w, priors, POSTERIOR_DRAWS, random_state,
+                None if guide is None else guide.nodes,
+            )  # fmt: skip
             return model_average(calibration, integrated.draws, integrated.log_evidence, none,
-                                 self.n_classes, grid=integrated.grid)  # fmt: skip
+                                 self.n_classes, grid=integrated.grid,
+                                 nodes=integrated.nodes)  # fmt: skip
         # The full channel has no theta to integrate over: its Laplace approximation.
         draws = calibration.posterior_draws(POSTERIOR_DRAWS, random_state)
         return model_average(calibration, draws, calibration.log_evidence, none, self.n_classes)

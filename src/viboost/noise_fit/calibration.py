@@ -652,6 +652,7 @@ def integrate_noise_posterior(
     priors: ModelPriors,
     n_draws: int = 400,
     random_state: RandomStateLike = None,
+    guide: np.ndarray | None = None,
 ) -> NestedPosterior:
     """The posterior of ``(theta, xi, b)`` without the normal approximation in ``logit
     theta``: :func:`~viboost.noise_fit.laplace.nested_posterior` (a grid over ``logit theta``
@@ -694,6 +695,7 @@ def integrate_noise_posterior(
     nested = nested_posterior(
         _objective, mean, mode.covariance, args, rest_bounds, total, float(log_norm),
         n_draws, spawn_generator(random_state), float(logit(1.0 - 2.0 * MAX_FLIP_RATE)) + 1e-9,
+        guide=guide,
     )  # fmt: skip
     draws = [
         NoiseCalibration(float(expit(u)), float(xi), float(np.exp(log_b)), mode.covariance, 0.0)

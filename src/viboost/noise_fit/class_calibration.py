@@ -754,6 +754,7 @@ def integrate_class_noise_posterior(
     priors: ModelPriors,
     n_draws: int = 200,
     random_state: RandomStateLike = None,
+    guide: np.ndarray | None = None,
 ) -> NestedPosterior:
     """The posterior of ``(theta, pi, b)`` integrated over ``logit theta`` on a grid, the
     Laplace approximation over ``(pi, log b)`` at each node
@@ -761,7 +762,7 @@ def integrate_class_noise_posterior(
     (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`); its draws as
     calibrations. ``log_evidence`` carries the priors' normalising constants (Beta(zeta),
     Dirichlet(mu_0' 1), the normal on log b). Noise labels are at most
-    ``2 MAX_FLIP_RATE`` (90%) of the labels."""
+    ``2 MAX_FLIP_RATE`` (90%) of the labels. ``guide``: as the binary one's."""
     y, margin, weight, priors = class_inputs(y, margin, sample_weight, priors)
     n_classes = margin.shape[1]
     total = float(weight.sum())
@@ -777,7 +778,7 @@ def integrate_class_noise_posterior(
     nested = nested_posterior(
         _objective, mode.params, mode.covariance, args, lambda u: bounds[1:], total,
         float(log_norm), n_draws, spawn_generator(random_state),
-        float(logit(1.0 - 2.0 * MAX_FLIP_RATE)) + 1e-9,
+        float(logit(1.0 - 2.0 * MAX_FLIP_RATE)) + 1e-9, guide=guide,
     )  # fmt: skip
     draws = [ClassNoiseCalibration.from_params(p, mode.covariance) for p in nested.params]
     return replace(nested, draws=draws)

@@ -245,6 +245,11 @@ GRID_SIDE = 60
 #: ... and ends at this ``logit theta``: a share of noise labels of 3e-7, indistinguishable
 #: from none (:mod:`viboost.noise_fit.posterior` gives theta = 1 its own mass).
 GRID_TOP = 15.0
+#: A guided node (:func:`_guided_node`) takes this many Newton steps from the guide's
+#: conditional mode ...
+GUIDED_STEPS = 2
+#: ... each halved at most this many times until it lowers the objective.
+GUIDED_HALVINGS = 3
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,10 @@ class NestedPosterior:
         The node of the highest marginal density and the others' conditional mode there.
     draws : list
         The draws as the caller's objects (filled in by the caller).
+    nodes : ndarray of shape (n_nodes, n_params + (n_params - 1)^2) or None
+        Each node's ``logit theta``, the others' conditional mode there and its Laplace
+        covariance (flattened): the ``guide`` of a posterior of reweighted rows
+        (:func:`nested_posterior`).
     """
 
     params: np.ndarray
@@ -271,6 +280,7 @@ class NestedPosterior:
     grid: np.ndarray
     peak: np.ndarray
     draws: list[Any] = field(default_factory=list, repr=False)
+    nodes: np.ndarray | None = field(default=None, repr=False)
 
 
 def _conditional_mode(
@@ -318,18 +328,27 @@ def nested_posterior(
     n_draws: int,
     rng: np.random.Generator,
     lowest: float = -30.0,
+    guide: np.ndarray | None = None,
 ) -> NestedPosterior:
     """The posterior of a parameter vector whose first entry is ``logit theta``, integrated
     over it on a grid, with the Laplace approximation over the others given it at each node
     (the nested Laplace approximation of Rue, Martino and Chopin, 2009, JRSS B 71: 319-392).
 
     The grid starts at the mode (``mode``, with ``covariance`` its Laplace covariance, whose
-    first variance sets the first step), and runs on each side, with steps growing by 1.3,
+    first variance sets the first step), and runs on each side, with steps growing by 1.2,
     until the log density has fallen :data:`GRID_DROP` nats below its highest, up to
     ``logit theta`` = :data:`GRID_TOP` (above, a likelihood flat in theta carries no mass
     worth the nodes: the prior's density in ``logit theta`` falls as ``1 - theta``) and down
     to ``lowest`` (``rest_bounds(u)``: the box of the other parameters given ``u``, for ``u``
     at least ``lowest``; a mode below ``lowest`` starts the grid at ``lowest``).
+    ``guide``: the :attr:`NestedPosterior.nodes` of the posterior of nearby data (the same
+    rows reweighted, :func:`viboost.noise_fit.posterior.bootstrap_reweightings`); the grid is
+    then the guide's nodes, and each node's conditional mode is found by Newton steps from the
+    guide's there with the guide's curvature (:func:`_guided_node`), where otherwise it is
+    searched by L-BFGS from the neighbouring node's and from the joint mode (a guard against
+    a second conditional mode, which the guide's search has passed already). The guide's
+    grid spans :data:`GRID_DROP` nats of its own posterior, some five of its standard
+    deviations on each side, and a reweighting of the rows moves the posterior by about one.
     ``log_norm``: the log normalising constant of the priors inside ``objective`` (minus the
     log posterior divided by ``total``). Between nodes the log density is interpolated
     linearly (exact for an exponential tail): the evidence is the sum of the cells' masses;
@@ -358,38 +377,29 @@ def nested_posterior(
     centre = max(float(mode[0]), lowest)
     low = float(lowest)
     sd = float(np.sqrt(max(covariance[0, 0], 1e-8)))
-    nodes = {
-        centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)
-    }
-    peak = nodes[centre][2]
-    for direction in (-1.0, 1.0):
-        step, u, start = 0.25 * sd, centre, mode[1:]
-        for _ in range(GRID_SIDE):
-            nxt = min(max(u + direction * step, low), max(GRID_TOP, centre))
-            if nxt == u:
-                break
-            # From the neighbour's mode and from the joint mode's: the conditional posterior
-            # can have two modes, and a walk from one side alone may stay on the lower one.
-            box = rest_bounds(nxt)
-            node = max(
-                _conditional_mode(objective, nxt, start, args, box, total),
-                _conditional_mode(objective, nxt, mode[1:], args, box, total),
-                key=lambda candidate: candidate[2],
-            )
-            nodes[nxt] = node
-            peak = max(peak, node[2])
-            u, start = nxt, node[0]
-            if node[2] < peak - GRID_DROP:
-                break
-            step *= 1.2
+
+    if guide is not None:
+        # The guide's nodes, each a Newton step from the guide's conditional mode there.
+        size = mode.size - 1
+        nodes = {}
+        for row in np.asarray(guide, dtype=np.float64):
+            u = float(row[0])
+            nodes[u] = _guided_node(
+                objective, u, row[1 : 1 + size], row[1 + size :].reshape(size, size), args,
+                rest_bounds(u), total,
+            )  # fmt: skip
+    else:
+        nodes = _walk(objective, mode, centre, low, sd, args, rest_bounds, total)
     grid = np.array(sorted(nodes))
     log_density = np.array([nodes[u][2] for u in grid])
+    node_params = np.array([np.concatenate([[u], nodes[u][0], nodes[u][1].ravel()]) for u in grid])
     best = float(grid[int(np.argmax(log_density))])
     peak_params = np.concatenate([[best], nodes[best][0]])
     if grid.size == 1:  # the mode at a bound with nothing beyond: a point
         params = np.tile(mode, (n_draws, 1))
         return NestedPosterior(params, float(log_density[0]) + log_norm,
-                               np.column_stack([grid, log_density]), peak_params)  # fmt: skip
+                               np.column_stack([grid, log_density]), peak_params,
+                               nodes=node_params)  # fmt: skip
     # Within a cell the log density is interpolated linearly: the cell's mass is
     # w (e^b - e^a) / (b - a), and a draw within it is an exponential's inverse CDF.
     widths = np.diff(grid)
@@ -426,5 +436,85 @@ def nested_posterior(
         box = rest_bounds(float(u))
         params[i, 1:] = np.clip(rng.multivariate_normal(rest, cov), box[:, 0], box[:, 1])
     return NestedPosterior(
-        params, float(log_evidence), np.column_stack([grid, log_density]), peak_params
+        params, float(log_evidence), np.column_stack([grid, log_density]), peak_params,
+        nodes=node_params,
+    )  # fmt: skip
+
+
+def _guided_node(
+    objective: Objective,
+    first: float,
+    start: np.ndarray,
+    covariance: np.ndarray,
+    args: Sequence,
+    bounds: np.ndarray,
+    total: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`_conditional_mode` of reweighted rows, from a guide's conditional mode ``start``
+    and Laplace ``covariance`` at the same node: Newton steps with the guide's Hessian (the
+    step halved, up to :data:`GUIDED_HALVINGS` times, until it lowers the objective), and the
+    guide's covariance (a reweighting of the rows moves the conditional mode by about one of
+    its standard deviations and its curvature by a share of order ``n^-1/2``)."""
+
+    def conditional(rest: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = objective(np.concatenate([[first], rest]), *args)
+        return float(value), np.asarray(grad[1:])
+
+    rest = np.clip(start, bounds[:, 0], bounds[:, 1])
+    value, grad = conditional(rest)
+    for _ in range(GUIDED_STEPS):
+        step = -(covariance @ grad) * total  # the objective was divided by the total weight
+        for _ in range(GUIDED_HALVINGS + 1):
+            trial = np.clip(rest + step, bounds[:, 0], bounds[:, 1])
+            trial_value, trial_grad = conditional(trial)
+            if trial_value <= value:
+                rest, value, grad = trial, trial_value, trial_grad
+                break
+            step = 0.5 * step
+        else:
+            break
+    log_density = (
+        -total * value
+        + 0.5 * rest.size * np.log(2.0 * np.pi)
+        + 0.5 * float(np.linalg.slogdet(covariance)[1])
     )
+    return rest, covariance, log_density
+
+
+def _walk(
+    objective: Objective,
+    mode: np.ndarray,
+    centre: float,
+    low: float,
+    sd: float,
+    args: Sequence,
+    rest_bounds: Callable[[float], np.ndarray],
+    total: float,
+) -> dict[float, tuple[np.ndarray, np.ndarray, float]]:
+    """:func:`nested_posterior`'s nodes: from ``centre`` on each side, with steps growing by
+    1.2, until the log density has fallen :data:`GRID_DROP` nats below its highest."""
+    nodes = {
+        centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)
+    }
+    peak = nodes[centre][2]
+    for direction in (-1.0, 1.0):
+        step, u, start = 0.25 * sd, centre, mode[1:]
+        for _ in range(GRID_SIDE):
+            nxt = min(max(u + direction * step, low), max(GRID_TOP, centre))
+            if nxt == u:
+                break
+            # From the neighbour's mode and from the joint mode's: the conditional posterior
+            # can have two modes, and a walk from one side alone may stay on the lower one.
+            box = rest_bounds(nxt)
+            node = max(
+                _conditional_mode(objective, nxt, start, args, box, total),
+                _conditional_mode(objective, nxt, mode[1:], args, box, total),
+                key=lambda candidate: candidate[2],
+            )
+            nodes[nxt] = node
+            peak = max(peak, node[2])
+            u, start = nxt, node[0]
+            if node[2] < peak - GRID_DROP:
+                break
+            step *= 1.2
+    return nodes

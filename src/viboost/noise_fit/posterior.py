@@ -26,12 +26,24 @@ it, so that an interval can hold the share a simulation actually flipped.
 A statistic of the no-noise model is exact (no label wrong): when its posterior probability
 exceeds the tail of an interval, the interval starts at 0, and :attr:`NoisePosterior.no_noise_proba`
 is the stated probability that no label is wrong.
+
+Both models are approximations of how the labels came about (a logistic signal of the margins, a
+noisy label drawn whatever the features say), and a posterior conditional on a misspecified
+model is too sure of itself. The posterior the cross-fit reports is therefore *bagged*
+(BayesBag: Buhlmann 2014; Huggins and Miller, "Reproducible model selection using bagged
+posteriors", Bayesian Analysis 2023): the average of :data:`BAGS` posteriors, each given a
+Bayesian-bootstrap reweighting of the calibration's rows (:func:`bootstrap_reweightings`,
+:func:`bag_posteriors`). Its spread is the posterior's plus the sampling spread of the
+calibration itself (the sandwich variance ``J^-1 I J^-1``, which the posterior alone misses
+where the model is wrong), and its probability of no noise is the average of theirs, so that a
+choice between the two models that a reweighting of the rows would overturn is not stated
+with confidence.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,10 +62,13 @@ from viboost.variational.priors import ModelPriors
 
 __all__ = [
     "AVERAGE_DRAWS",
+    "BAGS",
     "NO_NOISE_PRIOR",
     "POSTERIOR_DRAWS",
     "NoisePosterior",
     "RowAverages",
+    "bag_posteriors",
+    "bootstrap_reweightings",
     "model_average",
     "no_noise_log_evidence",
     "posterior_rows",
@@ -67,6 +82,9 @@ NO_NOISE_PRIOR = 0.5
 #: The per-row averages (phi_n, the probability that a label is wrong, the true class) are
 #: taken over at most this many of the draws (the first: draws are independent).
 AVERAGE_DRAWS = 50
+#: The reported posterior is the average of this many posteriors, each given a
+#: Bayesian-bootstrap reweighting of the calibration's rows (:func:`bag_posteriors`).
+BAGS = 4
 #: The prior on ``log b`` of every calibration: N(0, 3^2).
 _LOG_SCALE_PRIOR_SD = 3.0
 
@@ -205,6 +223,10 @@ class NoisePosterior:
     grid : ndarray or None
         Two classes: the nodes of ``logit theta`` and the log marginal density of the noise
         model's posterior there (:func:`~viboost.noise_fit.calibration.integrate_noise_posterior`).
+    nodes : ndarray or None
+        Where the posterior was integrated over theta, each node's parameters
+        (:attr:`~viboost.noise_fit.laplace.NestedPosterior.nodes`): the guide of the bags'
+        posteriors (:func:`bag_posteriors`).
     """
 
     mode: Any
@@ -214,6 +236,7 @@ class NoisePosterior:
     n_classes: int
     refit_model: Any = field(repr=False)
     grid: np.ndarray | None = field(default=None, repr=False)
+    nodes: np.ndarray | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------ the mode's parameters
     def __getattr__(self, name: str) -> Any:
@@ -228,6 +251,7 @@ class NoisePosterior:
             "n_classes",
             "grid",
             "refit_model",
+            "nodes",
         }:
             raise AttributeError(name)
         return getattr(self.mode, name)
@@ -464,6 +488,7 @@ def model_average(
     n_classes: int,
     refit_model: NoiseModel | None = None,
     grid: np.ndarray | None = None,
+    nodes: np.ndarray | None = None,
 ) -> NoisePosterior:
     """The :class:`NoisePosterior` of a noise model's ``draws`` and the two models' log
     evidence, with prior probability :data:`NO_NOISE_PRIOR` of no noise."""
@@ -479,4 +504,91 @@ def model_average(
         n_classes=int(n_classes),
         refit_model=mode if refit_model is None else refit_model,
         grid=grid,
+        nodes=nodes,
     )
+
+
+def bootstrap_reweightings(
+    y: np.ndarray, margin: np.ndarray, sample_weight: np.ndarray, n_bags: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The rows of :func:`posterior_rows` (with ``random_state=seed``: the same rows) and
+    ``n_bags`` Bayesian-bootstrap reweightings of them (Rubin 1981: each row's weight times an
+    independent standard exponential, a Dirichlet(1, ..., 1) over the rows scaled to their
+    number).
+
+    On a subset of ``m`` rows standing for all ``N`` (each row's weight scaled by ``r = W /
+    W_subset``, about ``N / m``), a row's exponential ``alpha`` enters as ``1 + (alpha - 1) /
+    sqrt(r)``: the reweighted log-likelihood of the subset then varies as much as that of all
+    rows reweighted would (``r^2 * m * Var / r = N * Var``), where reweighting the subset's
+    rows by ``alpha`` itself would vary ``r`` times as much. The factor stays at or above
+    ``1 - 1/sqrt(r) >= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y, h = np.array([1.0, -1.0, 1.0]), np.zeros(3)
+    >>> rows_y, rows_h, weights = bootstrap_reweightings(y, h, np.ones(3), 2, 0)
+    >>> len(weights), weights[0].shape, bool(np.all(weights[0] > 0))
+    (2, (3,), True)
+    """
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    subset = interval_subset(y.shape[0], seed)
+    if subset is None:
+        rows_y, rows_h, rows_w, scale = y, margin, weight, 1.0
+    else:
+        scale = float(weight.sum() / weight[subset].sum())
+        rows_y, rows_h, rows_w = y[subset], margin[subset], weight[subset] * scale
+    # A stream of its own (the subset's draws come from the seed itself).
+    rng = np.random.default_rng([seed, _BAG_STREAM])
+    spread = 1.0 / np.sqrt(max(scale, 1.0))
+    weights = [
+        rows_w * (1.0 + (rng.standard_exponential(rows_w.shape[0]) - 1.0) * spread)
+        for _ in range(n_bags)
+    ]
+    return rows_y, rows_h, weights
+
+
+#: The bootstrap's random stream, apart from the subset's and the draws' (same seed).
+_BAG_STREAM = 0xBA6
+
+
+def bag_posteriors(
+    full: NoisePosterior, bags: Sequence[NoisePosterior], seed: int
+) -> NoisePosterior:
+    """The average of the ``bags``' posteriors (BayesBag; see the module docstring) as one
+    :class:`NoisePosterior`: the probability of no noise is the average of theirs, and the
+    noise model's draws are the bags' pooled, bag ``b`` giving a share of them proportional to
+    its probability of noise ``1 - P_b(no noise)`` (so the mixture is the average of the bags'
+    mixtures, to one draw), in a random order (any prefix of them, such as the
+    :data:`AVERAGE_DRAWS` behind the per-row averages, is a draw from the mixture). The mode,
+    the refit's model, the evidence and the grid stay ``full``'s: the posterior of all rows
+    as they are weighted, which the reported parameters and the refit use.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from viboost.noise_fit.calibration import NoiseCalibration
+    >>> def posterior(theta, none):
+    ...     draw = NoiseCalibration(theta, 0.0, 1.0, np.eye(3), 0.0)
+    ...     return model_average(draw, [draw] * 4, 0.0, float(np.log(none / (1 - none))), 2)
+    >>> bagged = bag_posteriors(posterior(0.9, 0.5), [posterior(0.8, 0.2), posterior(0.7, 0.6)], 0)
+    >>> round(bagged.no_noise_proba, 2), sorted(round(d.theta, 1) for d in bagged.draws)
+    (0.4, [0.7, 0.8, 0.8, 0.8])
+    """
+    if not bags:
+        return full
+    none = np.array([bag.no_noise_proba for bag in bags], dtype=np.float64)
+    noise = 1.0 - none
+    n_draws = len(full.draws)
+    shares = noise / noise.sum() if noise.sum() > 0 else np.full(len(bags), 1.0 / len(bags))
+    # Largest remainders: the counts sum to n_draws and each is within one of its share.
+    exact = shares * n_draws
+    counts = np.floor(exact).astype(np.intp)
+    counts[np.argsort(counts - exact, kind="stable")[: n_draws - int(counts.sum())]] += 1
+    rng = np.random.default_rng([seed, _BAG_STREAM, 1])
+    draws: list = []
+    for bag, count in zip(bags, counts, strict=True):
+        picked = rng.choice(len(bag.draws), size=min(int(count), len(bag.draws)), replace=False)
+        draws.extend(bag.draws[i] for i in np.sort(picked))
+    order = rng.permutation(len(draws))
+    return replace(full, draws=[draws[i] for i in order], no_noise_proba=float(none.mean()))
