@@ -202,3 +202,26 @@ def test_fit_sample_with_callbacks_gives_the_edges_of_fit():
     assert 99.0 in got.bin_values_[2]  # the rare value was found by the full pass
     assert np.isnan(got.bin_values_[0]).all()  # quantile bins have no values
     assert subsample_ranks(400, 500, 3) is None
+
+
+def test_categorical_bin_is_code():
+    """A categorical feature's bin is its code whatever the data (issue 53), NaN and
+    out-of-range codes go to the missing bin, and K > max_bins raises."""
+    rng = np.random.default_rng(0)
+    codes = rng.integers(0, 7, size=500).astype(float)
+    codes[::17] = np.nan
+    X = np.column_stack([codes, rng.normal(size=500)])
+    binner = FeatureBinner(max_bins=16, n_categories=np.array([9, 0])).fit(X)
+    assert binner.is_categorical_.tolist() == [True, False]
+    assert binner.n_bins_[0] == 9 and binner.exact_[0]
+    np.testing.assert_array_equal(binner.thresholds_[0], np.arange(8) + 0.5)
+    bins = binner.transform(X)
+    observed = ~np.isnan(codes)
+    np.testing.assert_array_equal(bins[observed, 0], codes[observed].astype(np.uint8))
+    assert np.all(bins[~observed, 0] == 255)
+    odd = binner.transform(np.array([[-1.0, 0.0], [9.0, 0.0], [2.5, 0.0], [8.0, 0.0]]))
+    assert odd[:, 0].tolist() == [255, 255, 255, 8]
+    numeric = FeatureBinner(max_bins=16).fit(X[:, 1:])
+    np.testing.assert_array_equal(binner.thresholds_[1], numeric.thresholds_[0])
+    with pytest.raises(ValueError, match="categories, more than max_bins"):
+        FeatureBinner(max_bins=8, n_categories=np.array([9, 0])).fit(X)

@@ -207,6 +207,11 @@ class FeatureBinner:
         Source of the subsample; an int gives a reproducible one. The subsample is drawn from
         :func:`viboost._utils.validation.spawn_generator` of it (an int seeds the Generator itself;
         otherwise one integer drawn from ``check_random_state(random_state)`` does).
+    n_categories : ndarray of int64, shape (n_features,), default=None
+        Per feature, 0 for a numeric one, or ``K > 0`` for a categorical one whose values are the
+        float codes ``0 .. K-1`` (NaN: missing or unseen). A categorical feature's edges are
+        ``k + 0.5``, whatever the data, so its bin is its code (NaN: bin 255). ``K > max_bins``
+        raises. None: every feature numeric.
 
     Attributes
     ----------
@@ -219,6 +224,8 @@ class FeatureBinner:
         Whether the feature is binned exactly (one bin per distinct active value).
     bin_values_ : ndarray of shape (n_features, 256)
         For an exactly binned feature, the value of each bin (NaN-padded); all NaN otherwise.
+    is_categorical_ : ndarray of bool, shape (n_features,)
+        Whether the feature is categorical (``n_categories[j] > 0``): bin == code.
     n_features_in_ : int
         Columns seen in ``fit``.
 
@@ -241,10 +248,12 @@ class FeatureBinner:
         max_bins: int = 255,
         subsample: int = 200_000,
         random_state: RandomStateLike = None,
+        n_categories: np.ndarray | None = None,
     ) -> None:
         self.max_bins = max_bins
         self.subsample = subsample
         self.random_state = random_state
+        self.n_categories = n_categories
 
     def _check_params(self) -> None:
         max_bins, subsample = self.max_bins, self.subsample
@@ -325,6 +334,7 @@ class FeatureBinner:
         if sample.ndim != 2 or sample.shape[1] == 0:
             raise ValueError(f"the sample must be 2-D with features, got shape {sample.shape}")
         n_features = sample.shape[1]
+        n_categories = self._categories(n_features)
         _sort_columns(sample)  # NaN sorts last
 
         thresholds: list[np.ndarray | None] = [None] * n_features
@@ -333,6 +343,12 @@ class FeatureBinner:
         to_verify: list[int] = []
         verify_values: list[np.ndarray] = []
         for j in range(n_features):
+            if n_categories[j] > 0:  # categorical: edges k + 0.5, so bin == code (issue 53)
+                codes = np.arange(n_categories[j], dtype=np.float64)
+                thresholds[j] = codes[:-1] + 0.5
+                bin_values[j, : codes.size] = codes
+                exact[j] = True
+                continue
             column = sample[:, j]
             observed = column[: np.searchsorted(column, np.nan)]  # NaN sorts (and searches) last
             values = _distinct(observed)
@@ -369,12 +385,35 @@ class FeatureBinner:
         self.n_bins_ = np.array([t.size + 1 for t in self.thresholds_], dtype=np.int64)
         self.exact_ = exact
         self.bin_values_ = bin_values
+        self.is_categorical_ = n_categories > 0
         self.n_features_in_ = n_features
         table = np.full((n_features, _TABLE_SIZE), np.inf)
         for j, edges in enumerate(self.thresholds_):
             table[j, : edges.size] = edges
         self._table = table
         return self
+
+    def _categories(self, n_features: int) -> np.ndarray:
+        """``n_categories`` as int64 per feature (zeros when None), checked against
+        ``max_bins``: a categorical feature needs one bin per category."""
+        if self.n_categories is None:
+            return np.zeros(n_features, dtype=np.int64)
+        n_categories = np.asarray(self.n_categories, dtype=np.int64).reshape(-1)
+        if n_categories.shape != (n_features,):
+            raise ValueError(
+                f"n_categories must have one entry per feature ({n_features}), got "
+                f"{n_categories.shape}"
+            )
+        if np.any(n_categories < 0):
+            raise ValueError("n_categories must be nonnegative (0: a numeric feature)")
+        too_many = np.flatnonzero(n_categories > int(self.max_bins))
+        if too_many.size:
+            j = int(too_many[0])
+            raise ValueError(
+                f"feature {j} has {int(n_categories[j])} categories, more than max_bins="
+                f"{int(self.max_bins)}: a categorical feature needs one bin per category"
+            )
+        return n_categories
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         """Bins of ``X``: a C-contiguous ``uint8`` array of shape (n_samples, n_features).
@@ -389,7 +428,14 @@ class FeatureBinner:
             raise ValueError(
                 f"X has {X.shape[1]} features, but the binner was fitted with {self.n_features_in_}"
             )
-        return _bin_rows(X, self._table)
+        binned = _bin_rows(X, self._table)
+        categorical = np.flatnonzero(getattr(self, "is_categorical_", ()))
+        for j in categorical:  # a code outside 0 .. K-1 or not integral: missing (as predict)
+            column = X[:, j]
+            with np.errstate(invalid="ignore"):
+                bad = ~((column >= 0) & (column < self.n_bins_[j]) & (column == np.floor(column)))
+            binned[bad, j] = MISSING_BIN
+        return binned
 
     def fit_transform(self, X: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
         """``fit(X, active)`` then ``transform(X)``."""
