@@ -5,6 +5,7 @@ section 4, the exhaustive stump search, one thread, and the fit on the rows them
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import warnings
 from pathlib import Path
@@ -23,6 +24,7 @@ import viboost.estimator
 import viboost.variational.compression
 from viboost import VIBoostClassifier, ViboostVersionWarning
 from viboost.boosting.stumps import DecisionStump
+from viboost.fitting.data import InMemoryData
 from viboost.variational.priors import ModelPriors
 
 
@@ -208,9 +210,34 @@ def test_bad_input_is_named(X, y, kwargs, match):
 
 
 def test_non_numeric_columns_are_named():
+    # Not declared categorical (categorical_features=None or a mask without them): refused,
+    # named, with categorical_features suggested; at predict too for a numeric model.
     frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "city": ["a", "b", "a", "b"]})
-    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['city'\]"):
-        VIBoostClassifier(3, preset="paper").fit(frame, [0, 1, 0, 1])
+    for declared in (None, [True, False], [0]):
+        with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['city'\]") as info:
+            VIBoostClassifier(3, preset="paper", categorical_features=declared).fit(
+                frame, [0, 1, 0, 1]
+            )
+        assert "categorical_features" in str(info.value)
+    numeric = frame.assign(city=[0.0, 1.0, 0.0, 1.0])
+    clf = VIBoostClassifier(3, preset="paper").fit(numeric, [0, 1, 0, 1])
+    assert clf.is_categorical_ is None and clf.categories_ == [None, None]
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['city'\].*categorical_f"):
+        clf.predict(frame)
+
+
+@pytest.mark.skipif(
+    "n_categories" not in inspect.signature(InMemoryData).parameters,
+    reason="engine not yet categorical",
+)
+def test_string_columns_are_fitted_as_categorical():
+    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0] * 5, "city": ["a", "b", "a", "b"] * 5})
+    y = [0, 1, 0, 1] * 5
+    clf = VIBoostClassifier(3, preset="paper").fit(frame, y)
+    assert clf.is_categorical_.tolist() == [False, True]
+    assert clf.categories_[0] is None and clf.categories_[1].tolist() == ["a", "b"]
+    assert clf.n_features_in_ == 2 and clf.feature_names_in_.tolist() == ["x", "city"]
+    np.testing.assert_array_equal(clf.predict(frame), y)
 
 
 def test_wrong_number_of_features_at_predict(data):

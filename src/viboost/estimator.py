@@ -28,8 +28,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_consistent_length,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
+from viboost._utils.categorical import CategoricalEncoder, resolve_categorical
 from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
 from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
@@ -43,6 +50,24 @@ __all__ = ["VIBoostClassifier", "ViboostVersionWarning"]
 
 class ViboostVersionWarning(UserWarning):
     """A model is loaded with a viboost version other than the one that saved it."""
+
+
+#: Appended to the error for non-numeric columns that are not categorical features.
+_CATEGORICAL_HINT = (
+    "or list them in categorical_features (the default 'from_dtype' fits string, object and "
+    "category columns as categorical features)"
+)
+
+
+def _same_categories(a: CategoricalEncoder, b: CategoricalEncoder) -> bool:
+    """Whether two encoders have the same categorical features and categories."""
+    if not np.array_equal(a.is_categorical_, b.is_categorical_):
+        return False
+    return all(
+        (x is None and y is None)
+        or (x is not None and y is not None and len(x) == len(y) and np.array_equal(x, y))
+        for x, y in zip(a.categories_, b.categories_, strict=True)
+    )
 
 
 class VIBoostClassifier(ClassifierMixin, BaseEstimator):
@@ -155,7 +180,23 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         distinct values is binned exactly, so the stumps are those of the exhaustive search;
         otherwise its thresholds are quantiles. Thresholds are in the units of ``X``. None uses
         the exhaustive search over all distinct values
-        (:class:`~viboost.boosting.stumps.ExactStumpSearch`; stumps only).
+        (:class:`~viboost.boosting.stumps.ExactStumpSearch`; stumps only). A categorical
+        feature may have at most ``max_bins`` categories.
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+            default="from_dtype"
+        Which features are categorical, as in scikit-learn's HGB: ``"from_dtype"``, the
+        DataFrame columns of dtype ``category``, ``object`` or ``string`` (python or pyarrow
+        storage), so that string columns are categorical (numpy input: none); a boolean mask
+        of length ``n_features``; integer indices; feature names (a DataFrame's columns); or
+        None for none. A split on a categorical feature sends a set of its categories to one
+        side. Categories are matched by value (pandas category codes and the order of the
+        categories do not matter); missing values and categories not seen in ``fit`` go to
+        each split's missing side. An ordered categorical is treated as unordered, as HGB does
+        (pass ``column.cat.codes`` as a numeric column to keep the order). A numeric column
+        listed here must hold integers ``0, 1, 2, ...``; its negative values are missing. A
+        feature with more than ``max_bins`` categories, or mixing numbers and strings, is an
+        error naming it; so is a column fitted with string categories that holds numbers at
+        predict (or the reverse).
     max_leaf_nodes : int or None, default=None
         Most leaves of each round's tree (scikit-learn HGB's name), grown best-first
         (:mod:`viboost.boosting.trees`). None: the preset's, 8 for ``"robust"`` and 2 for
@@ -340,6 +381,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         cross-fitted (the noise model is fitted once, after the rounds).
     classes_ : ndarray of shape (n_classes,)
         Class labels; for two classes ``classes_[1]`` is the positive class (+1 in the paper).
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        Which features are categorical (see ``categorical_features``); None when none is.
+    categories_ : list of (ndarray or None)
+        Per feature, its categories in the order of their codes (strings, or integers as
+        floats), or None for a numeric feature.
     n_features_in_ : int
         Number of features seen at fit.
     feature_names_in_ : ndarray of shape (n_features,)
@@ -399,6 +445,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "update_alpha_once": ["boolean"],
         "warm_start": ["boolean"],
         "max_bins": [Interval(Integral, 2, 255, closed="both"), None],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
         "max_leaf_nodes": [Interval(Integral, 2, None, closed="left"), None],
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "min_samples_leaf": [Interval(Integral, 1, None, closed="left"), None],
@@ -434,6 +481,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         update_alpha_once: bool = False,
         warm_start: bool = False,
         max_bins: int | None = 255,
+        categorical_features: Any = "from_dtype",
         max_leaf_nodes: int | None = None,
         max_depth: int | None = None,
         min_samples_leaf: int | None = None,
@@ -465,6 +513,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self.update_alpha_once = update_alpha_once
         self.warm_start = warm_start
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
         self.max_leaf_nodes = max_leaf_nodes
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
@@ -502,6 +551,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
                 stacklevel=2,
             )
         state.setdefault("n_jobs", None)  # models saved before n_jobs existed
+        state.setdefault("categorical_features", None)  # saved before: every feature numeric
         # Models saved before the presets were fitted by Algorithm 1 as printed.
         for name, value in (
             ("preset", "paper"),
@@ -530,14 +580,78 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_best_rounds_"):
             # Saved before the refit's rounds were scaled: it refitted the chosen count.
             self.cv_best_rounds_ = len(self.estimators_) if np.size(self.cv_rounds_) else 0
+        if hasattr(self, "n_features_in_") and "_encoder" not in self.__dict__:
+            # Saved before categorical features: every feature was numeric.
+            self._encoder = CategoricalEncoder.numeric(self.n_features_in_)
+            self.is_categorical_ = None
+            self.categories_ = [None] * self.n_features_in_
         if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_n_splits_"):
             # Saved before cv="auto": an int cv (at most that many folds), or a splitter.
             crossed = np.size(self.cv_rounds_) and isinstance(self.cv, Integral)
             self.cv_n_splits_ = int(self.cv) if crossed else 0
 
-    def _validate_X(self, X: object, reset: bool) -> np.ndarray:
-        reject_non_numeric_columns(X)
-        return validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite="allow-nan")
+    def _validate_X(self, X: object, reset: bool = False) -> np.ndarray:
+        """Rows checked and encoded as ``fit`` encoded its data: the features (and feature
+        names) seen in ``fit``, categorical columns as their codes (unseen categories NaN),
+        float64 with NaN allowed. ``reset=True`` is for ``fit``, which uses :meth:`_fit_X`."""
+        if reset:
+            X, _, encoder = self._fit_X(X, None)
+            self._store_encoder(encoder)
+            return X
+        encoder = getattr(self, "_encoder", None)  # None: fitted elsewhere (Dask), numeric
+        if encoder is None or not encoder.any_categorical:
+            reject_non_numeric_columns(X, type(self).__name__, hint=_CATEGORICAL_HINT)
+            return validate_data(
+                self, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan"
+            )
+        validate_data(self, X, reset=False, skip_check_array=True)
+        self._reject_undeclared(X, encoder.is_categorical_)
+        return encoder.transform(X, estimator=self)
+
+    def _reject_undeclared(self, X: object, is_categorical: np.ndarray) -> None:
+        """A ValueError naming the non-numeric columns of a DataFrame ``X`` that are not
+        categorical features (they would fail, unnamed, in the conversion to floats)."""
+        if hasattr(X, "iloc") and hasattr(X, "columns") and len(X.columns) == is_categorical.size:
+            numeric = X.iloc[:, np.flatnonzero(~is_categorical)]
+            reject_non_numeric_columns(numeric, type(self).__name__, hint=_CATEGORICAL_HINT)
+
+    def _store_encoder(self, encoder: CategoricalEncoder) -> None:
+        """Keep the fitted encoder, and its public face ``is_categorical_``/``categories_``."""
+        self._encoder = encoder
+        categorical = encoder.any_categorical
+        self.is_categorical_ = encoder.is_categorical_.copy() if categorical else None
+        self.categories_ = list(encoder.categories_)
+
+    def _fit_X(self, X: object, y: object) -> tuple[np.ndarray, Any, CategoricalEncoder]:
+        """``fit``'s data: X validated and encoded by a new encoder (``n_features_in_`` and
+        ``feature_names_in_`` set as scikit-learn sets them), y as a 1-d array, and the
+        encoder (fitted; not stored)."""
+        # Names and the number of features first: categorical_features may name columns.
+        validate_data(self, X, reset=True, skip_check_array=True)
+        names = getattr(self, "feature_names_in_", None)
+        mask = resolve_categorical(X, self.categorical_features, names)
+        if not mask.any():
+            reject_non_numeric_columns(X, type(self).__name__, hint=_CATEGORICAL_HINT)
+            if y is None:
+                X = validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan")
+            else:
+                X, y = validate_data(
+                    self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
+                )
+            return X, y, CategoricalEncoder.numeric(X.shape[1])
+        if self.max_bins is None:
+            raise ValueError(
+                "max_bins=None (the exhaustive stump search) does not fit categorical "
+                "features; give max_bins (at most 255) or categorical_features=None."
+            )
+        self._reject_undeclared(X, mask)
+        from_dtype = isinstance(self.categorical_features, str)
+        encoder = CategoricalEncoder().fit(X, mask, self.max_bins, from_dtype=from_dtype)
+        X = encoder.transform(X, estimator=self)
+        if y is not None:
+            y = column_or_1d(y, warn=True)
+            check_consistent_length(X, y)
+        return X, y, encoder
 
     @property
     def _task(self) -> Task:
@@ -575,10 +689,9 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """
         self._validate_params()
         config = self._fit_config()
-        reject_non_numeric_columns(X)
-        X, y = validate_data(
-            self, X, y, dtype=np.float64, ensure_all_finite="allow-nan", reset=True
-        )
+        if y is None:  # scikit-learn's message
+            validate_data(self, X, y, skip_check_array=True, reset=True)
+        X, y, encoder = self._fit_X(X, y)
         check_classification_targets(y)
         classes = np.unique(y)  # hashed for integer labels: fast on millions of rows
         check_classes(classes, type(self).__name__)
@@ -590,7 +703,10 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         weighted = sample_weight > 0
         counts = np.bincount(y_index[weighted], minlength=classes.size)
         plan = config.plan(task, classes, counts, float(sample_weight.sum()))
-        warm = self._warm_start(X, classes, plan)
+        warm = self._warm_start(X, classes, plan, encoder)
+        self._store_encoder(encoder)
+        # Only a categorical fit needs the engine's n_categories (0 for a numeric feature).
+        categorical = {"n_categories": encoder.n_categories_} if encoder.any_categorical else {}
         data = InMemoryData(
             task,
             X,
@@ -600,6 +716,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.weight_prior,
             self.max_bins,
             self.random_state,
+            **categorical,
         )
         driver = FitDriver(task, config, plan)
         plan, folds = driver.folds(data)
@@ -610,11 +727,24 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         fitted.store(self)
         return self
 
-    def _warm_start(self, X: np.ndarray, classes: np.ndarray, plan: Any) -> WarmStart | None:
+    def _warm_start(
+        self,
+        X: np.ndarray,
+        classes: np.ndarray,
+        plan: Any,
+        encoder: CategoricalEncoder | None = None,
+    ) -> WarmStart | None:
         """The fitted run to continue (``warm_start=True`` on a fitted in-sample model), after
-        checking that ``fit`` got the same training data; else None."""
+        checking that ``fit`` got the same training data (``encoder``, fitted to it, finds the
+        categories of the fitted run); else None."""
         if not (self.warm_start and hasattr(self, "estimators_") and hasattr(self, "_state")):
             return None
+        fitted = getattr(self, "_encoder", None)
+        if encoder is not None and fitted is not None and not _same_categories(fitted, encoder):
+            raise ValueError(
+                "warm_start=True continues the same run, so fit must get the same training "
+                "data, with the same categorical features and categories as the fitted run."
+            )
         if plan.n_estimators < len(self.estimators_):
             raise ValueError(
                 f"n_estimators={plan.n_estimators} must be at least the "

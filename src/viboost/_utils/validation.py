@@ -232,13 +232,32 @@ def describe_non_numeric_columns(frame: Any) -> list[str]:
     return described
 
 
-def reject_non_numeric_columns(X: object, who: str = "VIBoostClassifier") -> None:
-    """Raise a ValueError naming the non-numeric columns of a DataFrame ``X``, if any."""
+def reject_non_numeric_columns(
+    X: object, who: str = "VIBoostClassifier", hint: str | None = None
+) -> None:
+    """Raise a ValueError naming the non-numeric columns of a DataFrame ``X``, if any.
+
+    ``hint``, if given, is a further way out appended to the message (the estimator suggests
+    its ``categorical_features``).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"x": [1.0], "city": ["a"]})
+    >>> try:
+    ...     reject_non_numeric_columns(frame, hint="or list them in categorical_features")
+    ... except ValueError as exc:
+    ...     print(exc)  # doctest: +NORMALIZE_WHITESPACE
+    X has non-numeric column(s) ['city']; VIBoostClassifier needs numbers. Encode them first,
+    e.g. with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder, or list them in
+    categorical_features.
+    """
     bad = non_numeric_columns(X)
     if bad:
         raise ValueError(
             f"X has non-numeric column(s) {bad}; {who} needs numbers. Encode them first, e.g. "
-            "with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder."
+            "with sklearn.preprocessing.OrdinalEncoder or OneHotEncoder"
+            + (f", {hint}." if hint else ".")
         )
 
 
