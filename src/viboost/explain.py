@@ -127,8 +127,11 @@ def _ensembles(model: Any) -> list[tuple[list[BaseLearner], np.ndarray]]:
 
 
 def _checked_rows(model: Any, X: object) -> np.ndarray:
-    """Rows checked as the model's predictions check them: numeric columns, the features (and
-    feature names) seen in ``fit``, float64 with NaN allowed."""
+    """Rows checked as the model's predictions check them: the features (and feature names)
+    seen in ``fit``, categorical columns as their codes, float64 with NaN allowed."""
+    validate = getattr(model, "_validate_X", None)
+    if validate is not None:  # a VIBoostClassifier: its own checks and encoding
+        return validate(X, reset=False)
     reject_non_numeric_columns(X, type(model).__name__)
     return validate_data(model, X, reset=False, dtype=np.float64, ensure_all_finite="allow-nan")
 

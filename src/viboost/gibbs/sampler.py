@@ -388,7 +388,10 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
                     )
                 learners, names = distinct_base_classifiers(estimators)
                 self.base_classifiers_, self.base_classifier_names_ = learners, names
-            features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+            if hasattr(clf, "_validate_X"):  # its checks, and its categorical encoding
+                features = clf._validate_X(X, reset=False)
+            else:
+                features = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
             n_columns, expected = features.shape[1], clf.n_features_in_
             what = "features (as the classifier)"
         if n_columns != expected:
