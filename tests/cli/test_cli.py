@@ -519,10 +519,39 @@ def test_unknown_target_column(easy_csv, tmp_path, capsys):
 
 
 def test_non_numeric_column(tmp_path, capsys):
+    # Text columns are read as categorical features (with a note); the reader still refuses
+    # them on request, and a column of too many categories is an error naming it.
     data = tmp_path / "text.csv"
     data.write_text("f0,colour,label\n1,red,0\n2,blue,1\n3,red,1\n")
-    code = main(["fit", str(data), "--target", "label", "-o", str(tmp_path / "m.joblib")])
-    _assert_error(capsys, code, "non-numeric", "'colour'")
+    table = read_table_checked(data, "label", non_numeric="categorical")
+    assert list(table.X.columns) == ["f0", "colour"]
+    assert any(
+        "'colour'" in note and "fitted as categorical features" in note for note in table.notes
+    )
+    with pytest.raises(ValueError, match="non-numeric feature column.*'colour'"):
+        read_table_checked(data, "label")
+    many = tmp_path / "many.csv"
+    rows = "".join(f"{i},c{i},{i % 2}\n" for i in range(300))
+    many.write_text("f0,code,label\n" + rows)
+    code = main(["fit", str(many), "--target", "label", "-o", str(tmp_path / "m.joblib")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "viboost: error: Categorical column 'code' has 300 distinct categories" in err
+    assert "max_bins=255" in err and "fitted as categorical features" in err  # note first
+    assert not (tmp_path / "m.joblib").exists()
+    code = main(
+        [
+            "fit",
+            str(data),
+            "--target",
+            "label",
+            "-o",
+            str(tmp_path / "m.joblib"),
+            "--categorical",
+            "x",
+        ]
+    )
+    _assert_error(capsys, code, "--categorical names 'x'", "'f0', 'colour'")
 
 
 def test_missing_file(tmp_path, capsys):
@@ -909,8 +938,12 @@ def test_input_option_errors(tmp_path, mail_frame, capsys):
     _assert_error(capsys, main([*fit, "--id", "nope"]), "no column 'nope' (--id)", "'email'")
     _assert_error(capsys, main([*fit, "--index-col", "label"]), "is the target column")
     _assert_error(capsys, main([*fit, "--id", "f0", "--index-col", "f0"]), "the same column")
-    # Without --id the text column is a feature, and the message says how to set it aside.
-    _assert_error(capsys, main(fit), "non-numeric", "'email'", "--id")
+    # Without --id the text column is a categorical feature, and a note says how to set it
+    # aside; refused on request, with the same advice.
+    notes = read_table_checked(data, "label", non_numeric="categorical").notes
+    assert any("'email'" in note and "--id" in note for note in notes)
+    with pytest.raises(ValueError, match="non-numeric feature column.*'email'.*--id"):
+        read_table_checked(data, "label")
     bads = (["--sep", ";;"], ["--max-bins", "300"], ["--cv", "1"], ["--cv", "five"])
     for bad in (*bads, ["--learning-rate", "0"]):
         assert main([*fit, *bad]) == 2

@@ -5,12 +5,14 @@
   with :func:`os.replace`. A reader sees either the old file or the complete new one: a failure
   half way (a full disk, an exception while pickling, an interrupt) leaves an existing file as it
   was, and the temporary file is removed.
-- :func:`read_table_checked` reads a table of numeric features (and optionally a target column, a
+- :func:`read_table_checked` reads a table of features (and optionally a target column, a
   row-index column and an id column) from a delimited text file (comma, semicolon, tab or pipe,
   sniffed by :func:`sniff_delimiter` unless given) or a Parquet file (by its suffix or its
   ``PAR1`` magic bytes; needs pyarrow), and turns every way it can go wrong into a
-  :class:`ValueError` with a message fit for a user (non-numeric feature columns are found and
-  described by :func:`viboost._utils.validation.describe_non_numeric_columns`).
+  :class:`ValueError` with a message fit for a user. Non-numeric feature columns are kept as
+  categorical features, with a note naming them (``non_numeric="categorical"``), passed on for
+  a fitted model to check (``"model"``), or refused, found and described by
+  :func:`viboost._utils.validation.describe_non_numeric_columns` (``"refuse"``).
   :func:`read_csv_checked` is its older two-value form.
 """
 
@@ -32,7 +34,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from viboost._utils.validation import describe_non_numeric_columns
+from viboost._utils.validation import describe_non_numeric_columns, non_numeric_columns
 
 __all__ = [
     "TableData",
@@ -365,8 +367,10 @@ def read_table_checked(
     sep: str | None = None,
     index_col: str | None = None,
     id_col: str | None = None,
+    non_numeric: str = "refuse",
+    as_strings: Sequence[str] = (),
 ) -> TableData:
-    """Read a table of numeric features, with a clear ``ValueError`` for every kind of bad input.
+    """Read a table of features, with a clear ``ValueError`` for every kind of bad input.
 
     Parameters
     ----------
@@ -390,6 +394,15 @@ def read_table_checked(
         stores in a Parquet file is always the index.
     id_col : str or None, default=None
         A column (or a named index level of a Parquet file) returned as ``ids``, never a feature.
+    non_numeric : {"refuse", "categorical", "model"}, default="refuse"
+        What becomes of feature columns that are not numeric (strings): ``"refuse"``, a
+        ``ValueError`` naming them with an offending value; ``"categorical"``, kept, with a note
+        that they are fitted as categorical features; ``"model"``, kept silently (a fitted
+        model checks them).
+    as_strings : sequence of str, default=()
+        Columns of a text file read as strings, so that a code such as ``007`` is not the
+        number 7 (the categorical columns a model was fitted with as strings, or those given to
+        ``--categorical``). Missing cells stay missing.
 
     Returns
     -------
@@ -403,7 +416,7 @@ def read_table_checked(
         unparseable), is Parquet but pyarrow is missing, has no rows, lacks the ``target``,
         ``index_col`` or ``id_col`` column (the message lists the columns), has missing target
         values, lacks some of ``features`` (named), or has non-numeric feature columns (named,
-        with an offending value).
+        with an offending value) and ``non_numeric="refuse"``.
 
     Examples
     --------
@@ -415,6 +428,10 @@ def read_table_checked(
     >>> data.sep, list(data.X.columns), data.ids.tolist(), data.y.tolist()
     (';', ['x1'], ['a', 'b'], ['yes', 'no'])
     """
+    if non_numeric not in {"refuse", "categorical", "model"}:
+        raise ValueError(
+            f"non_numeric must be 'refuse', 'categorical' or 'model', got {non_numeric!r}"
+        )
     path = Path(path)
     notes: list[str] = []
     with _as_value_error(path):
@@ -435,7 +452,9 @@ def read_table_checked(
             if sep is None:
                 sample = _text_sample(path)
                 sep = "," if sample is None else sniff_delimiter(sample)
-            frame = pd.read_csv(path, sep=sep, encoding="utf-8")
+            header = pd.read_csv(path, sep=sep, encoding="utf-8", nrows=0) if as_strings else None
+            strings = {} if header is None else {c: str for c in as_strings if c in header.columns}
+            frame = pd.read_csv(path, sep=sep, encoding="utf-8", dtype=strings or None)
             stored_index = False
     if frame.columns.size == 0:
         raise ValueError(f"{path} has no columns")
@@ -506,12 +525,27 @@ def read_table_checked(
         raise ValueError(f"{path} has no feature columns besides {others}")
     X = frame[selected]
     # Rows by position (1-based data rows), whatever the index is.
-    bad = describe_non_numeric_columns(X.reset_index(drop=True))
-    if bad:
-        raise ValueError(
-            f"{path} has non-numeric feature column(s): {', '.join(bad)}; encode them as "
-            "numbers, drop them, or name an id column with --id"
-        )
+    if non_numeric == "categorical":
+        text = non_numeric_columns(X)
+        if text:
+            notes.append(
+                f"column(s) {', '.join(repr(c) for c in text)} of {path} are not numeric: "
+                "fitted as categorical features (categorical_features='from_dtype')"
+            )
+        for column in text:
+            values = X[column].dropna()
+            if len(values) > 1 and values.nunique() == len(values):
+                notes.append(
+                    f"column {column!r} has a different value in every row, like an id: as a "
+                    "categorical feature it cannot generalise; set it aside with --id"
+                )
+    elif non_numeric == "refuse":
+        bad = describe_non_numeric_columns(X.reset_index(drop=True))
+        if bad:
+            raise ValueError(
+                f"{path} has non-numeric feature column(s): {', '.join(bad)}; encode them as "
+                "numbers, drop them, or name an id column with --id"
+            )
     return TableData(X=X, y=y, ids=ids, index_col=index_col, sep=sep, notes=notes)
 
 

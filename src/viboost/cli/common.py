@@ -4,7 +4,8 @@
   :func:`viboost.cli.main` returns.
 - Files: :func:`check_destination` fails early, before any fitting, when an output cannot be
   written; :func:`load_model` loads a fitted model file with plain messages for anything else;
-  :func:`read_data` reads DATA with the ``--sep``, ``--index-col`` and ``--id`` options.
+  :func:`read_data` reads DATA with the ``--sep``, ``--index-col``, ``--id`` and
+  ``--categorical`` options.
 - The fit: :func:`fit_target` checks the target (two or more classes; for K > 2, the
   cross-fitted noise model and 2 rows per class) or makes one-vs-rest labels with
   ``--positive``; :func:`check_fit_plan` resolves and checks the hyperparameter options before
@@ -124,10 +125,27 @@ def read_data(
     args: argparse.Namespace,
     target: str | None = None,
     features: Sequence[str] | None = None,
+    model: VIBoostClassifier | None = None,
 ) -> TableData:
-    """Read DATA with the --sep, --index-col and --id options; print the reader's notes."""
+    """Read DATA with the --sep, --index-col and --id options; print the reader's notes.
+
+    To fit (no ``model``), text columns are kept as categorical features (a note names them),
+    and the columns of ``--categorical`` are read as text (a CommandError if one is not a
+    feature column). To predict with ``model``, its columns fitted with string categories are
+    read as text, and the model checks the others.
+    """
     from viboost._utils.io import read_table_checked
 
+    if model is None:
+        as_strings = list(getattr(args, "categorical", None) or ())
+    else:
+        categories = getattr(model, "categories_", None) or []
+        names = getattr(model, "feature_names_in_", None)
+        as_strings = [
+            str(names[j])
+            for j, values in enumerate(categories)
+            if names is not None and values is not None and values.dtype == object
+        ]
     data = read_table_checked(
         args.data,
         target,
@@ -135,7 +153,17 @@ def read_data(
         sep=args.sep,
         index_col=args.index_col,
         id_col=args.id_col,
+        non_numeric="categorical" if model is None else "model",
+        as_strings=as_strings,
     )
+    if model is None and as_strings:
+        absent = [name for name in as_strings if name not in data.X.columns]
+        if absent:
+            raise CommandError(
+                f"--categorical names {', '.join(repr(c) for c in absent)}, not feature "
+                f"column(s) of {args.data}; its feature columns are: "
+                + ", ".join(repr(c) for c in list(data.X.columns)[:20])
+            )
     for note in data.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
     return data

@@ -65,6 +65,14 @@ def _folds(text: str) -> int | str:
     return value
 
 
+def _column_list(text: str) -> list[str]:
+    """A comma-separated list of column names (``--categorical``)."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
 def _max_bins(text: str) -> int | None:
     if text.lower() == "none":
         return None
@@ -249,7 +257,16 @@ def add_fit_options(parser: argparse.ArgumentParser, noise_switch: bool) -> None
         default=255,
         metavar="B",
         help="bins per feature for the split search, 2 to 255 (default: 255; none: exhaustive "
-        "search over all distinct values, slower, for decision stumps only)",
+        "search over all distinct values, slower, for decision stumps only); also the most "
+        "categories of a categorical feature",
+    )
+    parser.add_argument(
+        "--categorical",
+        type=_column_list,
+        default=None,
+        metavar="COLS",
+        help="comma-separated feature columns to fit as categorical features, read as text (so "
+        "that a code such as 007 stays 007); columns of text are categorical anyway",
     )
     add_tree_options(parser)
     parser.add_argument(

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     output = check_destination(args.output, args.data, args.model) if args.output else None
     names = getattr(model, "feature_names_in_", None)
-    data = read_data(args, features=None if names is None else list(names))
+    data = read_data(args, features=None if names is None else list(names), model=model)
     X = data.X
     if names is None:
         if X.shape[1] != model.n_features_in_:

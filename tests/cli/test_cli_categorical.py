@@ -1,0 +1,52 @@
+"""The command line with categorical features: text columns fitted as categories (issue 53)."""
+
+from __future__ import annotations
+
+import inspect
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+
+from viboost.cli import main
+from viboost.fitting.data import InMemoryData
+
+pytestmark = [
+    pytest.mark.skipif(
+        "n_categories" not in inspect.signature(InMemoryData).parameters,
+        reason="engine not yet categorical",
+    ),
+    pytest.mark.filterwarnings("ignore:The out-of-fold score was best"),
+]
+
+
+def _frame(n: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    colour = rng.choice(["red", "green", "blue"], size=n)
+    code = rng.choice(["007", "012", "100"], size=n)
+    label = np.where(np.isin(colour, ["red", "blue"]) ^ (code == "007"), "yes", "no")
+    return pd.DataFrame({"f0": rng.normal(size=n), "colour": colour, "code": code, "y": label})
+
+
+def test_fit_notes_text_columns_and_predict_reads_them(tmp_path, capsys):
+    frame = _frame()
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    model_path = tmp_path / "m.joblib"
+    args = ["fit", str(data), "--target", "y", "-o", str(model_path), "--n-estimators", "20"]
+    assert main([*args, "--categorical", "code"]) == 0
+    err = capsys.readouterr().err
+    assert "'colour', 'code'" in err and "fitted as categorical features" in err
+    model = joblib.load(model_path)
+    assert model.is_categorical_.tolist() == [False, True, True]
+    assert model.categories_[2].tolist() == ["007", "012", "100"]  # read as text: 007 stays
+    assert model.score(frame.drop(columns="y"), frame["y"]) > 0.9
+    # predict reads the model's string columns as text; an unseen colour is no error.
+    new = frame.drop(columns="y").head(5).assign(colour=["purple", "red", "red", "blue", "red"])
+    new.to_csv(tmp_path / "new.csv", index=False)
+    out = tmp_path / "out.csv"
+    assert main(["predict", str(model_path), str(tmp_path / "new.csv"), "-o", str(out)]) == 0
+    predicted = pd.read_csv(out)
+    expected = model.predict(new.astype({"code": str}))
+    assert predicted["prediction"].tolist() == expected.tolist()
