@@ -210,7 +210,7 @@ def _random_tree_nodes(rng, n_features, max_depth):
         rows.append(None)
         if depth == max_depth or (depth > 0 and rng.random() < 0.3):
             cover = float(rng.uniform(0.5, 2.0))
-            rows[index] = (rng.normal(), -1, 0.0, 0, False, -1, -1, True, 0.0, cover)
+            rows[index] = (rng.normal(), -1, 0.0, 0, False, -1, -1, True, 0.0, cover, False, 0)
             return cover
         left_index = len(rows)
         left_cover = grow(depth + 1)
@@ -220,7 +220,7 @@ def _random_tree_nodes(rng, n_features, max_depth):
         missing_left = bool(rng.random() < 0.5)
         cover = left_cover + right_cover
         rows[index] = (0.0, feature, threshold, 0, missing_left, left_index, right_index, False,
-                       1.0, cover)  # fmt: skip
+                       1.0, cover, False, 0)  # fmt: skip
         return cover
 
     grow(0)

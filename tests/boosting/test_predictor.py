@@ -36,10 +36,11 @@ def _random_tree(rng: np.random.Generator, n_features: int, depth: int) -> _Tree
     for i in range(nodes.size):
         if i < n_inner:
             nodes[i] = (0.0, rng.integers(n_features), np.round(rng.standard_normal(), 1), -2,
-                        rng.random() < 0.5, 2 * i + 1, 2 * i + 2, False, 1.0, np.nan)  # fmt: skip
+                        rng.random() < 0.5, 2 * i + 1, 2 * i + 2, False, 1.0, np.nan,
+                        False, 0)  # fmt: skip
         else:
             nodes[i] = (rng.choice([-1.0, 1.0, rng.standard_normal()]), -1, 0.0, 0, False, -1, -1,
-                        True, 0.0, np.nan)  # fmt: skip
+                        True, 0.0, np.nan, False, 0)  # fmt: skip
     return _Tree(nodes)
 
 

@@ -349,7 +349,8 @@ def test_additivity_and_thread_count_independence():
     # Deep trees (repeated features, zero covers, NaN) on more features than the oracles reach.
     rng = np.random.default_rng(70)
     trees, alphas = ensemble(rng, 12, 9, 8, zero_cover=0.1)
-    trees.append(np.array([(0.7, -1, 0.0, 0, False, -1, -1, True, 0.0, 1.0)], dtype=NODE_DTYPE))
+    leaf = (0.7, -1, 0.0, 0, False, -1, -1, True, 0.0, 1.0, False, 0)
+    trees.append(np.array([leaf], dtype=NODE_DTYPE))
     alphas = np.append(alphas, 2.0)
     X, background = random_rows(rng, 150, 8), random_rows(rng, 40, 8)
     H = trees_output(trees, alphas, X)

@@ -62,7 +62,8 @@ __all__ = ["Expansion", "TreeGrowth", "TreeGrowths", "padded_thresholds"]
 
 class Expansion(NamedTuple):
     """A request to split a node: its rows with ``bin < position`` of ``feature`` (and the
-    missing ones if ``missing_left``) become node ``left``, the others node ``right``; the
+    missing ones if ``missing_left``; for a categorical split, ``position`` -1, the codes in
+    ``categories``) become node ``left``, the others node ``right``; the
     histogram wanted is the left child's if ``small_left`` (the child of smaller count, so the
     one with fewer rows when every row counts 1)."""
 
@@ -73,19 +74,27 @@ class Expansion(NamedTuple):
     position: int
     missing_left: bool
     small_left: bool
+    #: A categorical split (``position`` -1): the four uint64 words of the codes that go left
+    #: (bit ``k`` of word ``k // 64``); None for a numeric split.
+    categories: tuple[int, int, int, int] | None = None
 
 
 # Columns of the compiled growth's per-node integer state (TreeGrowths._ints[t, node]).
 _DEPTH, _FEATURE, _POSITION, _MISSING_LEFT, _LEFT, _RIGHT, _ORDER, _IN_HEAP, _GROWN = range(9)
-_N_INTS = 9
+# ... then the four words of a categorical split's left set (uint64 bit patterns; position -1).
+_BITS = 9
+_N_INTS = 13
 # ... and of its float state (TreeGrowths._reals[t, node]): the node's three sums, the gain of
 # its best split (-inf: none, or it may not split) and the left child's three sums.
 _SUMS, _GAIN, _LEFT_SUMS = 0, 3, 4
 _N_REALS = 7
 # Columns of a tree's counters (TreeGrowths._counts[t]).
 _RECORDS, _LEAVES, _CREATED, _PENDING = range(4)
-# Columns of a pending request (TreeGrowths._pending[t, k]): Expansion's fields in order.
-_N_REQUEST = 7
+# Columns of a pending request (TreeGrowths._pending[t, k]): Expansion's fields in order,
+# the categories' four words last.
+_N_REQUEST = 11
+# A word of a categorical set as a Python int in uint64 range (the state holds int64 patterns).
+_WORD = (1 << 64) - 1
 
 
 @numba.njit(cache=True)
@@ -164,6 +173,8 @@ def _request(ints, reals, counts, pending, t, i, n_out):  # pragma: no cover - c
     request[4] = ints[t, i, _POSITION]
     request[5] = ints[t, i, _MISSING_LEFT]
     request[6] = left_count <= reals[t, i, _SUMS + 2] - left_count
+    for w in range(4):
+        request[7 + w] = ints[t, i, _BITS + w]
     return n_out + 1
 
 
@@ -287,12 +298,18 @@ def _advance_growths(
 
 @numba.njit(cache=True)
 def _find_split(
-    ints, reals, t, i, hist, n_bins, code, prior, min_leaf, max_depth
+    ints, reals, t, i, hist, n_bins, is_cat, cat, code, prior, min_leaf, max_depth
 ):  # pragma: no cover - compiled
     """Node ``i`` of tree ``t``'s best split from its histogram ``hist``, if it may split
     (depth and row limits; else its gain stays -inf)."""
     if ints[t, i, _DEPTH] < max_depth and reals[t, i, _SUMS + 2] >= 2 * min_leaf:
-        gain, j, p, m, la, lb, lc = best_node_split(hist, n_bins, code, prior, min_leaf)
+        gain, j, p, m, la, lb, lc, w0, w1, w2, w3 = best_node_split(
+            hist, n_bins, is_cat, code, prior, min_leaf, cat
+        )
+        ints[t, i, _BITS] = w0
+        ints[t, i, _BITS + 1] = w1
+        ints[t, i, _BITS + 2] = w2
+        ints[t, i, _BITS + 3] = w3
         reals[t, i, _GAIN] = gain
         ints[t, i, _FEATURE] = j
         ints[t, i, _POSITION] = p
@@ -304,21 +321,24 @@ def _find_split(
 
 @numba.njit(cache=True)
 def _start_growths(
-    ints, reals, counts, roots, sums, n_bins, code, priors, min_leaf, max_depth
+    ints, reals, counts, roots, sums, n_bins, is_cat, cat, code, priors, min_leaf, max_depth
 ):  # pragma: no cover - compiled
     """Each tree's root (sums ``sums[t]``) with its best split from its histogram
     ``roots[t]``; the root is the tree's one leaf. (One thread: a step's few roots are not
     worth a parallel form and its compilation.)"""
     for t in range(roots.shape[0]):
         i = _new_record(ints, reals, counts, t, 0, sums[t, 0], sums[t, 1], sums[t, 2])
-        _find_split(ints, reals, t, i, roots[t], n_bins, code, priors[t], min_leaf, max_depth)
+        _find_split(
+            ints, reals, t, i, roots[t], n_bins, is_cat, cat, code, priors[t], min_leaf, max_depth
+        )
         _admit(ints, reals, counts, t, i)
         counts[t, _LEAVES] = 1
 
 
 @threaded_kernel(cache=True)
 def _attach_children(
-    ints, reals, counts, pending, children, n_bins, code, priors, min_leaf, max_depth,
+    ints, reals, counts, pending, children, n_bins, is_cat, cat, code, priors, min_leaf,
+    max_depth,
 ):  # pragma: no cover - compiled  # fmt: skip
     """The children of every tree's pending requests (flat over the trees, in order; ``m`` of
     them): request ``q``'s smaller child's histogram is ``children[q]``, its larger one's
@@ -358,8 +378,9 @@ def _attach_children(
     for c in numba.prange(n_children):
         t = tree_of[c]
         _find_split(
-            ints, reals, t, node_of[c], children[c], n_bins, code, priors[t], min_leaf, max_depth
-        )
+            ints, reals, t, node_of[c], children[c], n_bins, is_cat, cat, code, priors[t],
+            min_leaf, max_depth,
+        )  # fmt: skip
 
 
 @numba.njit(cache=True)
@@ -397,8 +418,15 @@ def _grown_tree(ints, reals, counts, t, code, prior, edges, nodes):  # pragma: n
             feature, position = ints[t, index, _FEATURE], ints[t, index, _POSITION]
             nodes[k].value = 0.0
             nodes[k].feature = feature
-            nodes[k].threshold = edges[feature, position - 1]
-            nodes[k].bin_threshold = position - 1
+            if position < 0:  # categorical: the set of codes that go left
+                nodes[k].threshold = np.nan
+                nodes[k].bin_threshold = -1
+                nodes[k].is_categorical = True
+                for w in range(4):
+                    nodes[k].left_categories[w] = np.uint64(ints[t, index, _BITS + w])
+            else:
+                nodes[k].threshold = edges[feature, position - 1]
+                nodes[k].bin_threshold = position - 1
             nodes[k].missing_left = ints[t, index, _MISSING_LEFT] != 0
             nodes[k].left = position_of[ints[t, index, _LEFT]]
             nodes[k].right = position_of[ints[t, index, _RIGHT]]
@@ -477,6 +505,9 @@ class TreeGrowths:
         int ``m`` also the ``m - 1`` best-ranked others (the module docstring); True every one
         that may still be split (about one exchange per level of the tree instead of one per
         node). The same trees whichever.
+    is_categorical : ndarray of bool, shape (n_features,), default=None
+        Which features are categorical (``FeatureBinner.is_categorical_``: bin == code), split
+        by sets of codes (:func:`~viboost.boosting.splitting.best_node_split`); None: none.
     """
 
     def __init__(
@@ -487,9 +518,22 @@ class TreeGrowths:
         settings: TreeSettings,
         priors: Sequence[float],
         speculate: bool | int = False,
+        is_categorical: np.ndarray | None = None,
     ) -> None:
         self.n_bins = np.ascontiguousarray(n_bins, dtype=np.int64)
         self.settings = settings
+        n_features = self.n_bins.shape[0]
+        self.is_categorical = (
+            np.zeros(n_features, dtype=np.bool_)
+            if is_categorical is None
+            else np.ascontiguousarray(is_categorical, dtype=np.bool_)
+        )
+        if self.is_categorical.shape != (n_features,):
+            raise ValueError(
+                f"is_categorical must have one entry per feature ({n_features}), got "
+                f"{self.is_categorical.shape}"
+            )
+        self._cat = settings.categorical
         self.priors = np.array(priors, dtype=np.float64).reshape(-1)
         n_trees = len(roots)
         if self.priors.shape != (n_trees,):
@@ -524,8 +568,9 @@ class TreeGrowths:
         stacked = roots if isinstance(roots, np.ndarray) else np.array(roots)
         if n_trees:
             _start_growths(
-                self._ints, self._reals, self._counts, stacked, sums, self.n_bins, self._code,
-                self.priors, self._min_leaf, self._max_depth,
+                self._ints, self._reals, self._counts, stacked, sums, self.n_bins,
+                self.is_categorical, self._cat, self._code, self.priors, self._min_leaf,
+                self._max_depth,
             )  # fmt: skip
         self._hists = [{0: root} for root in roots]
         # Each feature's edges in one padded row (given so, or padded here).
@@ -563,8 +608,11 @@ class TreeGrowths:
         for t in range(len(self)):
             rows = self._pending[t, : self._counts[t, _PENDING]].tolist()
             out.append([
-                Expansion(node, left, right, feature, position, bool(missing), bool(small))
-                for node, left, right, feature, position, missing, small in rows
+                Expansion(
+                    node, left, right, feature, position, bool(missing), bool(small),
+                    None if position >= 0 else tuple(int(w) & _WORD for w in words),
+                )
+                for node, left, right, feature, position, missing, small, *words in rows
             ])  # fmt: skip
         if any(out):
             self._asked = out
@@ -615,7 +663,8 @@ class TreeGrowths:
             )
         _attach_children(
             self._ints, self._reals, self._counts, self._pending, children, self.n_bins,
-            self._code, self.priors, self._min_leaf, self._max_depth,
+            self.is_categorical, self._cat, self._code, self.priors, self._min_leaf,
+            self._max_depth,
         )  # fmt: skip
         self._asked = None
 
@@ -626,7 +675,7 @@ class TreeGrowths:
         Newton score)."""
         if not self.done:
             raise RuntimeError("the tree is not grown yet")
-        nodes = np.empty(self._counts[t, _RECORDS], dtype=NODE_DTYPE)
+        nodes = np.zeros(self._counts[t, _RECORDS], dtype=NODE_DTYPE)
         n, error, self._positions[t] = _grown_tree(
             self._ints, self._reals, self._counts, t, self._code, self.priors[t], self._edges,
             nodes,
@@ -659,6 +708,8 @@ class TreeGrowth:
         :meth:`~viboost.boosting.split_statistics.TreeSettings.prior` of the round's weights.
     speculate : bool or int, default=False
         As in :class:`TreeGrowths`.
+    is_categorical : ndarray of bool, shape (n_features,), default=None
+        As in :class:`TreeGrowths`.
     """
 
     def __init__(
@@ -669,8 +720,11 @@ class TreeGrowth:
         settings: TreeSettings,
         prior: float,
         speculate: bool | int = False,
+        is_categorical: np.ndarray | None = None,
     ) -> None:
-        self._growths = TreeGrowths([root], n_bins, thresholds, settings, [prior], speculate)
+        self._growths = TreeGrowths(
+            [root], n_bins, thresholds, settings, [prior], speculate, is_categorical
+        )
         self.settings = settings
         self.prior = float(prior)
         self.speculate = speculate

@@ -34,6 +34,15 @@ tree with per-leaf weights). ``gain`` is the split's score from the search (0 fo
 multiplicities of the booster that fitted it: ``s_n``, or ``s_n phi_n`` in a refit); NaN where
 it was not recorded. Path-dependent TreeSHAP (:mod:`viboost.explain`) weighs the two sides of a
 split by their covers.
+
+A *categorical* split (``is_categorical``; issue 53) sends a row left when its feature's code
+``k`` (an integral value ``0 <= k < 256``) has bit ``k`` set in ``left_categories`` (four
+``uint64`` words, bit ``k % 64`` of word ``k // 64``); its bins are its codes, so the same
+bitset routes the binned rows. A missing value, and any other value (negative, not integral, a
+code never seen at fit), goes to the missing side. Such a node has ``threshold`` NaN and
+``bin_threshold`` -1; a numeric node has ``is_categorical`` False and zero words. Node arrays of
+an older layout (without those two fields, as pickled by viboost 0.3) are brought to this one
+by :func:`current_nodes`.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ __all__ = [
     "NODE_DTYPE",
     "BaseLearner",
     "LearnerSearch",
+    "current_nodes",
     "split_features",
 ]
 
@@ -63,8 +73,27 @@ NODE_DTYPE = np.dtype(
         ("is_leaf", np.bool_),
         ("gain", np.float64),
         ("cover", np.float64),
+        ("is_categorical", np.bool_),
+        ("left_categories", np.uint64, (4,)),
     ]
 )
+
+
+def current_nodes(nodes: np.ndarray) -> np.ndarray:
+    """``nodes`` in the layout of :data:`NODE_DTYPE`: returned as is when already so, else (an
+    array of an older layout, without the categorical fields) copied field by field into a new
+    array with ``is_categorical`` False and zero ``left_categories`` (numeric splits only)."""
+    nodes = np.asarray(nodes)
+    if nodes.dtype == NODE_DTYPE:
+        return nodes
+    names = nodes.dtype.names
+    if names is None:
+        raise TypeError(f"node arrays must be structured arrays, got dtype {nodes.dtype}")
+    out = np.zeros(nodes.shape, dtype=NODE_DTYPE)
+    for name in names:
+        if name in NODE_DTYPE.names:
+            out[name] = nodes[name]
+    return out
 
 
 class BaseLearner(Protocol):

@@ -321,6 +321,18 @@ def root_histograms(
     return roots, [root[:, :, 2].copy() for root in roots]
 
 
+def _bitsets(expansions: Sequence[Expansion]) -> np.ndarray | None:
+    """The left sets of the categorical splits among ``expansions`` (uint64, shape
+    ``(len, 4)``, zeros for a numeric split), or None when there is none."""
+    if all(e.categories is None for e in expansions):
+        return None
+    out = np.zeros((len(expansions), 4), dtype=np.uint64)
+    for r, e in enumerate(expansions):
+        if e.categories is not None:
+            out[r] = e.categories
+    return out
+
+
 def expand_together(
     partitions: Sequence[RowPartition],
     expansions: Sequence[Sequence[Expansion]],
@@ -343,7 +355,7 @@ def expand_together(
         partitions[0].columns, rows, stats, bounds[:, 0], bounds[:, 1],
         np.array([e.feature for _, e in flat]), np.array([e.position for _, e in flat]),
         np.array([e.missing_left for _, e in flat]), row_buffer, stat_buffer,
-        sides=sides, decisions=decisions,
+        sides=sides, decisions=decisions, bitsets=_bitsets([e for _, e in flat]),
     )  # fmt: skip
     smaller = []
     for (p, e), (start, stop), count, side in zip(flat, bounds, n_left, sides, strict=True):

@@ -3,8 +3,11 @@
 Every base learner exposes its nodes (:data:`~viboost.boosting.learners.NODE_DTYPE`); an
 :class:`EnsemblePredictor` concatenates them once, as scikit-learn HGB's ``TreePredictor`` and
 LightGBM's model arrays do, with each leaf value already multiplied by its learner's weight, and
-predicts with one compiled pass over the rows. Rows go in blocks; within a block the learners
-are taken in order, so each row adds its terms in the order ``t = 0, 1, ...`` and the margin is
+predicts with one compiled pass over the rows. Every split's test on a raw value is
+:func:`goes_left_raw` (numeric: ``x <= threshold``; categorical: the code's bit in the split's
+set; NaN and invalid codes: the missing side), shared with :mod:`viboost.boosting.tree_shap`.
+Rows go in blocks; within a block the learners are taken in order, so each row adds its
+terms in the order ``t = 0, 1, ...`` and the margin is
 bit-identical to ``margin += alpha_t * h_t.predict(X)`` round by round from zeros (a leaf value
 of a stump is +-1, and a product by +-1 is exact). An ensemble of stumps (each a split and two
 leaves) takes a kernel without the tree walk, as fast as a kernel written for stumps alone.
@@ -12,29 +15,52 @@ leaves) takes a kernel without the tree walk, as fast as a kernel written for st
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
-from viboost.boosting.learners import NODE_DTYPE, BaseLearner
+from viboost.boosting.learners import NODE_DTYPE, BaseLearner, current_nodes
 
-__all__ = ["EnsemblePredictor", "predict_ensemble"]
+__all__ = ["EnsemblePredictor", "goes_left_raw", "predict_ensemble"]
 
 # Rows per block of the prediction kernel.
 _BLOCK_ROWS = 256
 
 
+@numba.njit(cache=True, inline="always")
+def category_bit(bits, code):  # pragma: no cover - compiled
+    """Whether bit ``code`` (an int in ``0 .. 255``) of the four uint64 words ``bits`` is set."""
+    return (bits[code >> 6] >> np.uint64(code & 63)) & np.uint64(1) != np.uint64(0)
+
+
+@numba.njit(cache=True, inline="always")
+def goes_left_raw(x, threshold, missing_left, is_cat, bits):  # pragma: no cover - compiled
+    """Whether a split sends the raw value ``x`` left: NaN to the missing side; a categorical
+    split (``is_cat``) sends an integral ``0 <= x < 256`` left when its bit in ``bits`` (the
+    node's ``left_categories``) is set and any other value (negative, fractional: not a code)
+    to the missing side (HGB's rule); a numeric split sends ``x <= threshold`` left."""
+    if x != x:
+        return missing_left
+    if is_cat:
+        if x >= 0.0 and x < 256.0 and x == math.floor(x):
+            return category_bit(bits, np.int64(x))
+        return missing_left
+    return x <= threshold
+
+
 @threaded_kernel(cache=True)
 def _stump_margin(  # pragma: no cover - compiled
-    X, features, thresholds, left_values, right_values, missing_right, block
+    X, features, thresholds, left_values, right_values, missing_right, is_cat, bits, block
 ):
     """``sum_t alpha_t h_t(x)`` per row for depth-one learners (stumps), in learner order.
 
     ``left_values[t]`` and ``right_values[t]`` are alpha_t times the leaf values. Rows go in
     blocks: learner by learner over the block's rows, so the adds of different rows overlap (and
-    vectorise) while each row still adds its terms in learner order.
+    vectorise) while each row still adds its terms in learner order. A categorical stump
+    (``is_cat[t]``) tests each row with :func:`goes_left_raw` against its words ``bits[t]``.
     """
     n = X.shape[0]
     n_learners = features.shape[0]
@@ -45,7 +71,12 @@ def _stump_margin(  # pragma: no cover - compiled
         for t in range(n_learners):
             f, cut = features[t], thresholds[t]
             left_value, right_value = left_values[t], right_values[t]
-            if missing_right[t]:  # right: x > cut or NaN, i.e. not x <= cut
+            if is_cat[t]:
+                words, missing_left = bits[t], not missing_right[t]
+                for i in range(start, stop):
+                    left = goes_left_raw(X[i, f], cut, missing_left, True, words)
+                    out[i] += left_value if left else right_value
+            elif missing_right[t]:  # right: x > cut or NaN, i.e. not x <= cut
                 for i in range(start, stop):
                     out[i] += left_value if X[i, f] <= cut else right_value
             else:
@@ -56,12 +87,13 @@ def _stump_margin(  # pragma: no cover - compiled
 
 @threaded_kernel(cache=True)
 def _tree_margin(  # pragma: no cover - compiled
-    X, roots, feature, threshold, missing_left, left, right, is_leaf, scaled, block
+    X, roots, feature, threshold, missing_left, is_cat, bits, left, right, is_leaf, scaled, block
 ):
     """``sum_t scaled[leaf_t(x)]`` per row for learners of any depth, in learner order.
 
-    A split sends ``x <= threshold`` left and NaN left when ``missing_left``. Rows go in blocks,
-    learner by learner over the block's rows, as :func:`_stump_margin`.
+    A split sends ``x <= threshold`` left and NaN left when ``missing_left``; a categorical one
+    the codes of its set (:func:`goes_left_raw`). Rows go in blocks, learner by learner over the
+    block's rows, as :func:`_stump_margin`.
     """
     n = X.shape[0]
     n_learners = roots.shape[0]
@@ -77,6 +109,11 @@ def _tree_margin(  # pragma: no cover - compiled
                     x = X[i, feature[node]]
                     if x != x:
                         node = left[node] if missing_left[node] else right[node]
+                    elif is_cat[node]:
+                        goes = goes_left_raw(
+                            x, threshold[node], missing_left[node], True, bits[node]
+                        )
+                        node = left[node] if goes else right[node]
                     elif x <= threshold[node]:
                         node = left[node]
                     else:
@@ -113,7 +150,7 @@ class EnsemblePredictor:
                 f"alphas must have shape ({len(learners)},) to match the learners, got "
                 f"{alphas.shape}"
             )
-        parts = [learner.nodes for learner in learners]
+        parts = [current_nodes(learner.nodes) for learner in learners]
         sizes = np.array([part.size for part in parts], dtype=np.int64)
         self.roots = (np.cumsum(sizes) - sizes).astype(np.int64)
         nodes = np.concatenate(parts) if parts else np.empty(0, dtype=NODE_DTYPE)
@@ -121,6 +158,8 @@ class EnsemblePredictor:
         self.feature = np.ascontiguousarray(nodes["feature"])
         self.threshold = np.ascontiguousarray(nodes["threshold"])
         self.missing_left = np.ascontiguousarray(nodes["missing_left"])
+        self.is_categorical = np.ascontiguousarray(nodes["is_categorical"])
+        self.bitsets = np.ascontiguousarray(nodes["left_categories"])
         self.is_leaf = np.ascontiguousarray(nodes["is_leaf"])
         self.left = np.where(self.is_leaf, -1, nodes["left"] + offsets)
         self.right = np.where(self.is_leaf, -1, nodes["right"] + offsets)
@@ -147,6 +186,8 @@ class EnsemblePredictor:
                 self.scaled[self.left[roots]],
                 self.scaled[self.right[roots]],
                 ~self.missing_left[roots],
+                self.is_categorical[roots],
+                self.bitsets[roots],
                 _BLOCK_ROWS,
             )
         return _tree_margin(
@@ -155,6 +196,8 @@ class EnsemblePredictor:
             self.feature,
             self.threshold,
             self.missing_left,
+            self.is_categorical,
+            self.bitsets,
             self.left,
             self.right,
             self.is_leaf,

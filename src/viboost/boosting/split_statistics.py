@@ -19,7 +19,14 @@ import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
-from viboost.boosting.splitting import CRITERIA
+from viboost.boosting.splitting import (
+    CAT_L2,
+    CAT_SMOOTH,
+    CRITERIA,
+    MAX_CAT_THRESHOLD,
+    MAX_CAT_TO_ONEHOT,
+    categorical_settings,
+)
 from viboost.boosting.trees import LEAF_WEIGHTS
 
 __all__ = ["TreeSettings"]
@@ -36,6 +43,14 @@ class TreeSettings:
     leaf_weights: str = "per-leaf"
     criterion: str = "newton"
     weight_prior: float = 1.0
+    #: The categorical split search's regularisation (issue 53; LightGBM's names, see
+    #: :func:`~viboost.boosting.splitting.categorical_settings`): ``min_data_per_group`` None
+    #: is ``min(100, max(min_samples_leaf, 10))``.
+    cat_smooth: float = CAT_SMOOTH
+    min_data_per_group: float | None = None
+    max_cat_to_onehot: int = MAX_CAT_TO_ONEHOT
+    max_cat_threshold: int = MAX_CAT_THRESHOLD
+    cat_l2: float = CAT_L2
 
     def __post_init__(self) -> None:
         if self.leaf_weights not in LEAF_WEIGHTS:
@@ -49,6 +64,15 @@ class TreeSettings:
     def per_leaf(self) -> bool:
         """Whether each leaf carries its own weight."""
         return self.leaf_weights == "per-leaf"
+
+    @property
+    def categorical(self) -> np.ndarray:
+        """The categorical search's constants as the compiled kernel reads them
+        (:func:`~viboost.boosting.splitting.categorical_settings`)."""
+        return categorical_settings(
+            self.min_samples_leaf, self.cat_smooth, self.min_data_per_group,
+            self.max_cat_to_onehot, self.max_cat_threshold, self.cat_l2,
+        )  # fmt: skip
 
     @property
     def code(self) -> int:

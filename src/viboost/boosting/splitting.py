@@ -24,11 +24,13 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN
+from viboost.boosting.predictor import category_bit
 
 __all__ = [
     "CRITERIA",
     "GAIN_TOL",
     "best_node_split",
+    "categorical_settings",
     "leaf_value",
     "node_score",
     "partition_nodes",
@@ -53,20 +55,215 @@ def node_score(a, b, criterion, prior):  # pragma: no cover - compiled
     return max(a, b)
 
 
+#: Defaults of the categorical split search (issue 53; LightGBM's and scikit-learn HGB's
+#: regularisation of category sets): the smoothing of the sort key in rows, the rows a prefix
+#: must add before its boundary is scored, the most groups tried one against the rest, the
+#: most groups on the scanned side, and the extra L2 term in row units. The kernel reads them
+#: in this order from a float array (:func:`categorical_settings`).
+CAT_SMOOTH = 10.0
+MAX_CAT_TO_ONEHOT = 4
+MAX_CAT_THRESHOLD = 32
+CAT_L2 = 0.0
+
+
+def categorical_settings(
+    min_samples_leaf: float,
+    cat_smooth: float = CAT_SMOOTH,
+    min_data_per_group: float | None = None,
+    max_cat_to_onehot: int = MAX_CAT_TO_ONEHOT,
+    max_cat_threshold: int = MAX_CAT_THRESHOLD,
+    cat_l2: float = CAT_L2,
+) -> np.ndarray:
+    """The categorical search's constants as the float array :func:`best_node_split` reads:
+    ``[cat_smooth, min_data_per_group, max_cat_to_onehot, max_cat_threshold, cat_l2]``;
+    ``min_data_per_group`` None is ``min(100, max(min_samples_leaf, 10))``."""
+    if min_data_per_group is None:
+        min_data_per_group = min(100.0, max(float(min_samples_leaf), 10.0))
+    return np.array(
+        [cat_smooth, min_data_per_group, max_cat_to_onehot, max_cat_threshold, cat_l2],
+        dtype=np.float64,
+    )
+
+
 @numba.njit(cache=True)
-def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cover - compiled
+def _set_bit(words, code):  # pragma: no cover - compiled
+    """Set bit ``code`` (0 .. 255) of the four int64 words (uint64 bit patterns)."""
+    words[code >> 6] |= np.int64(1) << np.int64(code & 63)
+
+
+@numba.njit(cache=True)
+def _sums_of(hist, j, slots, n, missing_slot, ma, mb, mc):  # pragma: no cover - compiled
+    """The three sums of the groups ``slots[:n]`` of feature ``j`` (the missing values' slot
+    counted as its own sums ``ma, mb, mc``)."""
+    xa, xb, xc = 0.0, 0.0, 0.0
+    for g in range(n):
+        s = slots[g]
+        if s == missing_slot:
+            xa += ma
+            xb += mb
+            xc += mc
+        else:
+            xa += hist[j, s, 0]
+            xb += hist[j, s, 1]
+            xc += hist[j, s, 2]
+    return xa, xb, xc
+
+
+@numba.njit(cache=True)
+def _best_categorical_split(
+    hist, j, n_categories, criterion, prior, min_leaf, cat, ta, tb, tc, empty, tol, left_slots
+):  # pragma: no cover - compiled
+    """The best set of categories of feature ``j`` to send left, as HGB and LightGBM search it.
+
+    The *groups* are the categories with rows in the node, and the missing values' slot when
+    occupied (a category of its own, as in HGB). With at most ``max_cat_to_onehot`` groups each
+    is tried alone on the left (a category with NaN on either side, and NaN alone). Otherwise
+    the groups with at least ``cat_smooth`` rows are sorted by a smoothed leaf statistic
+    (newton: ``a / (b + cat_smooth u)``, ``u = tb / tc`` the node's ``b`` per row; the other
+    scores: the smoothed positive rate ``(a + s/2) / (a + b + s)``, ``s = cat_smooth (ta + tb) /
+    tc``; ties to the lower code) and prefixes are scanned from both ends, at most
+    ``min(max_cat_threshold, (n + 1) // 2)`` groups, a boundary scored only once the groups
+    since the last scored one hold ``min_data_per_group`` rows (LightGBM's
+    ``cnt_cur_group``); the rarer groups stay right. The score is the node score with
+    ``prior + cat_l2 u``. For any of the three (convex) scores and no smoothing or caps, the
+    best set is a prefix of this order, so the scan is exact.
+
+    ``left_slots`` (scratch, at least ``n_categories + 1`` entries) receives the slots of the
+    best set; returns its gain (-inf: none), size, and the left child's three sums.
+    """
+    cat_smooth, min_data_per_group = cat[0], cat[1]
+    max_onehot, max_threshold, cat_l2 = cat[2], cat[3], cat[4]
+    missing_slot = hist.shape[1] - 1
+    ma, mb, mc = hist[j, missing_slot, 0], hist[j, missing_slot, 1], hist[j, missing_slot, 2]
+    u = tb / tc if tc > 0.0 else 0.0
+    lam = prior + cat_l2 * u
+    parent = node_score(ta, tb, criterion, lam)
+    slots = np.empty(n_categories + 1, dtype=np.int64)
+    n = 0
+    for k in range(n_categories):
+        if hist[j, k, 2] > empty:
+            slots[n] = k
+            n += 1
+    if mc > empty:
+        slots[n] = missing_slot
+        n += 1
+    best_gain, best_n = -np.inf, 0
+    best_la, best_lb, best_lc = 0.0, 0.0, 0.0
+    if n < 2:
+        return best_gain, best_n, best_la, best_lb, best_lc
+    candidate = np.empty(n + 1, dtype=np.int64)
+    if n <= max_onehot:  # one against the rest: each category, NaN on either side; NaN alone
+        for g in range(n):
+            for with_missing in range(2):
+                size = 0
+                if slots[g] != missing_slot:
+                    candidate[size] = slots[g]
+                    size += 1
+                if with_missing == 1:
+                    if mc <= empty:
+                        continue
+                    candidate[size] = missing_slot
+                    size += 1
+                if size == 0 or (slots[g] == missing_slot and with_missing == 0):
+                    continue
+                xa, xb, xc = _sums_of(hist, j, candidate, size, missing_slot, ma, mb, mc)
+                if xc < min_leaf or tc - xc < min_leaf or tc - xc <= empty:
+                    continue
+                gain = (
+                    node_score(xa, xb, criterion, lam)
+                    + node_score(ta - xa, tb - xb, criterion, lam)
+                    - parent
+                )
+                if gain > best_gain + tol:
+                    best_gain, best_n = gain, size
+                    best_la, best_lb, best_lc = xa, xb, xc
+                    left_slots[:size] = candidate[:size]
+        return best_gain, best_n, best_la, best_lb, best_lc
+    # Sort and scan: the groups of at least cat_smooth rows, by their smoothed statistic.
+    kept = np.empty(n, dtype=np.int64)
+    keys = np.empty(n)
+    n_kept = 0
+    s_rows = cat_smooth * (ta + tb) / tc if tc > 0.0 else 0.0
+    for g in range(n):
+        s = slots[g]
+        if s == missing_slot:
+            a, b, c = ma, mb, mc
+        else:
+            a, b, c = hist[j, s, 0], hist[j, s, 1], hist[j, s, 2]
+        if c < cat_smooth:
+            continue
+        if criterion == 0:
+            denominator = b + cat_smooth * u
+        else:
+            denominator = a + b + s_rows
+        if criterion == 0:
+            key = a / denominator if denominator > 0.0 else 0.0
+        else:
+            key = (a + 0.5 * s_rows) / denominator if denominator > 0.0 else 0.5
+        kept[n_kept] = s
+        keys[n_kept] = key
+        n_kept += 1
+    if n_kept == 0:
+        return best_gain, best_n, best_la, best_lb, best_lc
+    order = np.argsort(keys[:n_kept], kind="mergesort")  # stable: ties to the lower code
+    steps = min(int(max_threshold), (n_kept + 1) // 2)
+    for direction in range(2):  # 0: from the lowest key, 1: from the highest
+        xa, xb, xc = 0.0, 0.0, 0.0
+        since = 0.0
+        for i in range(min(steps, n_kept)):
+            s = kept[order[i] if direction == 0 else order[n_kept - 1 - i]]
+            if s == missing_slot:
+                xa += ma
+                xb += mb
+                xc += mc
+                since += mc
+            else:
+                xa += hist[j, s, 0]
+                xb += hist[j, s, 1]
+                xc += hist[j, s, 2]
+                since += hist[j, s, 2]
+            if xc < min_leaf:
+                continue
+            if tc - xc < min_leaf or tc - xc < min_data_per_group or tc - xc <= empty:
+                break
+            if since < min_data_per_group:
+                continue
+            since = 0.0
+            gain = (
+                node_score(xa, xb, criterion, lam)
+                + node_score(ta - xa, tb - xb, criterion, lam)
+                - parent
+            )
+            if gain > best_gain + tol:
+                best_gain, best_n = gain, i + 1
+                best_la, best_lb, best_lc = xa, xb, xc
+                for q in range(i + 1):
+                    left_slots[q] = kept[order[q] if direction == 0 else order[n_kept - 1 - q]]
+    return best_gain, best_n, best_la, best_lb, best_lc
+
+
+@numba.njit(cache=True)
+def best_node_split(
+    hist, n_bins, is_cat, criterion, prior, min_leaf, cat
+):  # pragma: no cover - compiled
     """The best split of a node from its histogram (per feature and slot, the missing values
     in the last slot: :func:`~viboost.boosting.histogram.node_histograms`).
 
     Position ``p`` sends the observed bins ``< p`` left (``p = n_bins[j]``: every observed value
     left, the missing ones right); missing values go left or right, whichever gains more (left
-    first on ties). Ties go to the lowest feature, then position. Returns the gain (-inf for
-    none), feature, position, missing side and the left child's three sums.
+    first on ties). A categorical feature (``is_cat[j]``: its bins are its codes) is split by a
+    set of categories (:func:`_best_categorical_split`, constants ``cat`` of
+    :func:`categorical_settings`); its position is -1. Ties go to the lowest feature, then
+    position. Returns the gain (-inf for none), feature, position, missing side, the left
+    child's three sums and the four words (int64 bit patterns of uint64) of a categorical
+    split's left set: bit ``k`` for code ``k``; with the missing values on the left, every code
+    without rows in the node too (a code not seen here follows NaN).
     """
     d = hist.shape[0]
     best_gain = -np.inf
     best_j, best_p, best_missing_left = -1, 0, True
     best_la, best_lb, best_lc = 0.0, 0.0, 0.0
+    words = np.zeros(4, dtype=np.int64)
     # The node's totals, from feature 0 (every row has one bin of each feature).
     missing = hist.shape[1] - 1  # the missing values' slot
     ta, tb, tc = 0.0, 0.0, 0.0
@@ -77,11 +274,36 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
     parent = node_score(ta, tb, criterion, prior)
     tol = GAIN_TOL * max(abs(parent), 1e-300)
     empty = GAIN_TOL * tc  # a count below this is rounding residue of the subtraction trick
+    left_slots = np.empty(hist.shape[1] + 1, dtype=np.int64)
     for j in range(d):
         ma, mb, mc = hist[j, missing, 0], hist[j, missing, 1], hist[j, missing, 2]
         no_missing = mc <= empty
-        la, lb, lc = 0.0, 0.0, 0.0
         nb = n_bins[j]
+        if is_cat[j]:
+            gain, size, xa, xb, xc = _best_categorical_split(
+                hist, j, nb, criterion, prior, min_leaf, cat, ta, tb, tc, empty, tol, left_slots
+            )
+            if gain > best_gain + tol:
+                best_gain = gain
+                best_j, best_p = j, -1
+                best_la, best_lb, best_lc = xa, xb, xc
+                words[:] = 0
+                missing_in = False
+                for q in range(size):
+                    if left_slots[q] == missing:
+                        missing_in = True
+                    else:
+                        _set_bit(words, left_slots[q])
+                if no_missing:  # no missing value here: NaN to the larger child
+                    best_missing_left = xc >= tc - xc
+                else:
+                    best_missing_left = missing_in
+                if best_missing_left:  # codes without rows here follow NaN
+                    for k in range(256):
+                        if k >= nb or hist[j, k, 2] <= empty:
+                            _set_bit(words, k)
+            continue
+        la, lb, lc = 0.0, 0.0, 0.0
         for p in range(1, nb + 1):
             la += hist[j, p - 1, 0]
             lb += hist[j, p - 1, 1]
@@ -111,8 +333,13 @@ def best_node_split(hist, n_bins, criterion, prior, min_leaf):  # pragma: no cov
                         best_missing_left = side == 0
                     best_la, best_lb, best_lc = xa, xb, xc
     if best_gain <= tol:
-        return -np.inf, -1, 0, True, 0.0, 0.0, 0.0
-    return best_gain, best_j, best_p, best_missing_left, best_la, best_lb, best_lc
+        return -np.inf, -1, 0, True, 0.0, 0.0, 0.0, 0, 0, 0, 0
+    if best_p >= 0:
+        words[:] = 0
+    return (
+        best_gain, best_j, best_p, best_missing_left, best_la, best_lb, best_lc,
+        words[0], words[1], words[2], words[3],
+    )  # fmt: skip
 
 
 # Rows per chunk of a parallel partition (boundaries from the node's row count only).
@@ -121,8 +348,15 @@ _PARTITION_MAX_CHUNKS = 64
 
 
 @numba.njit(cache=True)
-def _goes_left(b, position, missing_left):  # pragma: no cover - compiled
-    return missing_left if b == MISSING_BIN else b < position
+def _goes_left(b, position, missing_left, bits):  # pragma: no cover - compiled
+    """Whether bin ``b`` goes left: bin 255 to the missing side; a categorical split
+    (``position < 0``) sends the codes of its set ``bits`` (uint64 words) left, a numeric one
+    the bins ``< position``."""
+    if b == MISSING_BIN:
+        return missing_left
+    if position < 0:
+        return category_bit(bits, np.int64(b))
+    return b < position
 
 
 @numba.njit(cache=True)
@@ -155,6 +389,7 @@ def _partition(
     features,
     positions,
     missing_left,
+    bitsets,
     decisions,
 ):  # pragma: no cover - compiled
     """Stable partition of each node's positions ``starts[r]:stops[r]`` in fixed chunks, read
@@ -174,10 +409,11 @@ def _partition(
         r = np.searchsorted(first, unit, side="right") - 1
         lo = starts[r] + (unit - first[r]) * size[r]
         feature, position, missing = features[r], positions[r], missing_left[r]
+        bits = bitsets[r]
         source = rows if sides[r] == 0 else row_buffer
         count = 0
         for k in range(np.uint64(lo), np.uint64(min(stops[r], lo + size[r]))):
-            left = _goes_left(columns[feature, source[k]], position, missing)
+            left = _goes_left(columns[feature, source[k]], position, missing, bits)
             decisions[k] = left
             count += left
         lefts[unit] = count
@@ -229,6 +465,7 @@ def partition_nodes(
     stat_buffer: np.ndarray,
     sides: np.ndarray | None = None,
     decisions: np.ndarray | None = None,
+    bitsets: np.ndarray | None = None,
 ) -> np.ndarray:
     """Stable partition of the disjoint ranges ``starts[r]:stops[r]`` (each node's left
     child's rows first); returns their counts.
@@ -241,7 +478,9 @@ def partition_nodes(
     ``binned.T``, fastest C-contiguous: a split reads one feature of many rows). Rows with bin
     ``< positions[r]`` of ``features[r]`` go left, missing ones (bin 255) if
     ``missing_left[r]``. The nodes may belong to different trees (their rows in one array):
-    all are one parallel pass. ``decisions`` (uint8, as long as ``rows``; allocated when None)
+    all are one parallel pass. A node with ``positions[r] < 0`` is a categorical split: its
+    rows whose bin (the code) has its bit set in ``bitsets[r]`` (four uint64 words; None: no
+    categorical split) go left. ``decisions`` (uint8, as long as ``rows``; allocated when None)
     is scratch. A call of a single chunk runs on the calling thread.
 
     Two sides, with nothing copied back and each row's side decided once, against the
@@ -258,6 +497,9 @@ def partition_nodes(
         raise ValueError(f"sides must have one entry per node ({n_nodes}), got {sides.shape}")
     if decisions is None:
         decisions = np.empty(rows.shape[0], dtype=np.uint8)
+    if bitsets is None:
+        bitsets = np.zeros((n_nodes, 4), dtype=np.uint64)
+    bitsets = np.ascontiguousarray(bitsets, dtype=np.uint64).reshape(n_nodes, 4)
     kernel = _partition
     if int(np.sum(stops - starts)) <= _PARTITION_CHUNK_ROWS:
         kernel = _partition.serial
@@ -266,6 +508,7 @@ def partition_nodes(
         np.ascontiguousarray(features, dtype=np.int64),
         np.ascontiguousarray(positions, dtype=np.int64),
         np.ascontiguousarray(missing_left, dtype=np.bool_),
+        bitsets,
         decisions,
     )  # fmt: skip
 

@@ -38,6 +38,7 @@ from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN, FeatureBinner
 from viboost.boosting.histogram import binned_histogram, occupied_bins, transpose_bins
 from viboost.boosting.learners import NODE_DTYPE, BaseLearner
+from viboost.boosting.splitting import CAT_SMOOTH
 
 __all__ = [
     "BinnedStumpSearch",
@@ -52,6 +53,8 @@ __all__ = [
 #: position, never by the rounding of a particular summation order, so that equal data weighted
 #: two ways (repeated rows, integer sample weights) pick the same stump.
 TIE_TOLERANCE = 1e-12
+# A word of a categorical set as a Python int in uint64 range (the kernels hold int64 patterns).
+_WORD = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,11 @@ class DecisionStump:
     covers : (float, float) or None, default=None
         The training weight that went left and right when the stump was fitted (recorded by
         the booster; the ``cover`` of its leaves). Not part of the stump's identity.
+    left_categories : (int, int, int, int) or None, default=None
+        For a categorical stump (issue 53), the four uint64 words of the set of codes that go
+        left (bit ``k`` of word ``k // 64`` for code ``k``; ``threshold`` is then NaN); a NaN,
+        a code outside the set's range or a non-code goes to the missing side. None for a
+        numeric stump. Part of the stump's identity.
 
     Examples
     --------
@@ -95,6 +103,17 @@ class DecisionStump:
     split_bin: int | None = field(default=None, compare=False, repr=False)
     gain: float = field(default=float("nan"), compare=False, repr=False)
     covers: tuple[float, float] | None = field(default=None, compare=False, repr=False)
+    left_categories: tuple[int, int, int, int] | None = field(default=None, repr=False)
+
+    @property
+    def is_categorical(self) -> bool:
+        """Whether the stump splits a categorical feature by a set of codes."""
+        return self.left_categories is not None
+
+    def _words(self) -> np.ndarray:
+        """The set's four words as uint64 (zeros for a numeric stump)."""
+        words = (0, 0, 0, 0) if self.left_categories is None else self.left_categories
+        return np.array([int(w) for w in words], dtype=np.uint64)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Return ``h(x)`` in {-1.0, +1.0} for each row of the 2-D array ``X``."""
@@ -102,6 +121,13 @@ class DecisionStump:
 
     def _right(self, X: np.ndarray) -> np.ndarray:
         column = X[:, self.feature]
+        if self.left_categories is not None:  # numpy twin of predictor.goes_left_raw
+            with np.errstate(invalid="ignore"):
+                valid = (column >= 0) & (column < 256) & (column == np.floor(column))
+            codes = np.where(valid, column, 0).astype(np.int64)
+            words = self._words()
+            bit = (words[codes >> 6] >> (codes & 63).astype(np.uint64)) & np.uint64(1)
+            return np.where(valid, bit == 0, self.missing_right)
         right = column > self.threshold
         if self.missing_right:
             right |= np.isnan(column)
@@ -112,20 +138,20 @@ class DecisionStump:
         """Three nodes (:data:`~viboost.boosting.learners.NODE_DTYPE`): the split, the left leaf
         (``-polarity``) and the right leaf (``polarity``)."""
         nodes = np.zeros(3, dtype=NODE_DTYPE)
-        nodes[0] = (
-            0.0,
-            self.feature,
-            self.threshold,
-            -2 if self.split_bin is None else self.split_bin,
-            not self.missing_right,
-            1,
-            2,
-            False,
-            0.0 if np.isnan(self.gain) else self.gain,
-            np.nan,
-        )
-        nodes[1] = (-float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
-        nodes[2] = (float(self.polarity), -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
+        nodes["feature"] = [self.feature, -1, -1]
+        nodes["threshold"][0] = self.threshold
+        nodes["bin_threshold"][0] = -2 if self.split_bin is None else self.split_bin
+        nodes["missing_left"][0] = not self.missing_right
+        nodes["left"] = [1, -1, -1]
+        nodes["right"] = [2, -1, -1]
+        nodes["is_leaf"] = [False, True, True]
+        nodes["gain"][0] = 0.0 if np.isnan(self.gain) else self.gain
+        nodes["value"] = [0.0, -float(self.polarity), float(self.polarity)]
+        nodes["cover"] = np.nan
+        if self.left_categories is not None:
+            nodes["bin_threshold"][0] = -1
+            nodes["is_categorical"][0] = True
+            nodes["left_categories"][0] = self._words()
         if self.covers is not None:
             left, right = self.covers
             nodes["cover"] = [left + right, left, right]
@@ -138,6 +164,8 @@ class DecisionStump:
     @property
     def is_constant(self) -> bool:
         """Whether the stump sends every value, missing ones included, to the same side."""
+        if self.left_categories is not None:  # no code goes left, nor NaN
+            return not any(self.left_categories) and self.missing_right
         return not np.isfinite(self.threshold) and self.missing_right
 
     def split_gains(self) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +183,10 @@ class DecisionStump:
                 "stump.predict(X)"
             )
         column = np.ascontiguousarray(binned_columns[self.feature])
+        if self.left_categories is not None:  # bin == code: the set read bin by bin
+            left = ~self._right(np.arange(256, dtype=np.float64)[:, None])
+            left[MISSING_BIN] = not self.missing_right
+            return np.where(left[column], -float(self.polarity), float(self.polarity))
         return binned_stump_outputs(column, self.split_bin + 1, self)
 
 
@@ -364,6 +396,72 @@ def _best_split(hist, n_bins, occupied, bin_values, tol):  # pragma: no cover - 
     return best_j, best_p, best_polarity, best_missing_right, best_error
 
 
+@numba.njit(cache=True)
+def _best_categorical_stumps(
+    hist, is_cat, n_bins, counts, cat_smooth, min_data_per_group, tol, best_error
+):  # pragma: no cover - compiled
+    """The best categorical stump over the features ``is_cat[j]`` (bins are codes), if its error
+    is below ``best_error - tol``: the error is additive per category, so for polarity +1 a
+    category goes left (where ``h = -1``) iff its positive weight is below its negative weight
+    (the mirror image for -1). A category of fewer than ``cat_smooth`` rows (``counts``) goes
+    right, a left set of fewer than ``min_data_per_group`` rows is dropped (all right); the NaN
+    group takes the same rule when occupied, else the heavier side. Ties: lowest feature, then
+    polarity +1. Returns the feature (-1: none better), polarity, missing side, error and the
+    four words (int64 patterns) of the left set; codes without rows follow NaN."""
+    best_j, best_polarity, best_missing_right = -1, 1, True
+    words = np.zeros(4, dtype=np.int64)
+    for j in range(hist.shape[0]):
+        if not is_cat[j]:
+            continue
+        nb = n_bins[j]
+        for polarity in (1, -1):
+            error, left_rows, left_weight, total = 0.0, 0.0, 0.0, 0.0
+            for k in range(nb):
+                pos, neg = hist[j, k, 1], hist[j, k, 0]
+                total += pos + neg
+                goes = (pos < neg if polarity == 1 else neg < pos) and counts[j, k] >= cat_smooth
+                if goes and counts[j, k] > 0:
+                    left_rows += counts[j, k]
+            drop = left_rows < min_data_per_group
+            for k in range(nb):
+                pos, neg = hist[j, k, 1], hist[j, k, 0]
+                goes = (pos < neg if polarity == 1 else neg < pos) and counts[j, k] >= cat_smooth
+                goes = goes and not drop and counts[j, k] > 0
+                if goes:  # left predicts -polarity
+                    error += pos if polarity == 1 else neg
+                    left_weight += pos + neg
+                else:
+                    error += neg if polarity == 1 else pos
+            pos, neg = hist[j, MISSING_BIN, 1], hist[j, MISSING_BIN, 0]
+            if counts[j, MISSING_BIN] > 0:
+                missing_left = pos < neg if polarity == 1 else neg < pos
+                error += (
+                    (pos if polarity == 1 else neg)
+                    if missing_left
+                    else (neg if polarity == 1 else pos)
+                )
+            else:  # no NaN seen: to the side holding more weight
+                missing_left = left_weight > total / 2.0
+            if error < best_error - tol:
+                best_error, best_j, best_polarity = error, j, polarity
+                best_missing_right = not missing_left
+                words[:] = 0
+                for k in range(256):
+                    goes = False
+                    if k < nb and counts[j, k] > 0:
+                        pos, neg = hist[j, k, 1], hist[j, k, 0]
+                        goes = (
+                            (pos < neg if polarity == 1 else neg < pos)
+                            and (counts[j, k] >= cat_smooth)
+                            and not drop
+                        )
+                    else:
+                        goes = missing_left  # a code without rows follows NaN
+                    if goes:
+                        words[k >> 6] |= np.int64(1) << np.int64(k & 63)
+    return best_j, best_polarity, best_missing_right, best_error, words
+
+
 @threaded_kernel(cache=True)
 def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cover - compiled
     """``h`` of the training rows from one binned column: bins ``>= position`` on the right."""
@@ -379,7 +477,12 @@ def _stump_outputs(column, position, polarity, missing_right):  # pragma: no cov
 
 
 def best_binned_stump(
-    hist: np.ndarray, binner: FeatureBinner, occupied: np.ndarray
+    hist: np.ndarray,
+    binner: FeatureBinner,
+    occupied: np.ndarray,
+    counts: np.ndarray | None = None,
+    cat_smooth: float = CAT_SMOOTH,
+    min_data_per_group: float = 10.0,
 ) -> tuple[DecisionStump, float]:
     """The stump of least weighted error from a :func:`binned_histogram` of the weights.
 
@@ -388,7 +491,11 @@ def best_binned_stump(
     :data:`TIE_TOLERANCE` are ties, broken as in :meth:`ExactStumpSearch.best`, except that a
     run of positions parted only by unoccupied bins gives its middle one. A
     histogram whose weights do not sum to one (beyond rounding) is normalised first (in
-    place), and the error is that of the normalised weights.
+    place), and the error is that of the normalised weights. A categorical feature
+    (``binner.is_categorical_``) gives a stump on a set of codes
+    (:func:`_best_categorical_stumps`, with ``counts``: the search's rows per bin, needed then;
+    ``cat_smooth`` and ``min_data_per_group`` in rows); it wins only with an error lower by
+    more than :data:`TIE_TOLERANCE`.
     """
     total = float(hist[0].sum())
     if not np.isfinite(total):
@@ -398,6 +505,26 @@ def best_binned_stump(
     feature, position, polarity, missing_right, error = _best_split(
         hist, binner.n_bins_, occupied, binner.bin_values_, TIE_TOLERANCE
     )
+    is_cat = getattr(binner, "is_categorical_", None)
+    if is_cat is not None and is_cat.any():
+        if counts is None:
+            raise ValueError("a search over categorical features needs the bins' row counts")
+        cat = _best_categorical_stumps(
+            hist, is_cat, binner.n_bins_, counts, float(cat_smooth), float(min_data_per_group),
+            TIE_TOLERANCE, error if feature >= 0 else np.inf,
+        )  # fmt: skip
+        if cat[0] >= 0:
+            error = max(float(cat[3]), 0.0)
+            stump = DecisionStump(
+                feature=int(cat[0]),
+                threshold=float("nan"),
+                polarity=int(cat[1]),
+                missing_right=bool(cat[2]),
+                split_bin=-1,
+                gain=1.0 - 2.0 * error,
+                left_categories=tuple(int(w) & _WORD for w in cat[4]),
+            )
+            return stump, error
     if feature < 0:
         raise ValueError("no stump could be scored: are the weights and labels finite?")
     threshold = -np.inf if position == 0 else binner.thresholds_[feature][position - 1]
@@ -444,6 +571,13 @@ class BinnedStumpSearch:
         :class:`~viboost.boosting.binning.FeatureBinner`).
     random_state : int, RandomState, Generator or None, default=None
         Source of that subsample.
+    n_categories : ndarray of int64, shape (n_features,), default=None
+        Per feature, 0 (numeric) or its number of categories (values the codes ``0 .. K-1``):
+        split by sets of codes (:func:`best_binned_stump`, issue 53). None: all numeric.
+    cat_smooth : float, default=10.0
+        A category of fewer rows goes right in a categorical stump.
+    min_data_per_group : float, default=10.0
+        A categorical stump's left set of fewer rows is dropped (every category right).
 
     Attributes
     ----------
@@ -475,6 +609,9 @@ class BinnedStumpSearch:
         max_bins: int = 255,
         subsample: int = 200_000,
         random_state: int | np.random.RandomState | np.random.Generator | None = None,
+        n_categories: np.ndarray | None = None,
+        cat_smooth: float = CAT_SMOOTH,
+        min_data_per_group: float = 10.0,
     ) -> None:
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
@@ -489,13 +626,19 @@ class BinnedStumpSearch:
             raise ValueError(f"active must have shape ({n_samples},), got {active.shape}")
         self.n_features = n_features
         self.binner_ = FeatureBinner(
-            max_bins=max_bins, subsample=subsample, random_state=random_state
+            max_bins=max_bins,
+            subsample=subsample,
+            random_state=random_state,
+            n_categories=n_categories,
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
+        self.cat_smooth = float(cat_smooth)
+        self.min_data_per_group = float(min_data_per_group)
         self._active = active
         # Which bins hold active rows (weight-free; column 255: missing values).
         self._occupied = occupied_bins(self.binned_, active)
+        self._counts = self._category_counts(active)
 
     def restricted(self, active: np.ndarray) -> BinnedStumpSearch:
         """A search over the same bins for the rows ``active`` (a subset of this search's rows,
@@ -508,9 +651,22 @@ class BinnedStumpSearch:
         other.binner_ = self.binner_
         other.binned_ = self.binned_
         other.binned_columns_ = self.binned_columns_
+        other.cat_smooth = self.cat_smooth
+        other.min_data_per_group = self.min_data_per_group
         other._active = active
         other._occupied = occupied_bins(self.binned_, active)
+        other._counts = other._category_counts(active)
         return other
+
+    def _category_counts(self, active: np.ndarray) -> np.ndarray | None:
+        """The active rows per bin of each categorical feature (None when there is none)."""
+        is_cat = self.binner_.is_categorical_
+        if not is_cat.any():
+            return None
+        counts = np.zeros((self.n_features, 256))
+        for j in np.flatnonzero(is_cat):
+            counts[j] = np.bincount(self.binned_columns_[j][active], minlength=256)
+        return counts
 
     def best(self, weights: np.ndarray, y: np.ndarray) -> tuple[DecisionStump, float]:
         """Stump of least weighted error ``sum(weights[h(X) != y])`` and that error.
@@ -528,7 +684,10 @@ class BinnedStumpSearch:
                 f"weights and y must have shape ({n_samples},), got {weights.shape} and {y.shape}"
             )
         hist = binned_histogram(self.binned_, weights, y, self._active)
-        return best_binned_stump(hist, self.binner_, self._occupied)
+        return best_binned_stump(
+            hist, self.binner_, self._occupied, getattr(self, "_counts", None),
+            getattr(self, "cat_smooth", CAT_SMOOTH), getattr(self, "min_data_per_group", 10.0),
+        )  # fmt: skip
 
     def split_bin(self, stump: DecisionStump) -> int:
         """The bin ``b`` such that ``stump`` sends bins ``<= b`` of its feature left.
@@ -540,6 +699,8 @@ class BinnedStumpSearch:
             raise ValueError(
                 f"stump feature {stump.feature} is out of range for {self.n_features} features"
             )
+        if stump.left_categories is not None:
+            raise ValueError("a categorical stump splits by a set of codes, not at a bin")
         if stump.threshold == -np.inf:
             return -1
         edges = self.binner_.thresholds_[stump.feature]

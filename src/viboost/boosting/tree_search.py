@@ -25,6 +25,7 @@ from viboost.boosting.partition import (
     root_histograms,
 )
 from viboost.boosting.split_statistics import TreeSettings
+from viboost.boosting.splitting import CAT_L2, CAT_SMOOTH, MAX_CAT_THRESHOLD, MAX_CAT_TO_ONEHOT
 from viboost.boosting.trees import HistogramTree, intercept_tree
 
 __all__ = ["TreeSearch"]
@@ -60,6 +61,13 @@ class TreeSearch:
     sample_weight : ndarray of shape (n_samples,), default=None
         How much each row counts towards ``min_samples_leaf`` (the fit's sample weights, so
         that a row of weight k counts as k copies of it); ones when None.
+    n_categories : ndarray of int64, shape (n_features,), default=None
+        Per feature, 0 (numeric) or its number of categories ``K`` (its values the codes
+        ``0 .. K-1``, NaN missing): a categorical feature is split by sets of codes
+        (:class:`~viboost.boosting.binning.FeatureBinner`, issue 53). None: all numeric.
+    cat_smooth, min_data_per_group, max_cat_to_onehot, max_cat_threshold, cat_l2
+        The categorical split search's regularisation
+        (:class:`~viboost.boosting.split_statistics.TreeSettings`).
 
     Attributes
     ----------
@@ -85,6 +93,12 @@ class TreeSearch:
         subsample: int = 200_000,
         random_state: int | np.random.RandomState | np.random.Generator | None = None,
         sample_weight: np.ndarray | None = None,
+        n_categories: np.ndarray | None = None,
+        cat_smooth: float = CAT_SMOOTH,
+        min_data_per_group: float | None = None,
+        max_cat_to_onehot: int = MAX_CAT_TO_ONEHOT,
+        max_cat_threshold: int = MAX_CAT_THRESHOLD,
+        cat_l2: float = CAT_L2,
     ) -> None:
         X = np.asarray(X, dtype=np.float64)
         self._sample_weight = sample_weight
@@ -102,9 +116,17 @@ class TreeSearch:
             leaf_weights=leaf_weights,
             criterion=criterion,
             weight_prior=float(weight_prior),
+            cat_smooth=float(cat_smooth),
+            min_data_per_group=min_data_per_group,
+            max_cat_to_onehot=int(max_cat_to_onehot),
+            max_cat_threshold=int(max_cat_threshold),
+            cat_l2=float(cat_l2),
         )
         self.binner_ = FeatureBinner(
-            max_bins=max_bins, subsample=subsample, random_state=random_state
+            max_bins=max_bins,
+            subsample=subsample,
+            random_state=random_state,
+            n_categories=n_categories,
         ).fit(X, active)
         self.binned_ = self.binner_.transform(X)
         self.binned_columns_ = transpose_bins(self.binned_)
@@ -242,6 +264,7 @@ class TreeSearch:
                 first_search._thresholds,
                 first_search.settings,
                 [s.settings.prior(float(total)) for s, total in zip(searches, totals, strict=True)],
+                is_categorical=first_binner.is_categorical_,
             )
             shape = roots.shape[1:]
             while True:

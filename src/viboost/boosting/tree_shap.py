@@ -55,6 +55,7 @@ import numba
 import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
+from viboost.boosting.predictor import goes_left_raw
 
 __all__ = [
     "interventional_shap",
@@ -111,6 +112,13 @@ def _walk_structure(roots, sizes, left, right, is_leaf):  # pragma: no cover - c
     return depth, order[:at], n_ordered
 
 
+def _field(part: np.ndarray, name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """Field ``name`` of a node array, or zeros of that shape per node when it lacks it."""
+    if name in (part.dtype.names or ()):
+        return np.asarray(part[name], dtype=dtype).reshape((part.size, *shape))
+    return np.zeros((part.size, *shape), dtype=dtype)
+
+
 class _Ensemble:
     """Concatenated, validated node arrays of ``sum_t alphas[t] * h_t`` (as
     :class:`~viboost.boosting.predictor.EnsemblePredictor` lays them out)."""
@@ -160,6 +168,18 @@ class _Ensemble:
         self.feature = np.ascontiguousarray(np.where(split, feature, -1))
         self.threshold = np.ascontiguousarray(columns["threshold"], dtype=np.float64)
         self.missing_left = np.ascontiguousarray(columns["missing_left"], dtype=np.bool_)
+        # Categorical splits (issue 53): absent fields (an older node layout) mean none.
+        self.is_categorical = np.ascontiguousarray(
+            np.concatenate([_field(part, "is_categorical", (), np.bool_) for part in parts])
+            if parts
+            else np.empty(0, dtype=np.bool_)
+        )
+        self.bitsets = np.ascontiguousarray(
+            np.concatenate([_field(part, "left_categories", (4,), np.uint64) for part in parts])
+            if parts
+            else np.empty((0, 4), dtype=np.uint64)
+        )
+        self.is_categorical &= ~self.is_leaf
         self.left = np.ascontiguousarray(np.where(split, local_left + offsets, -1))
         self.right = np.ascontiguousarray(np.where(split, local_right + offsets, -1))
         self.cover = np.ascontiguousarray(columns["cover"], dtype=np.float64)
@@ -232,16 +252,15 @@ def _node_means(order, is_leaf, left, right, value, share_left, share_right):  #
 
 
 @numba.njit(cache=True)
-def _leaf_of(x, node, feature, threshold, missing_left, left, right, is_leaf):  # pragma: no cover
+def _leaf_of(
+    x, node, feature, threshold, missing_left, is_cat, bits, left, right, is_leaf
+):  # pragma: no cover
     """The leaf that the row ``x`` reaches from ``node``."""
     while not is_leaf[node]:
-        v = x[feature[node]]
-        if v != v:
-            node = left[node] if missing_left[node] else right[node]
-        elif v <= threshold[node]:
-            node = left[node]
-        else:
-            node = right[node]
+        goes = goes_left_raw(
+            x[feature[node]], threshold[node], missing_left[node], is_cat[node], bits[node]
+        )
+        node = left[node] if goes else right[node]
     return node
 
 
@@ -327,6 +346,8 @@ def _path_dependent_kernel(  # pragma: no cover - compiled
     feature,
     threshold,
     missing_left,
+    is_cat,
+    bits,
     left,
     right,
     is_leaf,
@@ -373,7 +394,16 @@ def _path_dependent_kernel(  # pragma: no cover - compiled
                     continue
                 if only >= 0:
                     leaf = _leaf_of(
-                        x, roots[t], feature, threshold, missing_left, left, right, is_leaf
+                        x,
+                        roots[t],
+                        feature,
+                        threshold,
+                        missing_left,
+                        is_cat,
+                        bits,
+                        left,
+                        right,
+                        is_leaf,
                     )
                     phi[only] += scaled[leaf] - root_means[t]
                     continue
@@ -403,10 +433,9 @@ def _path_dependent_kernel(  # pragma: no cover - compiled
                         continue
                     f = feature[node]
                     v = x[f]
-                    if v != v:
-                        goes_left = missing_left[node]
-                    else:
-                        goes_left = v <= threshold[node]
+                    goes_left = goes_left_raw(
+                        v, threshold[node], missing_left[node], is_cat[node], bits[node]
+                    )
                     if goes_left:
                         hot, cold = left[node], right[node]
                         hot_share, cold_share = share_left[node], share_right[node]
@@ -439,7 +468,7 @@ def _path_dependent_kernel(  # pragma: no cover - compiled
 
 @threaded_kernel(cache=True)
 def _leaf_means_kernel(  # pragma: no cover - compiled
-    B, weights, roots, feature, threshold, missing_left, left, right, is_leaf, value
+    B, weights, roots, feature, threshold, missing_left, is_cat, bits, left, right, is_leaf, value
 ):
     """The weighted mean ``sum_b weights[b] * value[leaf_t(b)] / sum_b weights[b]`` per learner,
     the rows added in order (dividing last: a learner that sends every row to one leaf gets
@@ -452,7 +481,16 @@ def _leaf_means_kernel(  # pragma: no cover - compiled
         for b in range(B.shape[0]):
             if weights[b] != 0.0:
                 leaf = _leaf_of(
-                    B[b], roots[t], feature, threshold, missing_left, left, right, is_leaf
+                    B[b],
+                    roots[t],
+                    feature,
+                    threshold,
+                    missing_left,
+                    is_cat,
+                    bits,
+                    left,
+                    right,
+                    is_leaf,
                 )
                 total += weights[b] * value[leaf]
                 weight += weights[b]
@@ -471,6 +509,8 @@ def _interventional_kernel(  # pragma: no cover - compiled
     feature,
     threshold,
     missing_left,
+    is_cat,
+    bits,
     left,
     right,
     is_leaf,
@@ -510,7 +550,16 @@ def _interventional_kernel(  # pragma: no cover - compiled
                     continue
                 if only >= 0:
                     leaf = _leaf_of(
-                        x, roots[t], feature, threshold, missing_left, left, right, is_leaf
+                        x,
+                        roots[t],
+                        feature,
+                        threshold,
+                        missing_left,
+                        is_cat,
+                        bits,
+                        left,
+                        right,
+                        is_leaf,
                     )
                     phi[only] += scaled[leaf] - root_means[t]
                     continue
@@ -538,12 +587,17 @@ def _interventional_kernel(  # pragma: no cover - compiled
                             side = assigned[f]
                             if side != 2:
                                 v = x[f]
-                                x_left = missing_left[node] if v != v else v <= threshold[node]
+                                x_left = goes_left_raw(
+                                    v, threshold[node], missing_left[node], is_cat[node],
+                                    bits[node],
+                                )  # fmt: skip
                                 if side == 1:
                                     node = left[node] if x_left else right[node]
                                     continue
                             u = b_row[f]
-                            b_left = missing_left[node] if u != u else u <= threshold[node]
+                            b_left = goes_left_raw(
+                                u, threshold[node], missing_left[node], is_cat[node], bits[node]
+                            )
                             if side == 2:
                                 node = left[node] if b_left else right[node]
                                 continue
@@ -669,6 +723,8 @@ def path_dependent_shap(
         ensemble.feature,
         ensemble.threshold,
         ensemble.missing_left,
+        ensemble.is_categorical,
+        ensemble.bitsets,
         ensemble.left,
         ensemble.right,
         ensemble.is_leaf,
@@ -754,6 +810,8 @@ def interventional_shap(
         ensemble.feature,
         ensemble.threshold,
         ensemble.missing_left,
+        ensemble.is_categorical,
+        ensemble.bitsets,
         ensemble.left,
         ensemble.right,
         ensemble.is_leaf,

@@ -58,8 +58,8 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 from viboost.boosting.binning import MISSING_BIN
-from viboost.boosting.learners import NODE_DTYPE
-from viboost.boosting.predictor import predict_ensemble
+from viboost.boosting.learners import NODE_DTYPE, current_nodes
+from viboost.boosting.predictor import category_bit, predict_ensemble
 
 __all__ = ["LEAF_WEIGHTS", "HistogramTree", "intercept_tree"]
 
@@ -71,10 +71,12 @@ _APPLY_BLOCK = 1 << 12
 
 @threaded_kernel(cache=True)
 def _apply_binned(
-    binned_columns, rows, feature, bin_threshold, missing_left, left, right, is_leaf, block
-):  # pragma: no cover - compiled
+    binned_columns, rows, feature, bin_threshold, missing_left, is_cat, bits, left, right, is_leaf,
+    block,
+):  # pragma: no cover - compiled  # fmt: skip
     """The node index of the leaf each of ``rows`` reaches, from its bins
-    (``binned_columns[j, n]``)."""
+    (``binned_columns[j, n]``): bin 255 to the missing side, else a categorical split's bit of
+    the bin (bin == code) or ``bin <= bin_threshold``."""
     n = rows.shape[0]
     out = np.empty(n, dtype=np.int64)
     n_blocks = (n + block - 1) // block
@@ -86,6 +88,8 @@ def _apply_binned(
                 b = binned_columns[feature[node], i]
                 if b == MISSING_BIN:
                     node = left[node] if missing_left[node] else right[node]
+                elif is_cat[node]:
+                    node = left[node] if category_bit(bits[node], np.int64(b)) else right[node]
                 elif b <= bin_threshold[node]:
                     node = left[node]
                 else:
@@ -124,6 +128,13 @@ class HistogramTree:
 
     nodes: np.ndarray
     leaf_weights: str = "per-leaf"
+
+    def __setstate__(self, state: dict) -> None:
+        # Unpickling skips __init__: a tree pickled with an older node layout (viboost 0.3,
+        # without the categorical fields) is brought to NODE_DTYPE here.
+        state = dict(state)
+        state["nodes"] = current_nodes(state["nodes"])
+        self.__dict__.update(state)
 
     @property
     def per_leaf(self) -> bool:
@@ -193,6 +204,8 @@ class HistogramTree:
             np.ascontiguousarray(nodes["feature"]),
             np.ascontiguousarray(nodes["bin_threshold"]),
             np.ascontiguousarray(nodes["missing_left"]),
+            np.ascontiguousarray(nodes["is_categorical"]),
+            np.ascontiguousarray(nodes["left_categories"]),
             np.ascontiguousarray(nodes["left"]),
             np.ascontiguousarray(nodes["right"]),
             np.ascontiguousarray(nodes["is_leaf"]),
@@ -213,5 +226,5 @@ class HistogramTree:
 def intercept_tree() -> HistogramTree:
     """The tree of one leaf: the intercept ``c_0`` (a base classifier that is 1 everywhere)."""
     nodes = np.zeros(1, dtype=NODE_DTYPE)
-    nodes[0] = (1.0, -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan)
+    nodes[0] = (1.0, -1, 0.0, 0, False, -1, -1, True, 0.0, np.nan, False, 0)
     return HistogramTree(nodes, "per-leaf")

@@ -100,10 +100,20 @@ def learner_search(
     weight_prior: float,
     max_bins: int | None,
     random_state: RandomStateLike,
+    n_categories: np.ndarray | None = None,
 ) -> LearnerSearch:
     """The search engine of a fit, built once over its rows of positive weight: trees, binned
-    stumps, or the exhaustive stump search with ``max_bins=None``."""
+    stumps, or the exhaustive stump search with ``max_bins=None``. ``n_categories`` (int64 per
+    feature: 0 numeric, ``K > 0`` categorical with float codes ``0 .. K-1``, NaN missing; None:
+    all numeric) reaches the binning and the split searches (issue 53)."""
     weighted = sample_weight > 0
+    has_categories = n_categories is not None and bool(np.any(np.asarray(n_categories) > 0))
+    if max_bins is None and has_categories:
+        raise ValueError(
+            "max_bins=None (the exhaustive stump search over raw values) cannot split "
+            "categorical features: set max_bins (e.g. 255); categorical features are binned "
+            "exactly, one bin per category, so the binned search is exhaustive for them."
+        )
     settings = plan.tree_settings(float(weight_prior))
     if settings is not None:
         # FitConfig.plan refuses trees with max_bins=None (the exhaustive search is stumps').
@@ -114,11 +124,18 @@ def learner_search(
             max_bins=max_bins,
             random_state=random_state,
             sample_weight=sample_weight,
+            n_categories=n_categories,
             **asdict(settings),
         )
     if max_bins is None:
         return ExactStumpSearch(X, active=weighted)
-    return BinnedStumpSearch(X, active=weighted, max_bins=max_bins, random_state=random_state)
+    return BinnedStumpSearch(
+        X,
+        active=weighted,
+        max_bins=max_bins,
+        random_state=random_state,
+        n_categories=n_categories,
+    )
 
 
 class InMemoryData:
@@ -141,6 +158,7 @@ class InMemoryData:
         weight_prior: float,
         max_bins: int | None,
         random_state: RandomStateLike,
+        n_categories: np.ndarray | None = None,
     ) -> None:
         self.task = task
         self.X = X
@@ -150,6 +168,8 @@ class InMemoryData:
         self.weight_prior = weight_prior
         self.max_bins = max_bins
         self.random_state = random_state
+        #: Per feature, 0 (numeric) or its number of categories (:func:`learner_search`).
+        self.n_categories = n_categories
         self._search: LearnerSearch | None = None
 
     @property
@@ -167,6 +187,7 @@ class InMemoryData:
                 self.weight_prior,
                 self.max_bins,
                 self.random_state,
+                getattr(self, "n_categories", None),
             )
         return self._search
 
