@@ -344,3 +344,22 @@ def test_estimator_warm_start_requires_the_same_categories():
     other = frame.assign(colour=frame["colour"].replace("grey", "black"))
     with pytest.raises(ValueError, match="same categorical features and categories"):
         clf.set_params(n_estimators=7).fit(other, y)
+
+
+@engine_categorical
+@pytest.mark.filterwarnings("ignore:The out-of-fold score was best")
+def test_noise_explain_and_gibbs_accept_frames_with_strings():
+    from viboost import GibbsSampler
+    from viboost.noise import label_quality_scores
+
+    frame, y = _categorical_data()
+    scores = label_quality_scores(frame, y, estimator=VIBoostClassifier(10, random_state=0))
+    assert scores.shape == (300,) and np.all((scores >= 0) & (scores <= 1))
+    clf = VIBoostClassifier(5, noise_fit="in-sample", random_state=0).fit(frame, y)
+    # The label depends on the colour only: its importance lands on column 1.
+    assert clf.feature_importances_[1] > 0.9
+    background = frame.head(20)
+    contributions = clf.predict_contributions(frame, background=background)
+    np.testing.assert_allclose(contributions.sum(axis=1), clf.decision_function(frame))
+    sampler = GibbsSampler(20, n_burnin=5, n_chains=1, classifier=clf, random_state=0)
+    assert sampler.fit(frame, y).predict_proba(frame).shape == (300, 2)
