@@ -68,6 +68,8 @@ PICKLED = ("binary-robust", "binary-paper", "classes-robust", "classes-robust-co
 
 #: Fitted attributes that are not numbers (compared elsewhere or not at all).
 SKIP = {"estimators_", "plan_", "noise_calibration_", "feature_names_in_", "n_features_in_"}
+# New since 0.3.0 (issue 53), and trivial for these all-numeric fits: None and [None] * d.
+SKIP |= {"is_categorical_", "categories_"}
 
 
 def data(n_classes: int, n: int = 480, seed: int = 3) -> tuple[np.ndarray, ...]:
