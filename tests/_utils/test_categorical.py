@@ -90,6 +90,7 @@ def test_none_mask_indices_names():
         (["zz"], ["a", "b", "c"], r"names \['zz'\], which are not features"),
         ("a", ["a", "b", "c"], "pass a list"),
         ([0.5], None, "must be 'from_dtype'"),
+        (["a", 1], ["a", "b", "c"], "not a mix"),
         ([[0]], None, "1-dimensional"),
     ],
 )

@@ -136,6 +136,13 @@ def resolve_categorical(
         if _is_frame(X):
             mask[:] = [is_categorical_dtype(dtype) for dtype in X.dtypes]
         return mask
+    if isinstance(categorical_features, (list, tuple)):
+        texts = [isinstance(v, str) for v in categorical_features]
+        if any(texts) and not all(texts):  # numpy would turn the indices into names
+            raise ValueError(
+                "categorical_features must be 'from_dtype', None, a boolean mask, integer "
+                f"indices or feature names (not a mix); got {categorical_features!r}"
+            )
     values = np.asarray(categorical_features)
     if values.ndim != 1:
         raise ValueError(
