@@ -3,10 +3,12 @@
 Run ``viboost --help`` (or ``python -m viboost --help``) for the usage. Every subcommand reads
 delimited text files with a header row (comma, semicolon, tab or pipe: sniffed, or given with
 ``--sep``) or Parquet files (``.parquet``/``.pq``, needs pyarrow: ``pip install
-"viboost[parquet]"``), with numeric feature columns; ``--index-col`` and ``--id`` name columns that
-are not features (a leading column with an empty header, the index pandas' ``to_csv()`` writes,
-is used as the row index). Rows are numbered 1, 2, ... from the first data row after the header,
-in error messages and in ``noise`` output alike. Models are saved with joblib. ``fit``
+"viboost[parquet]"``); feature columns of text are categorical features (``fit`` and ``noise``
+print a note naming them; ``--categorical COLS`` reads more as text), the others numeric;
+``--index-col`` and ``--id`` name columns that are not features (a leading column with an empty
+header, the index pandas' ``to_csv()`` writes, is used as the row index). Rows are numbered
+1, 2, ... from the first data row after the header, in error messages and in ``noise`` output
+alike. Models are saved with joblib. ``fit``
 and ``noise`` use the noise-robust preset by default (``preset="robust"``: the number of rounds
 and the noise model are chosen by cross-fitting on folds seeded by ``--random-state``, 0 unless
 given, so the same file gives the same model); ``--preset paper`` runs the paper's Algorithm 1
