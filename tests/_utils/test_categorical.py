@@ -364,3 +364,18 @@ def test_noise_explain_and_gibbs_accept_frames_with_strings():
     np.testing.assert_allclose(contributions.sum(axis=1), clf.decision_function(frame))
     sampler = GibbsSampler(20, n_burnin=5, n_chains=1, classifier=clf, random_state=0)
     assert sampler.fit(frame, y).predict_proba(frame).shape == (300, 2)
+
+
+@engine_categorical
+@pytest.mark.parametrize("position", [0, 1])
+def test_paper_preset_stumps_on_a_string_column(position):
+    frame, y = _categorical_data()
+    columns = ["colour", "x"] if position == 0 else ["x", "colour"]
+    frame = frame[columns]
+    try:
+        clf = VIBoostClassifier(3, preset="paper", warm_start=True).fit(frame, y)
+    except IndexError:  # DecisionStump.binned_outputs reads column `feature` of a 1-column
+        pytest.xfail("engine: categorical stumps on a feature other than 0 (binned_outputs)")
+    clf.set_params(n_estimators=6).fit(frame, y)
+    assert len(clf.estimators_) == 6 and clf.score(frame, y) > 0.9
+    assert clf.estimators_[0].feature == position  # the colour decides the label
