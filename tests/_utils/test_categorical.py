@@ -379,3 +379,20 @@ def test_paper_preset_stumps_on_a_string_column(position):
     clf.set_params(n_estimators=6).fit(frame, y)
     assert len(clf.estimators_) == 6 and clf.score(frame, y) > 0.9
     assert clf.estimators_[0].feature == position  # the colour decides the label
+
+
+@engine_categorical
+@pytest.mark.filterwarnings("ignore:The out-of-fold score was best")
+def test_categorical_model_checks_features_as_scikit_learn_does():
+    frame, y = _categorical_data()
+    clf = VIBoostClassifier(5, noise_fit="in-sample", random_state=0).fit(frame, y)
+    assert clf.n_features_in_ == 2 and clf.feature_names_in_.tolist() == ["x", "colour"]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        by_position = clf.predict_proba(frame.to_numpy(dtype=object))
+    np.testing.assert_array_equal(by_position, clf.predict_proba(frame))
+    with pytest.raises(ValueError, match="feature names"):
+        clf.predict(frame.rename(columns={"colour": "hue"}))
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        clf.predict(frame[["x"]].to_numpy())
+    copy = clone(clf)
+    assert copy.get_params() == clf.get_params() and not hasattr(copy, "categories_")
