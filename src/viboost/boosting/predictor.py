@@ -53,13 +53,73 @@ def goes_left_raw(x, threshold, missing_left, is_cat, bits):  # pragma: no cover
 
 @threaded_kernel(cache=True)
 def _stump_margin(  # pragma: no cover - compiled
+    X, features, thresholds, left_values, right_values, missing_right, block
+):
+    """``sum_t alpha_t h_t(x)`` per row for depth-one learners (stumps), in learner order.
+
+    ``left_values[t]`` and ``right_values[t]`` are alpha_t times the leaf values. Rows go in
+    blocks: learner by learner over the block's rows, so the adds of different rows overlap (and
+    vectorise) while each row still adds its terms in learner order.
+    """
+    n = X.shape[0]
+    n_learners = features.shape[0]
+    out = np.zeros(n)
+    n_blocks = (n + block - 1) // block
+    for c in numba.prange(n_blocks):
+        start, stop = c * block, min(n, (c + 1) * block)
+        for t in range(n_learners):
+            f, cut = features[t], thresholds[t]
+            left_value, right_value = left_values[t], right_values[t]
+            if missing_right[t]:  # right: x > cut or NaN, i.e. not x <= cut
+                for i in range(start, stop):
+                    out[i] += left_value if X[i, f] <= cut else right_value
+            else:
+                for i in range(start, stop):
+                    out[i] += right_value if X[i, f] > cut else left_value
+    return out
+
+
+@threaded_kernel(cache=True)
+def _tree_margin(  # pragma: no cover - compiled
+    X, roots, feature, threshold, missing_left, left, right, is_leaf, scaled, block
+):
+    """``sum_t scaled[leaf_t(x)]`` per row for learners of any depth, in learner order.
+
+    A split sends ``x <= threshold`` left and NaN left when ``missing_left``. Rows go in blocks,
+    learner by learner over the block's rows, as :func:`_stump_margin`.
+    """
+    n = X.shape[0]
+    n_learners = roots.shape[0]
+    out = np.zeros(n)
+    n_blocks = (n + block - 1) // block
+    for c in numba.prange(n_blocks):
+        start, stop = c * block, min(n, (c + 1) * block)
+        for t in range(n_learners):
+            root = roots[t]
+            for i in range(start, stop):
+                node = root
+                while not is_leaf[node]:
+                    x = X[i, feature[node]]
+                    if x != x:
+                        node = left[node] if missing_left[node] else right[node]
+                    elif x <= threshold[node]:
+                        node = left[node]
+                    else:
+                        node = right[node]
+                out[i] += scaled[node]
+    return out
+
+
+@threaded_kernel(cache=True)
+def _stump_margin_categorical(  # pragma: no cover - compiled
     X, features, thresholds, left_values, right_values, missing_right, is_cat, bits, block
 ):
     """``sum_t alpha_t h_t(x)`` per row for depth-one learners (stumps), in learner order.
 
     ``left_values[t]`` and ``right_values[t]`` are alpha_t times the leaf values. Rows go in
     blocks: learner by learner over the block's rows, so the adds of different rows overlap (and
-    vectorise) while each row still adds its terms in learner order. A categorical stump
+    vectorise) while each row still adds its terms in learner order. For an ensemble with a
+    categorical stump (a numeric one takes :func:`_stump_margin`): a categorical stump
     (``is_cat[t]``) tests each row with :func:`goes_left_raw` against its words ``bits[t]``.
     """
     n = X.shape[0]
@@ -86,14 +146,15 @@ def _stump_margin(  # pragma: no cover - compiled
 
 
 @threaded_kernel(cache=True)
-def _tree_margin(  # pragma: no cover - compiled
+def _tree_margin_categorical(  # pragma: no cover - compiled
     X, roots, feature, threshold, missing_left, is_cat, bits, left, right, is_leaf, scaled, block
 ):
     """``sum_t scaled[leaf_t(x)]`` per row for learners of any depth, in learner order.
 
     A split sends ``x <= threshold`` left and NaN left when ``missing_left``; a categorical one
     the codes of its set (:func:`goes_left_raw`). Rows go in blocks, learner by learner over the
-    block's rows, as :func:`_stump_margin`.
+    block's rows, as :func:`_stump_margin`. (For an ensemble with a categorical split; a
+    numeric one takes :func:`_tree_margin`, without the test of ``is_cat``.)
     """
     n = X.shape[0]
     n_learners = roots.shape[0]
@@ -163,6 +224,9 @@ class EnsemblePredictor:
         self.is_leaf = np.ascontiguousarray(nodes["is_leaf"])
         self.left = np.where(self.is_leaf, -1, nodes["left"] + offsets)
         self.right = np.where(self.is_leaf, -1, nodes["right"] + offsets)
+        # Numeric ensembles take the kernels without the categorical test: it cost 10-15% of a
+        # prediction (200,000 rows, 10 trees of 31 leaves or 50 stumps, 2 threads).
+        self.any_categorical = bool(np.any(self.is_categorical & ~self.is_leaf))
         # alpha_t times each leaf's value: exactly alpha_t * h_t(x) on that leaf for a +-1 leaf.
         self.scaled = np.repeat(alphas, sizes) * nodes["value"]
         split = ~self.is_leaf
@@ -179,18 +243,33 @@ class EnsemblePredictor:
             raise ValueError(f"a learner splits on a feature outside the {X.shape[1]} columns of X")
         if self.stumps_only:
             roots = self.roots
-            return _stump_margin(
+            stumps = (
                 X,
                 self.feature[roots],
                 self.threshold[roots],
                 self.scaled[self.left[roots]],
                 self.scaled[self.right[roots]],
                 ~self.missing_left[roots],
-                self.is_categorical[roots],
-                self.bitsets[roots],
+            )
+            if not self.any_categorical:
+                return _stump_margin(*stumps, _BLOCK_ROWS)
+            return _stump_margin_categorical(
+                *stumps, self.is_categorical[roots], self.bitsets[roots], _BLOCK_ROWS
+            )
+        if not self.any_categorical:
+            return _tree_margin(
+                X,
+                self.roots,
+                self.feature,
+                self.threshold,
+                self.missing_left,
+                self.left,
+                self.right,
+                self.is_leaf,
+                self.scaled,
                 _BLOCK_ROWS,
             )
-        return _tree_margin(
+        return _tree_margin_categorical(
             X,
             self.roots,
             self.feature,
