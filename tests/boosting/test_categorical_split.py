@@ -481,3 +481,94 @@ def test_exhaustive_stump_search_refuses_categorical_features():
     X = np.zeros((4, 2))
     with pytest.raises(ValueError, match="max_bins=None"):
         learner_search(X, np.ones(4), None, 1.0, None, 0, n_categories=np.array([3, 0]))
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_categorical_trees_grown_together_are_the_trees_grown_alone(speculate):
+    """Expansion.categories carries the sets through the row partitions: trees grown in
+    lockstep (speculative requests or not) are node for node the trees grown alone, and
+    their leaves route the rows as their partitions hold them."""
+    from viboost.boosting.binning import FeatureBinner
+    from viboost.boosting.growth import TreeGrowth, TreeGrowths
+    from viboost.boosting.partition import grow
+
+    rng = np.random.default_rng(12)
+    X, y = _categorical_data(rng, 1500, n_categories=14)
+    binner = FeatureBinner(max_bins=31, n_categories=np.array([14, 0, 3])).fit(X)
+    binned = binner.transform(X)
+    settings = TreeSettings(10, None, 5, "per-leaf", "newton", 1.0, cat_smooth=2.0)
+
+    def partitions():
+        out, priors = [], []
+        for seed in (1, 2):
+            r = np.random.default_rng(seed)
+            active = r.random(y.size) < 0.9
+            raw = np.where(active, r.uniform(0.1, 1.0, y.size), 0.0)
+            first, second = settings.statistics(raw / raw.sum(), y, r.normal(0, 0.5, y.size))
+            out.append(RowPartition(binned, np.flatnonzero(active), first, second, active * 1.0))
+            priors.append(settings.prior(float(raw.sum())))
+        return out, priors
+
+    together, priors = partitions()
+    growths = TreeGrowths(
+        [p.histogram() for p in together], binner.n_bins_, binner.thresholds_, settings, priors,
+        speculate=speculate, is_categorical=binner.is_categorical_,
+    )  # fmt: skip
+    asked = []
+    while any(requests := growths.requests()):
+        asked += [e for r in requests for e in r]
+        growths.expanded([p.expand(r) for p, r in zip(together, requests, strict=True)])
+    assert any(e.categories is not None and e.position == -1 for e in asked)
+    alone, _ = partitions()
+    for t, (partition, prior) in enumerate(zip(alone, priors, strict=True)):
+        growth = TreeGrowth(
+            partition.histogram(), binner.n_bins_, binner.thresholds_, settings, prior,
+            is_categorical=binner.is_categorical_,
+        )  # fmt: skip
+        grow(growth, partition.expand)
+        want, _ = growth.tree()
+        got, _ = growths.tree(t)
+        assert got.tobytes() == want.tobytes()
+        assert got["is_categorical"].any()
+        tree = HistogramTree(got)
+        np.testing.assert_array_equal(
+            tree.leaf_values[tree.leaf_index(binned.T.copy())], tree.predict(X)
+        )
+
+
+def test_categorical_tree_is_the_same_for_any_thread_count():
+    from viboost._utils.parallel import max_threads, numba_threads
+
+    rng = np.random.default_rng(13)
+    X, y = _categorical_data(rng, 40_000, n_categories=40)
+    weights = np.full(y.size, 1 / y.size)
+    trees = []
+    for threads in sorted({1, max_threads()}):
+        with numba_threads(threads):
+            search = TreeSearch(X, max_leaf_nodes=16, n_categories=np.array([40, 0, 3]))
+            trees.append(search.best(weights, y)[0])
+    assert trees[0].nodes["is_categorical"].any()
+    assert all(tree == trees[0] for tree in trees)
+
+
+def test_caps_limit_the_set():
+    """max_cat_threshold caps the groups on the scanned side; min_data_per_group skips
+    boundaries until enough rows have been added."""
+    rng = np.random.default_rng(14)
+    hist = np.zeros((1, 33, 3))
+    hist[0, :30, 2] = 20.0
+    hist[0, :30, 0] = rng.normal(size=30)
+    hist[0, :30, 1] = 1.0
+    for cap in (1, 3, 8):
+        cat = categorical_settings(1.0, 0.0, 1.0, 0, cap, 0.0)
+        *_, w0, w1, w2, w3 = best_node_split(
+            hist, np.array([30]), np.array([True]), 0, 0.1, 1.0, cat
+        )
+        words = np.array([w0, w1, w2, w3], dtype=np.int64).view(np.uint64)
+        size = sum(_in_set(words, k) for k in range(30))
+        assert 1 <= size <= cap or 30 - size <= cap
+    cat = categorical_settings(1.0, 0.0, 50.0, 0, 32, 0.0)  # boundaries every 3 groups
+    *_, w0, w1, w2, w3 = best_node_split(hist, np.array([30]), np.array([True]), 0, 0.1, 1.0, cat)
+    words = np.array([w0, w1, w2, w3], dtype=np.int64).view(np.uint64)
+    size = sum(_in_set(words, k) for k in range(30))
+    assert size % 3 == 0

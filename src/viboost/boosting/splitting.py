@@ -11,8 +11,11 @@ the leaf values are set (:data:`CRITERIA`, see :mod:`viboost.boosting.trees`); a
 - ``"error"`` (code 2): the fall in weighted error, each leaf labelled by its majority.
 
 :func:`best_node_split` scans every bin boundary of every feature with both sides for missing
-values, :func:`partition_nodes` moves nodes' rows into their two children, and
-:func:`leaf_value` is a leaf's provisional value under each score.
+values, and every categorical feature (bins are its codes; issue 53) for the best set of
+categories to send left, as LightGBM and scikit-learn HGB search it
+(:func:`_best_categorical_split`, regularised by :func:`categorical_settings`);
+:func:`partition_nodes` moves nodes' rows into their two children (a categorical split by its
+set's bits), and :func:`leaf_value` is a leaf's provisional value under each score.
 """
 
 from __future__ import annotations
