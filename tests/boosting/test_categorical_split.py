@@ -572,3 +572,23 @@ def test_caps_limit_the_set():
     words = np.array([w0, w1, w2, w3], dtype=np.int64).view(np.uint64)
     size = sum(_in_set(words, k) for k in range(30))
     assert size % 3 == 0
+
+
+def test_categorical_stump_on_a_later_feature():
+    """A categorical stump of feature > 0: binned outputs, predict and nodes agree."""
+    words = tuple(int(w) for w in _words([1]))
+    stump = DecisionStump(2, np.nan, -1, False, split_bin=-1, left_categories=words)
+    X = np.array([[9.0, 9.0, 1.0], [9.0, 9.0, 0.0], [9.0, 9.0, np.nan]])
+    want = [1.0, -1.0, 1.0]
+    np.testing.assert_array_equal(stump.predict(X), want)
+    bins = np.array([[0, 0, 0], [0, 0, 0], [1, 0, 255]], dtype=np.uint8)
+    np.testing.assert_array_equal(stump.binned_outputs(bins), want)
+    np.testing.assert_array_equal(predict_ensemble(X, [stump], [1.0]), want)
+    rng = np.random.default_rng(40)
+    codes = rng.integers(0, 5, size=400).astype(float)
+    y = np.where(np.isin(codes, [1, 3]), 1.0, -1.0)
+    X = np.column_stack([rng.normal(size=400), codes])
+    search = BinnedStumpSearch(X, n_categories=np.array([0, 5]))
+    stump, error = search.best(np.full(400, 1 / 400), y)
+    assert stump.feature == 1 and stump.is_categorical and error == 0.0
+    np.testing.assert_array_equal(search.outputs(stump), stump.predict(X))

@@ -184,7 +184,9 @@ class DecisionStump:
             )
         column = np.ascontiguousarray(binned_columns[self.feature])
         if self.left_categories is not None:  # bin == code: the set read bin by bin
-            left = ~self._right(np.arange(256, dtype=np.float64)[:, None])
+            codes = np.zeros((256, self.feature + 1))
+            codes[:, self.feature] = np.arange(256)
+            left = ~self._right(codes)
             left[MISSING_BIN] = not self.missing_right
             return np.where(left[column], -float(self.polarity), float(self.polarity))
         return binned_stump_outputs(column, self.split_bin + 1, self)
