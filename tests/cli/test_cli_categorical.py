@@ -50,3 +50,14 @@ def test_fit_notes_text_columns_and_predict_reads_them(tmp_path, capsys):
     predicted = pd.read_csv(out)
     expected = model.predict(new.astype({"code": str}))
     assert predicted["prediction"].tolist() == expected.tolist()
+
+
+def test_noise_fits_text_columns_as_categorical(tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    args = ["noise", str(data), "--target", "y", "--n-estimators", "20", "--top", "3"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    # code (007, 012, 100) reads as numbers without --categorical: colour alone is text.
+    assert "column(s) 'colour' of" in captured.err and "fitted as categorical" in captured.err
+    assert "rank" in captured.out
