@@ -120,7 +120,11 @@ def test_estimate_flip_rate(noisy):
     X, y, flipped, model = noisy
     est = estimate_flip_rate(X, y, estimator=model)
     assert isinstance(est, FlipRateEstimate) and est.calibrated and est.level == 0.9
-    assert est.rate == model.noise_rate_ and abs(est.rate - flipped.mean()) < 0.04
+    assert est.rate == model.noise_rate_
+    # The interval holds the flipped share; the rate is the posterior mean, pulled towards 0
+    # by the posterior mass of no noise (docs/label_noise.md, "What the labels can say").
+    assert est.interval[0] <= flipped.mean() <= est.interval[1]
+    assert abs(est.rate - flipped.mean()) < 0.08
     assert est.interval[0] < est.rate < est.interval[1]
     assert est.n_wrong == pytest.approx(est.rate * 500, rel=1e-12)
     np.testing.assert_array_equal(est.classes, ["ham", "spam"])
