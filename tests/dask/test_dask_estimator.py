@@ -589,3 +589,15 @@ def test_two_classes_carry_the_posteriors_of_the_true_classes(two_workers, param
     np.testing.assert_allclose(
         local.true_class_proba_, want.true_class_proba_, rtol=RTOL, atol=1e-12
     )
+
+
+def test_categorical_features_are_refused_with_a_clear_error():
+    X = pd.DataFrame({"x": np.arange(20.0), "city": ["a", "b"] * 10})
+    y = np.arange(20) % 2
+    with pytest.raises(ValueError, match="does not fit categorical features yet"):
+        DaskVIBoostClassifier(categorical_features=[1], client=_NoClient()).fit(
+            X[["x"]].to_numpy(), y
+        )
+    ddf = dd.from_pandas(X, npartitions=2)
+    with pytest.raises(ValueError, match=r"\['city'\].*does not fit categorical features yet"):
+        DaskVIBoostClassifier(client=_NoClient()).fit(ddf, dd.from_pandas(pd.Series(y), 2))

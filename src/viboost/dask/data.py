@@ -66,6 +66,12 @@ class RawInput:
         return counts
 
 
+_NO_CATEGORIES_YET = (
+    "DaskVIBoostClassifier does not fit categorical features yet (VIBoostClassifier does: "
+    "fit it on the computed frame, or encode the columns as numbers)"
+)
+
+
 def read_input(
     client: Any, tasks: BlockTasks, X: Any, y: Any, sample_weight: Any, block_size: int | None,
     name: str,
@@ -73,7 +79,7 @@ def read_input(
     """Read ``X``, ``y`` and ``sample_weight`` into blocks and check them (see the module
     docstring); nothing is binned yet."""
     # Non-numeric columns are refused before anything is scheduled.
-    reject_non_numeric_columns(X, name)
+    reject_non_numeric_columns(X, name, _NO_CATEGORIES_YET)
     with client.as_current():  # partition lengths are counted on this fit's cluster
         X, feature_names = as_matrix(X)
         y = as_vector(y, "y", X)
@@ -107,8 +113,7 @@ def _check_summaries(summaries: list[blocks.BlockSummary], name: str) -> np.ndar
         raise ValueError("Input y contains NaN (or None): every row needs a label.")
     if any(s.bad_weights for s in summaries):
         raise ValueError(
-            "sample_weight must be finite and nonnegative; it has negative, NaN or "
-            "infinite values."
+            "sample_weight must be finite and nonnegative; it has negative, NaN or infinite values."
         )
     if sum(s.n_rows for s in summaries) == 0:
         raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
@@ -335,7 +340,7 @@ def as_matrix(X: Any, lengths: bool = True) -> tuple[Any, np.ndarray | None]:
     if isinstance(X, pd.DataFrame):
         X = dd.from_pandas(X, npartitions=1)
     if isinstance(X, dd.DataFrame):
-        reject_non_numeric_columns(X, "DaskVIBoostClassifier")
+        reject_non_numeric_columns(X, "DaskVIBoostClassifier", _NO_CATEGORIES_YET)
         columns = np.asarray(X.columns, dtype=object)
         if columns.size and all(isinstance(c, str) for c in columns):
             names = columns

@@ -193,6 +193,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         update_alpha_once: bool = False,
         warm_start: bool = False,
         max_bins: int = 255,
+        categorical_features: Any = "from_dtype",
         max_leaf_nodes: int | None = None,
         max_depth: int | None = None,
         min_samples_leaf: int | None = None,
@@ -229,6 +230,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             update_alpha_once=update_alpha_once,
             warm_start=warm_start,
             max_bins=max_bins,
+            categorical_features=categorical_features,
             max_leaf_nodes=max_leaf_nodes,
             max_depth=max_depth,
             min_samples_leaf=min_samples_leaf,
@@ -279,6 +281,12 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         """Fit on the cluster (see the class docstring); the arguments of
         :meth:`viboost.VIBoostClassifier.fit`, as dask collections."""
         self._validate_params()
+        if not (self.categorical_features is None or isinstance(self.categorical_features, str)):
+            raise ValueError(
+                "DaskVIBoostClassifier does not fit categorical features yet: "
+                f"categorical_features={self.categorical_features!r} cannot be used (fit "
+                "VIBoostClassifier on the computed frame, or encode the columns as numbers)."
+            )
         if self.warm_start:
             raise ValueError("DaskVIBoostClassifier does not support warm_start=True.")
         config = self._fit_config()
@@ -476,7 +484,6 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         model.__dict__.update(state)
         model.__dict__.pop("_viboost_version", None)
         return model
-
 
 
 class _ClassOf:
