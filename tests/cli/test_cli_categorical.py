@@ -61,3 +61,24 @@ def test_noise_fits_text_columns_as_categorical(tmp_path, capsys):
     # code (007, 012, 100) reads as numbers without --categorical: colour alone is text.
     assert "column(s) 'colour' of" in captured.err and "fitted as categorical" in captured.err
     assert "rank" in captured.out
+
+
+@pytest.mark.parametrize("preset", ["robust", "paper"])
+def test_inspect_prints_a_categorical_split_by_its_category_names(tmp_path, capsys, preset):
+    frame = _frame().drop(columns=["f0", "code"])  # the colour alone decides most labels
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    model_path = tmp_path / "m.joblib"
+    args = ["fit", str(data), "--target", "y", "-o", str(model_path), "--n-estimators", "5"]
+    assert main([*args, "--preset", preset]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(model_path)]) == 0
+    out = capsys.readouterr().out
+    model = joblib.load(model_path)
+    learner = model.estimators_[0 if preset == "paper" else 1]
+    words = (
+        learner.left_categories if preset == "paper" else learner.nodes[0]["left_categories"]
+    )
+    bits = np.unpackbits(np.asarray(words, dtype="<u8").view(np.uint8), bitorder="little")
+    names = [str(model.categories_[0][c]) for c in np.flatnonzero(bits)[:3]]
+    assert names and "{" + ", ".join(names) + "}" in out

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -257,6 +257,20 @@ def _class_noise_rate_lines(model: VIBoostClassifier) -> list[str]:
     return lines
 
 
+def _category_set(model: VIBoostClassifier, feature: int, words: Any, shown: int = 6) -> str:
+    """``{a, b, ...}``: the categories of ``feature`` whose bits are set in ``words`` (the
+    four 64-bit words of a split's ``left_categories``), by name, the first ``shown`` of them."""
+    bits = np.unpackbits(np.asarray(words, dtype="<u8").view(np.uint8), bitorder="little")
+    categories = getattr(model, "categories_", None)
+    names = None if categories is None else categories[feature]
+    codes = np.flatnonzero(bits)
+    if names is not None:
+        codes = codes[codes < len(names)]
+    labels = [str(names[c]) if names is not None else str(c) for c in codes[:shown]]
+    more = f", ... +{codes.size - shown}" if codes.size > shown else ""
+    return "{" + ", ".join(labels) + more + "}"
+
+
 def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
     from viboost.boosting.stumps import DecisionStump
 
@@ -269,7 +283,11 @@ def _stump_rows(model: VIBoostClassifier, count: int) -> list[list[str]]:
             [
                 str(t + 1),
                 _feature_name(model, stump.feature),
-                fmt(stump.threshold, 6),
+                (
+                    "not in " + _category_set(model, stump.feature, stump.left_categories)
+                    if stump.left_categories is not None
+                    else fmt(stump.threshold, 6)
+                ),
                 f"{stump.polarity:+d}",
                 fmt(alpha, 4),
                 "above" if stump.missing_right else "below",
@@ -377,7 +395,8 @@ def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
         "",
         *textwrap.wrap(
             f"first {count} of {len(learners)} trees ({what}; 'root split' sends a row left "
-            "when x[feature] <= threshold, and a NaN value to the 'missing' side):",
+            "when x[feature] <= threshold, or when its category is in the set, and a NaN "
+            "value or a category not seen in fit to the 'missing' side):",
             width=88,
         ),
     ]
@@ -393,7 +412,12 @@ def _tree_lines(model: VIBoostClassifier, count: int, top: int) -> list[str]:
         else:
             root = nodes[0]
             feature = _feature_name(model, int(root["feature"]))
-            split = f"{feature} <= {fmt(float(root['threshold']), 6)}"
+            left = _category_set(model, int(root["feature"]), root["left_categories"])
+            split = (
+                f"{feature} in {left}"
+                if root["is_categorical"]
+                else f"{feature} <= {fmt(float(root['threshold']), 6)}"
+            )
             missing = "left" if root["missing_left"] else "right"
         spread = (
             fmt(float(values[0]), 4)
