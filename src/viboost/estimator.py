@@ -582,23 +582,21 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             self.cv_best_rounds_ = len(self.estimators_) if np.size(self.cv_rounds_) else 0
         if hasattr(self, "n_features_in_") and "_encoder" not in self.__dict__:
             # Saved before categorical features: every feature was numeric.
-            self._encoder = CategoricalEncoder.numeric(self.n_features_in_)
-            self.is_categorical_ = None
-            self.categories_ = [None] * self.n_features_in_
+            self._store_encoder(CategoricalEncoder.numeric(self.n_features_in_))
         if hasattr(self, "cv_rounds_") and not hasattr(self, "cv_n_splits_"):
             # Saved before cv="auto": an int cv (at most that many folds), or a splitter.
             crossed = np.size(self.cv_rounds_) and isinstance(self.cv, Integral)
             self.cv_n_splits_ = int(self.cv) if crossed else 0
 
-    def _validate_X(self, X: object, reset: bool = False) -> np.ndarray:
+    def _validate_X(self, X: Any, reset: bool = False) -> np.ndarray:
         """Rows checked and encoded as ``fit`` encoded its data: the features (and feature
         names) seen in ``fit``, categorical columns as their codes (unseen categories NaN),
         float64 with NaN allowed. ``reset=True`` is for ``fit``, which uses :meth:`_fit_X`."""
         if reset:
-            X, _, encoder = self._fit_X(X, None)
-            self._store_encoder(encoder)
+            X, _, fitted = self._fit_X(X, None)
+            self._store_encoder(fitted)
             return X
-        encoder = getattr(self, "_encoder", None)  # None: fitted elsewhere (Dask), numeric
+        encoder: CategoricalEncoder | None = getattr(self, "_encoder", None)  # None: Dask
         if encoder is None or not encoder.any_categorical:
             reject_non_numeric_columns(X, type(self).__name__, hint=_CATEGORICAL_HINT)
             return validate_data(
@@ -608,7 +606,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self._reject_undeclared(X, encoder.is_categorical_)
         return encoder.transform(X, estimator=self)
 
-    def _reject_undeclared(self, X: object, is_categorical: np.ndarray) -> None:
+    def _reject_undeclared(self, X: Any, is_categorical: np.ndarray) -> None:
         """A ValueError naming the non-numeric columns of a DataFrame ``X`` that are not
         categorical features (they would fail, unnamed, in the conversion to floats)."""
         if hasattr(X, "iloc") and hasattr(X, "columns") and len(X.columns) == is_categorical.size:
@@ -619,10 +617,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         """Keep the fitted encoder, and its public face ``is_categorical_``/``categories_``."""
         self._encoder = encoder
         categorical = encoder.any_categorical
-        self.is_categorical_ = encoder.is_categorical_.copy() if categorical else None
-        self.categories_ = list(encoder.categories_)
+        self.is_categorical_: np.ndarray | None = (
+            encoder.is_categorical_.copy() if categorical else None
+        )
+        self.categories_: list[np.ndarray | None] = list(encoder.categories_)
 
-    def _fit_X(self, X: object, y: object) -> tuple[np.ndarray, Any, CategoricalEncoder]:
+    def _fit_X(self, X: Any, y: Any) -> tuple[np.ndarray, Any, CategoricalEncoder]:
         """``fit``'s data: X validated and encoded by a new encoder (``n_features_in_`` and
         ``feature_names_in_`` set as scikit-learn sets them), y as a 1-d array, and the
         encoder (fitted; not stored)."""

@@ -30,11 +30,11 @@ _NUMERIC_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "decim
 _STRING_KINDS = frozenset({"string"})
 
 
-def _is_frame(X: object) -> bool:
+def _is_frame(X: Any) -> bool:
     return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
 
 
-def _n_features(X: object) -> int:
+def _n_features(X: Any) -> int:
     """The number of columns of ``X``, or 0 when it has no 2-d shape (the caller's own checks
     then refuse it with their usual message)."""
     if _is_frame(X):
@@ -82,7 +82,7 @@ def is_categorical_dtype(dtype: Any) -> bool:
 
 
 def resolve_categorical(
-    X: object, categorical_features: Any, feature_names: Sequence[str] | None = None
+    X: Any, categorical_features: Any, feature_names: Sequence[str] | None = None
 ) -> np.ndarray:
     """Which features of ``X`` are categorical: ``categorical_features`` as a boolean mask.
 
@@ -188,7 +188,7 @@ def resolve_categorical(
     )
 
 
-def _column_label(X: object, j: int) -> str:
+def _column_label(X: Any, j: int) -> str:
     """How an error message names column ``j``: ``column 'city'`` or ``column 3``."""
     if _is_frame(X):
         return f"column {str(X.columns[j])!r}"
@@ -318,7 +318,7 @@ class CategoricalEncoder:
     # ------------------------------------------------------------------ fit
     def fit(
         self,
-        X: object,
+        X: Any,
         is_categorical: Any,
         max_bins: int | None = MAX_CATEGORIES,
         *,
@@ -360,7 +360,7 @@ class CategoricalEncoder:
         limit = MAX_CATEGORIES if max_bins is None else min(int(max_bins), MAX_CATEGORIES)
         categories: list[np.ndarray | None] = [None] * n_features
         kinds: list[str | None] = [None] * n_features
-        for j in np.flatnonzero(mask):
+        for j in map(int, np.flatnonzero(mask)):
             column = _column(X, j)
             label = _column_label(X, j)
             if from_dtype:
@@ -397,7 +397,7 @@ class CategoricalEncoder:
         return self
 
     # ------------------------------------------------------------------ transform
-    def transform(self, X: object, *, estimator: Any = None) -> np.ndarray:
+    def transform(self, X: Any, *, estimator: Any = None) -> np.ndarray:
         """``X`` as a float64 C-contiguous matrix: categorical columns as their codes.
 
         Parameters
@@ -448,13 +448,13 @@ class CategoricalEncoder:
             out[:, numeric] = check_array(
                 part, input_name="X", ensure_min_samples=0, ensure_min_features=0, **check
             )
-        for j in np.flatnonzero(self.is_categorical_):
+        for j in map(int, np.flatnonzero(self.is_categorical_)):
             out[:, j] = self._codes(_column(X, j), j, _column_label(X, j))
         return out
 
     def fit_transform(
         self,
-        X: object,
+        X: Any,
         is_categorical: Any,
         max_bins: int | None = MAX_CATEGORIES,
         *,

@@ -455,6 +455,17 @@ def _grown_tree(ints, reals, counts, t, code, prior, edges, nodes):  # pragma: n
     return n, error, holder
 
 
+def _words(words: list) -> tuple[int, int, int, int]:
+    """A categorical split's four 64-bit words as non-negative Python ints (the growth
+    state holds them as int64)."""
+    return (
+        int(words[0]) & _WORD,
+        int(words[1]) & _WORD,
+        int(words[2]) & _WORD,
+        int(words[3]) & _WORD,
+    )
+
+
 def padded_thresholds(
     thresholds: Sequence[np.ndarray] | np.ndarray, n_bins: np.ndarray
 ) -> np.ndarray:
@@ -610,7 +621,7 @@ class TreeGrowths:
             out.append([
                 Expansion(
                     node, left, right, feature, position, bool(missing), bool(small),
-                    None if position >= 0 else tuple(int(w) & _WORD for w in words),
+                    None if position >= 0 else _words(words),
                 )
                 for node, left, right, feature, position, missing, small, *words in rows
             ])  # fmt: skip

@@ -90,8 +90,9 @@ def current_nodes(nodes: np.ndarray) -> np.ndarray:
     if names is None:
         raise TypeError(f"node arrays must be structured arrays, got dtype {nodes.dtype}")
     out = np.zeros(nodes.shape, dtype=NODE_DTYPE)
+    current = NODE_DTYPE.names or ()
     for name in names:
-        if name in NODE_DTYPE.names:
+        if name in current:
             out[name] = nodes[name]
     return out
 

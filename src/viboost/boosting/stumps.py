@@ -524,7 +524,12 @@ def best_binned_stump(
                 missing_right=bool(cat[2]),
                 split_bin=-1,
                 gain=1.0 - 2.0 * error,
-                left_categories=tuple(int(w) & _WORD for w in cat[4]),
+                left_categories=(
+                    int(cat[4][0]) & _WORD,
+                    int(cat[4][1]) & _WORD,
+                    int(cat[4][2]) & _WORD,
+                    int(cat[4][3]) & _WORD,
+                ),
             )
             return stump, error
     if feature < 0:
