@@ -418,3 +418,45 @@ def test_k_class_views_and_unfitted_input():
     clf.alphas_ = np.ones((2, 3))  # alphas of 2 rounds for 6 rounds of learners
     with pytest.raises(ValueError, match=r"alphas_ of shape \(2, 3\) does not match 6 rounds"):
         predict_contributions(clf, np.zeros((2, 3)), background=np.zeros((2, 3)))
+
+
+def _categorical_fit():
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    colour = rng.choice(["red", "green", "blue", "grey", "pink", "teal"], size=400)
+    colour[:20] = None  # missing values
+    x = rng.normal(size=400)
+    y = (np.isin(colour, ["red", "blue", "teal"]) ^ (x > 1.0)).astype(int)
+    X = pd.DataFrame({"colour": colour, "x": x})
+    return X, VIBoostClassifier(random_state=0, n_estimators=20).fit(X, y)
+
+
+def test_node_covers_of_category_set_splits_follow_the_categories():
+    from viboost.explain import _node_covers
+
+    X, clf = _categorical_fit()
+    codes = clf._validate_X(X)
+    tree = next(t for t in clf.estimators_ if t.nodes.size > 1 and t.nodes["is_categorical"][0])
+    root = tree.nodes[0]
+    covers = _node_covers(tree.nodes, codes, np.ones(len(X)))
+    # The left set by name, against the frame itself (not the codes).
+    bits = np.unpackbits(
+        np.asarray(root["left_categories"], "<u8").view(np.uint8), bitorder="little"
+    )
+    names = clf.categories_[0][np.flatnonzero(bits[: len(clf.categories_[0])])]
+    missing = X["colour"].isna().to_numpy()
+    left = np.where(missing, bool(root["missing_left"]), X["colour"].isin(names).to_numpy())
+    assert covers[root["left"]] == left.sum() and covers[root["right"]] == (~left).sum()
+    assert covers[0] == len(X)
+
+
+def test_shap_tree_model_refuses_category_set_splits():
+    X, clf = _categorical_fit()
+    with pytest.raises(ValueError, match="categorical features.*predict_contributions"):
+        to_shap_tree_model(clf)
+    # The model's own TreeSHAP takes them: contributions add up to the margin.
+    contributions = predict_contributions(clf, X.head(30))
+    np.testing.assert_allclose(
+        contributions.sum(axis=1), clf.decision_function(X.head(30)), rtol=1e-9, atol=1e-9
+    )

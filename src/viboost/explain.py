@@ -173,13 +173,29 @@ def _node_covers(nodes: np.ndarray, background: np.ndarray, weights: np.ndarray)
         node = nodes[i]
         if node["is_leaf"]:
             continue
-        column = background[:, node["feature"]]
-        left = column <= node["threshold"]
-        if node["missing_left"]:
-            left |= np.isnan(column)
+        left = _goes_left(node, background[:, node["feature"]])
         stack.append((int(node["left"]), reach & left))
         stack.append((int(node["right"]), reach & ~left))
     return covers
+
+
+def _goes_left(node: np.void, column: np.ndarray) -> np.ndarray:
+    """Which values of ``column`` a split sends left (the numpy twin of
+    :func:`viboost.boosting.predictor.goes_left_raw`): a numeric split ``x <= threshold``; a
+    categorical one the codes whose bit is set in ``left_categories``; NaN, and on a
+    categorical split any value that is not a code ``0..255``, to the ``missing_left`` side."""
+    if not node["is_categorical"]:
+        left = column <= node["threshold"]
+        missing = np.isnan(column)
+    else:
+        words = np.asarray(node["left_categories"], dtype="<u8")
+        bits = np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool)
+        with np.errstate(invalid="ignore"):
+            code = (column >= 0) & (column < bits.size) & (column == np.floor(column))
+        left = np.zeros(column.shape, dtype=bool)
+        left[code] = bits[column[code].astype(np.intp)]
+        missing = ~code
+    return np.where(missing, bool(node["missing_left"]), left)
 
 
 def _preorder(nodes: np.ndarray) -> list[int]:
@@ -403,7 +419,8 @@ def to_shap_tree_model(
     Raises
     ------
     ValueError
-        If ``background`` is ``None`` and the model did not record covers.
+        If ``background`` is ``None`` and the model did not record covers, or if it splits on
+        categorical features (shap's format has thresholds only).
 
     Examples
     --------
@@ -419,6 +436,12 @@ def to_shap_tree_model(
     """
     _check_fitted(model)
     ensembles = _ensembles(model)
+    if any(np.any(learner.nodes["is_categorical"]) for ls, _ in ensembles for learner in ls):
+        raise ValueError(
+            "The model splits on categorical features, which shap's tree format cannot "
+            "express (a split there is a threshold): use viboost.explain.predict_contributions "
+            "(TreeSHAP with category-set splits) instead."
+        )
     if background is None:
         for learners, _ in ensembles:
             _recorded_covers([learner.nodes for learner in learners])

@@ -667,3 +667,14 @@ def test_from_a_fitted_tied_tree_classifier():
     negated = trees[0].with_leaf_values(-trees[0].leaf_values)
     learners, names = distinct_base_classifiers([trees[0], negated, trees[0]])
     assert learners == [trees[0]] and names == ["tree0"]
+
+
+def test_unique_stumps_tells_categorical_stumps_apart_by_their_sets():
+    from viboost.boosting.stumps import DecisionStump
+    from viboost.gibbs.base_classifiers import unique_stumps
+
+    def stump(words, polarity):
+        return DecisionStump(0, float("nan"), polarity, True, -1, 0.1, left_categories=words)
+
+    a, neg_a, b = stump((5, 0, 0, 0), 1), stump((5, 0, 0, 0), -1), stump((6, 0, 0, 0), 1)
+    assert unique_stumps([a, neg_a, b]) == [a, b]

@@ -89,10 +89,15 @@ def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
     polarity) are one base classifier up to the sign of its weight; section 2 assumes ``h`` and
     ``-h`` are not both in the set, so the first polarity seen is kept.
     """
-    seen: set[tuple[int, float, bool]] = set()
+    seen: set[tuple[int, object, bool]] = set()
     out = []
     for stump in stumps:
-        key = (int(stump.feature), float(stump.threshold), bool(stump.missing_right))
+        # A categorical stump's threshold is NaN: its category set identifies it.
+        key = (
+            int(stump.feature),
+            float(stump.threshold) if stump.left_categories is None else stump.left_categories,
+            bool(stump.missing_right),
+        )
         if key not in seen:
             seen.add(key)
             out.append(stump)
