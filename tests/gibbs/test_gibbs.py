@@ -678,3 +678,26 @@ def test_unique_stumps_tells_categorical_stumps_apart_by_their_sets():
 
     a, neg_a, b = stump((5, 0, 0, 0), 1), stump((5, 0, 0, 0), -1), stump((6, 0, 0, 0), 1)
     assert unique_stumps([a, neg_a, b]) == [a, b]
+
+
+def test_leaf_regions_of_category_set_splits_are_sets_of_codes():
+    import pandas as pd
+
+    from viboost import VIBoostClassifier
+    from viboost.gibbs.base_classifiers import leaf_regions
+
+    rng = np.random.default_rng(2)
+    colour = rng.choice(list("abcdefg"), size=300)
+    y = np.isin(colour, list("aceg")).astype(int)
+    clf = VIBoostClassifier(random_state=0, n_estimators=10).fit(pd.DataFrame({"c": colour}), y)
+    tree = next(t for t in clf.estimators_ if t.nodes.size > 1 and t.nodes["is_categorical"][0])
+    regions = leaf_regions(tree)
+    assert len(set(regions)) == len(regions)  # the leaves partition the rows
+    words = np.asarray(tree.nodes[0]["left_categories"], dtype="<u8")
+    left_set = sum(int(w) << (64 * k) for k, w in enumerate(words))
+    for region in regions:
+        (entry,) = [e for e in region if e[0] == 0]
+        assert entry[1] == "in"
+        codes = entry[2]
+        # Every leaf's codes are within the root's left set or within its complement.
+        assert (codes & left_set) in (0, codes)

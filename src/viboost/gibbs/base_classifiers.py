@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,9 +46,10 @@ __all__ = [
     "unique_stumps",
 ]
 
-#: A leaf's region: per constrained feature ``(feature, lo, hi, missing_inside)``, sorted; ``x``
+#: A leaf's region: per constrained feature ``(feature, lo, hi, missing_inside)`` (or ``(feature,
+#: "in", codes, missing_inside)``, :func:`leaf_regions`), sorted; ``x``
 #: is in it when, for each entry, ``lo < x_j <= hi`` or (``x_j`` is NaN and ``missing_inside``).
-Region = tuple[tuple[int, float, float, bool], ...]
+Region = tuple[tuple[Any, ...], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +106,11 @@ def unique_stumps(stumps: list[DecisionStump]) -> list[DecisionStump]:
     return out
 
 
+#: Every code a categorical split can test (:data:`~viboost.boosting.learners.NODE_DTYPE`'s
+#: 256-bit ``left_categories``).
+_ALL_CODES = (1 << 256) - 1
+
+
 def leaf_regions(tree: HistogramTree) -> list[Region]:
     """The region of each leaf of ``tree`` (in leaf order), in a canonical form.
 
@@ -111,25 +118,42 @@ def leaf_regions(tree: HistogramTree) -> list[Region]:
     missing side; along a leaf's path each feature keeps the interval ``(lo, hi]`` of the splits
     on it and whether NaN followed the path at all of them. Features that the path leaves
     unconstrained (``(-inf, inf]`` with NaN inside) are dropped, so equal regions give equal
-    tuples; the intercept's region is ``()``.
+    tuples; the intercept's region is ``()``. A split on a categorical feature constrains it to
+    a set of codes instead, ``(j, "in", codes, nan_inside)`` with the codes as the bits of one
+    integer (a split sends the codes of its ``left_categories`` left, the others right).
     """
     nodes = tree.nodes
     regions: dict[int, Region] = {}
-    stack: list[tuple[int, dict[int, tuple[float, float, bool]]]] = [(0, {})]
+    stack: list[tuple[int, dict[int, tuple]]] = [(0, {})]
     while stack:
         node, bounds = stack.pop()
         record = nodes[node]
         if record["is_leaf"]:
             regions[node] = tuple(
                 sorted(
-                    (j, lo, hi, inside)
-                    for j, (lo, hi, inside) in bounds.items()
-                    if not (lo == -np.inf and hi == np.inf and inside)
+                    (j, *bound)
+                    for j, bound in bounds.items()
+                    if bound not in ((-np.inf, np.inf, True), ("in", _ALL_CODES, True))
                 )
             )
             continue
-        j, cut = int(record["feature"]), float(record["threshold"])
+        j = int(record["feature"])
         missing_left = bool(record["missing_left"])
+        if record["is_categorical"]:
+            # A category-set split: the codes still allowed, as one 256-bit integer.
+            words = [int(w) for w in np.asarray(record["left_categories"], dtype="<u8")]
+            left_set = sum(w << (64 * k) for k, w in enumerate(words))
+            _, allowed, inside = bounds.get(j, ("in", _ALL_CODES, True))
+            stack.append(
+                (int(record["left"]), {**bounds, j: ("in", allowed & left_set,
+                                                     inside and missing_left)})
+            )  # fmt: skip
+            stack.append(
+                (int(record["right"]), {**bounds, j: ("in", allowed & ~left_set & _ALL_CODES,
+                                                      inside and not missing_left)})
+            )  # fmt: skip
+            continue
+        cut = float(record["threshold"])
         lo, hi, inside = bounds.get(j, (-np.inf, np.inf, True))
         stack.append(
             (int(record["left"]), {**bounds, j: (lo, min(hi, cut), inside and missing_left)})
