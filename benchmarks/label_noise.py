@@ -349,23 +349,28 @@ def lgbm(seed: int, n_jobs: int) -> Any:
     return LGBMClassifier(verbose=-1, random_state=seed, n_jobs=n_jobs)
 
 
-def robust_focal_lgbm(seed: int, n_jobs: int) -> Any:
-    """The ``rfl`` peer: ``RobustFocalLGBM(seed, n_jobs)`` of ``benchmarks/robust_focal.py``
-    (imported by name, or by path when this script was loaded by path, as in the tests)."""
-    module = sys.modules.get("robust_focal")
+def sibling(name: str) -> Any:
+    """The module ``benchmarks/{name}.py`` (imported by name, or by path when this script was
+    loaded by path, as in the tests)."""
+    module = sys.modules.get(name)
     if module is None:
-        path = Path(__file__).resolve().with_name("robust_focal.py")
-        spec = importlib.util.spec_from_file_location("robust_focal", path)
+        path = Path(__file__).resolve().with_name(f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
-        sys.modules["robust_focal"] = module
+        sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException:
-            del sys.modules["robust_focal"]
+            del sys.modules[name]
             raise
-    return module.RobustFocalLGBM(seed, n_jobs=n_jobs)
+    return module
+
+
+def robust_focal_lgbm(seed: int, n_jobs: int) -> Any:
+    """The ``rfl`` peer: ``RobustFocalLGBM(seed, n_jobs)`` of ``benchmarks/robust_focal.py``."""
+    return sibling("robust_focal").RobustFocalLGBM(seed, n_jobs=n_jobs)
 
 
 def make_model(name: str, seed: int) -> Any:
@@ -1195,17 +1200,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--part",
-        choices=("binary", "multiclass", "known-truth"),
+        choices=("binary", "multiclass", "known-truth", "mixed"),
         default="binary",
         help="binary: the binarised data sets (default); multiclass: DNA and Satellite, K classes; "
         "known-truth: labels drawn from a smooth model of each set, then flipped "
-        "(benchmarks/label_noise_known_truth.py)",
+        "(benchmarks/label_noise_known_truth.py); mixed: tables with categorical columns "
+        "(benchmarks/label_noise_mixed.py)",
     )
+    mixed = sibling("label_noise_mixed")
     kinds = (BINARY, MULTICLASS)
     choices = {
-        "datasets": list(dict.fromkeys(d for k in kinds for d in k.datasets)),
+        "datasets": list(
+            dict.fromkeys(
+                [*(d for k in kinds for d in k.datasets), *mixed.DATASETS, "breast_cancer"]
+            )
+        ),
         "settings": list(dict.fromkeys(s for k in kinds for s in k.settings)),
-        "models": list(dict.fromkeys(m for k in kinds for m in k.models)),
+        "models": list(dict.fromkeys([*(m for k in kinds for m in k.models), *mixed.MODELS])),
     }
     for option, names in choices.items():
         parser.add_argument(
@@ -1223,7 +1234,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument(
-        "--reuse", action="store_true", help="binary: keep the CSV rows of models not in --models"
+        "--reuse",
+        action="store_true",
+        help="binary: keep the CSV rows of models not in --models; known-truth: keep the CSV rows "
+        "of the sets not in --datasets",
     )
     parser.add_argument(
         "--resume",
@@ -1234,19 +1248,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.splits < 1:
         parser.error("--splits must be >= 1")
     if args.part == "known-truth":
-        from label_noise_known_truth import run_known_truth
-
-        ignored = [f"--{o}" for o in ("datasets", "settings", "models") if getattr(args, o)]
-        ignored += [f"--{o}" for o in ("reuse", "resume") if getattr(args, o)]
+        known = sibling("label_noise_known_truth")
+        ignored = [f"--{o}" for o in ("settings", "models") if getattr(args, o)]
+        ignored += ["--resume"] if args.resume else []
+        sets = args.datasets or [*known.BINARY_SETS, *known.MULTICLASS_SETS]
+        ignored += [d for d in sets if d not in (*known.BINARY_SETS, *known.MULTICLASS_SETS)]
         if ignored or args.threads != -1:
             parser.error(
                 f"{' '.join(ignored) or '--threads'}: not for the known-truth part (it fits "
-                "every set and setting of benchmarks/label_noise_known_truth.py)"
+                "every setting of the sets of benchmarks/label_noise_known_truth.py)"
             )
 
         command = " ".join(["python benchmarks/label_noise.py", *sys.argv[1:]])
-        run_known_truth(args.splits, args.n_jobs, args.out_dir, args.data_dir,
-                        command if argv is None else "run_known_truth(...)")  # fmt: skip
+        known.run_known_truth(args.splits, args.n_jobs, args.out_dir, args.data_dir,
+                        command if argv is None else "run_known_truth(...)",
+                        tuple(d for d in known.BINARY_SETS if d in sets),
+                        tuple(d for d in known.MULTICLASS_SETS if d in sets),
+                        reuse=args.reuse)  # fmt: skip
+        return
+    if args.part == "mixed":
+        wrong = [d for d in args.datasets or () if d not in mixed.DATASETS]
+        wrong += [m for m in args.models or () if m not in mixed.MODELS]
+        if wrong or args.settings or args.reuse or args.threads != -1:
+            parser.error(
+                f"{' '.join(wrong) or '--settings/--reuse/--threads'}: not for the mixed part "
+                "(its sets, models and settings are those of benchmarks/label_noise_mixed.py)"
+            )
+        command = " ".join(["python benchmarks/label_noise.py", *sys.argv[1:]])
+        mixed.run_mixed(args.datasets or tuple(mixed.DATASETS), args.splits,
+                        args.models or tuple(mixed.MODELS), n_jobs=args.n_jobs,
+                        out_dir=args.out_dir, data_dir=args.data_dir, resume=args.resume,
+                        command=command if argv is None else "run_mixed(...)")  # fmt: skip
         return
     kind = MULTICLASS if args.part == "multiclass" else BINARY
     offered = {"datasets": kind.datasets, "settings": kind.settings, "models": kind.models}

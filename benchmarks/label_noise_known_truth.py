@@ -12,10 +12,17 @@ interval reaches 0.01, the posterior probability of no noise, and the test error
 drawn (clean) test labels of VIBoost's default and its peers: LightGBM, HGB,
 CleanLearning(LightGBM) and ``rfl`` (LightGBM on Robust-GBDT's Robust Focal Loss,
 ``benchmarks/robust_focal.py``) by default, CatBoost's defaults when ``catboost`` is installed.
+
+The mixed-type sets (:data:`MIXED_SETS`: credit, attrition, churn binary; penguins K = 3) are
+read as ``benchmarks/label_noise_mixed.py`` reads them (non-numeric columns as pandas
+``category``) and every model is fitted on the frame as it comes (CatBoost with those columns as
+``cat_features``); their p(x) takes the categorical columns one-hot and the numeric ones (missing
+cells set to the median) through the same splines; they are split in half.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -24,48 +31,74 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.compose import make_column_transformer
 from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import QuantileTransformer, SplineTransformer
+from sklearn.preprocessing import OneHotEncoder, QuantileTransformer, SplineTransformer
 
-BINARY_SETS = ("breast_cancer", "spambase", "dna", "satellite")
-MULTICLASS_SETS = ("dna", "satellite")
+BINARY_SETS = ("breast_cancer", "spambase", "dna", "satellite", "credit", "attrition", "churn")
+MULTICLASS_SETS = ("dna", "satellite", "penguins")
+#: The mixed-type sets (``benchmarks/label_noise_mixed.py``): fitted as frames with categorical
+#: columns, split in half.
+MIXED_SETS = ("credit", "attrition", "churn", "penguins")
 BINARY_SETTINGS = ("0", "10", "20", "30")
 MULTICLASS_SETTINGS = ("0", "10", "20", "30", "pair")
 PEERS = ("lgbm", "hgb", "cleanlab", "catboost", "rfl")
 
 
-def truth_model() -> Any:
-    """The smooth model p(x) fitted to a table's real labels."""
-    return make_pipeline(
+def truth_model(categorical: list[str] | None = None) -> Any:
+    """The smooth model p(x) fitted to a table's real labels; with ``categorical`` column
+    names (a mixed-type frame), those columns one-hot and the others, their missing cells
+    set to the median, through the same splines."""
+    numeric = make_pipeline(
         QuantileTransformer(n_quantiles=200, output_distribution="normal", random_state=0),
         SplineTransformer(n_knots=4, degree=3),
-        LogisticRegression(C=0.05, max_iter=3000),
     )
+    if categorical is None:
+        return make_pipeline(numeric, LogisticRegression(C=0.05, max_iter=3000))
+    columns = make_column_transformer(
+        (OneHotEncoder(handle_unknown="ignore"), categorical),
+        remainder=make_pipeline(SimpleImputer(strategy="median"), numeric),
+    )
+    return make_pipeline(columns, LogisticRegression(C=0.05, max_iter=3000))
 
 
-_TRUTH: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
+_TRUTH: dict[tuple[str, bool], tuple[Any, np.ndarray]] = {}
 
 
-def truth(name: str, multiclass: bool, data_dir: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Features and p(x) (n, K) of a set (cached per process)."""
+def truth(name: str, multiclass: bool, data_dir: Path) -> tuple[Any, np.ndarray]:
+    """Features (an array, or a frame for the mixed-type sets) and p(x) (n, K) of a set
+    (cached per process)."""
     import label_noise as ln
 
     key = (name, multiclass)
     if key not in _TRUTH:
-        load = ln.load_multiclass if multiclass else ln.load_dataset
-        loaded = load(name, data_dir)
+        if name in MIXED_SETS:
+            loaded = ln.sibling("label_noise_mixed").load_mixed(name, data_dir)
+        else:
+            loaded = (ln.load_multiclass if multiclass else ln.load_dataset)(name, data_dir)
         if loaded is None:
             raise FileNotFoundError(name)
         X, y = loaded
-        _TRUTH[key] = (X, truth_model().fit(X, y).predict_proba(X))
+        if (y.max() > 1) != multiclass:
+            raise ValueError(f"{name} is {'not ' if multiclass else ''}a K-class set")
+        categorical = list(X.columns[X.dtypes == "category"]) if name in MIXED_SETS else None
+        _TRUTH[key] = (X, truth_model(categorical).fit(X, y).predict_proba(X))
     return _TRUTH[key]
 
 
-def peer(name: str, seed: int) -> Any | None:
-    """A peer's default model, or None when its library is missing."""
+def peer(name: str, seed: int, X: Any = None) -> Any | None:
+    """A peer's default model, or None when its library is missing (``X``: the training rows,
+    for CatBoost's ``cat_features`` on a mixed-type frame)."""
+    if isinstance(X, pd.DataFrame) and name == "catboost":
+        import label_noise as ln
+
+        if importlib.util.find_spec("catboost") is None:
+            return None
+        return ln.sibling("label_noise_mixed").make_model("catboost", seed, X)
     if name == "lgbm":
         from lightgbm import LGBMClassifier
 
@@ -104,7 +137,10 @@ def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str,
     n_classes = p.shape[1]
     rng = np.random.default_rng(1000 + seed)
     y = np.minimum((rng.random((p.shape[0], 1)) > np.cumsum(p, axis=1)).sum(axis=1), n_classes - 1)
-    size = ln.MC_TRAIN_SIZE if multiclass else ln.TRAIN_SIZE[name]
+    if name in MIXED_SETS:
+        size = ln.sibling("label_noise_mixed").TRAIN_SIZE
+    else:
+        size = ln.MC_TRAIN_SIZE if multiclass else ln.TRAIN_SIZE[name]
     X_tr, X_te, y_tr, y_te, _, p_te = train_test_split(
         X, y, p, train_size=size, random_state=seed, stratify=y
     )
@@ -129,14 +165,18 @@ def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str,
         "viboost": float(np.mean(model.predict(X_te) != y_te)), "viboost_seconds": seconds,
     }  # fmt: skip
     for name_ in PEERS:
-        estimator = peer(name_, seed) if name_ in peers else None
+        estimator = peer(name_, seed, X_tr) if name_ in peers else None
         if estimator is None:
             row[name_] = np.nan
             continue
+        train, test = X_tr, X_te
+        if name_ == "catboost" and isinstance(X_tr, pd.DataFrame):
+            mixed = ln.sibling("label_noise_mixed")
+            train, test = mixed.for_catboost(X_tr), mixed.for_catboost(X_te)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            estimator.fit(X_tr, y_noisy)
-        row[name_] = float(np.mean(np.ravel(estimator.predict(X_te)) != y_te))
+            estimator.fit(train, y_noisy)
+        row[name_] = float(np.mean(np.ravel(estimator.predict(test)).astype(int) != y_te))
     return row
 
 
@@ -212,10 +252,10 @@ def report(results: pd.DataFrame, command: str) -> str:
 def run_known_truth(
     splits: int, n_jobs: int, out_dir: Path, data_dir: Path, command: str,
     binary_sets: tuple[str, ...] = BINARY_SETS, multiclass_sets: tuple[str, ...] = MULTICLASS_SETS,
-    peers: tuple[str, ...] = PEERS, name: str = "label_noise_known_truth",
+    peers: tuple[str, ...] = PEERS, name: str = "label_noise_known_truth", reuse: bool = False,
 ) -> pd.DataFrame:  # fmt: skip
     """Run every fit, write ``NAME.csv`` and ``NAME.md`` to ``out_dir`` (``peers``: the
-    peers to fit beside VIBoost)."""
+    peers to fit beside VIBoost; ``reuse``: keep the CSV's rows of the sets not run)."""
     import label_noise as ln
 
     tasks = [(d, False, s, k, str(data_dir), peers) for d in binary_sets
@@ -228,7 +268,14 @@ def run_known_truth(
     else:
         rows = [one_fit(task) for task in tasks]
     results = pd.DataFrame(rows)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     csv = out_dir / f"{name}.csv"
+    if reuse and csv.is_file():
+        old = pd.read_csv(csv, dtype={"setting": str})
+        run = set(zip(results.part, results.data, strict=True))
+        keep = [key not in run for key in zip(old.part, old.data, strict=True)]
+        results = pd.concat([old[keep], results], ignore_index=True)
     ln.write_atomic(csv, lambda p: results.to_csv(p, index=False))
     text = report(results, command)
     ln.write_atomic(out_dir / f"{name}.md", lambda p: Path(p).write_text(text))

@@ -512,6 +512,7 @@ def test_known_truth_part_draws_labels_flips_them_and_reports(tmp_path: Path, mo
     report's totals computed from the rows."""
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
     import label_noise_known_truth as kt
+
     row = kt.one_fit(("breast_cancer", False, "20", 0, str(tmp_path), ("hgb",)))
     assert row["true_rate"] == pytest.approx(0.2, abs=0.01)
     assert row["covered"] == (row["low"] <= row["true_rate"] <= row["high"])
@@ -521,3 +522,87 @@ def test_known_truth_part_draws_labels_flips_them_and_reports(tmp_path: Path, mo
     text = kt.report(pd.DataFrame([row, clean]), "test")
     assert "clean fits whose interval reaches 0.01: 1.00 (1 fits" in text
     assert f"noisy fits: {float(row['covered']):.2f} (1 fits" in text
+
+
+# The mixed-type part (benchmarks/label_noise_mixed.py): tables with categorical columns.
+
+
+def _load_mixed(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # as when run from benchmarks/
+    path = SCRIPT.with_name("label_noise_mixed.py")
+    spec = importlib.util.spec_from_file_location("label_noise_mixed_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_mixed_table(path: Path, n: int, seed: int) -> None:
+    """A penguins-like file: 3 classes, a string column with missing cells, two numbers."""
+    rng = np.random.default_rng(seed)
+    species = rng.integers(0, 3, n)
+    island = np.array(["Biscoe", "Dream", "Torgersen"], dtype=object)[(species + (rng.random(n)
+                                                                       < 0.2)) % 3]  # fmt: skip
+    island[rng.random(n) < 0.05] = None
+    frame = pd.DataFrame({
+        "species": np.array(["Adelie", "Chinstrap", "Gentoo"])[species],
+        "island": island,
+        "bill": species * 4.0 + rng.normal(size=n),
+        "mass": rng.normal(size=n),
+    })  # fmt: skip
+    frame.to_csv(path, index=False, compression="gzip")
+
+
+def test_mixed_part_tiny_run_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mixed = _load_mixed(monkeypatch)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mixed_table(data_dir / "penguins.csv.gz", 240, 0)
+
+    X, y = mixed.load_mixed("penguins", data_dir)
+    assert isinstance(X["island"].dtype, pd.CategoricalDtype)
+    assert X["island"].isna().any()  # a missing cell stays missing
+    assert set(np.unique(y)) == {0, 1, 2}
+    assert mixed.load_mixed("credit", data_dir) is None  # its file is missing: skipped
+
+    models = ["viboost", "viboost-onehot", "hgb"]
+    results = mixed.run_mixed(["penguins", "credit"], 1, models, out_dir=tmp_path,
+                              data_dir=data_dir)  # fmt: skip
+    assert len(results) == 2 * len(models)  # penguins at 0% and 20% moved
+    assert results["note"].isna().all()
+    rows = pd.read_csv(tmp_path / "label_noise_mixed.csv", dtype={"setting": str})
+    moved = rows[rows.setting == "20"]
+    assert (moved.n_flipped == round(0.2 * 120)).all()
+    vb = rows[rows.model == "viboost"].set_index("setting")
+    assert 0.5 < vb.loc["20", "auroc"] <= 1.0  # the moved rows are found better than by chance
+    assert rows.loc[rows.model == "hgb", "auroc"].isna().all()  # not a detector
+    report = (tmp_path / "label_noise_mixed.md").read_text()
+    assert "## penguins" in report and "## Targets (issue 53)" in report
+    assert "| penguins | 20% |" in report
+    assert not list(tmp_path.glob(".*.tmp*"))
+
+    # --resume: nothing left to fit; the rows are kept as they were.
+    again = mixed.run_mixed(["penguins"], 1, models, out_dir=tmp_path, data_dir=data_dir,
+                            resume=True)  # fmt: skip
+    pd.testing.assert_frame_equal(
+        again.sort_values(["setting", "model"]).reset_index(drop=True)[["model", "test_error"]],
+        rows.sort_values(["setting", "model"]).reset_index(drop=True)[["model", "test_error"]],
+    )
+
+
+def test_mixed_part_targets_name_the_best_peer() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "label_noise_mixed_targets", SCRIPT.with_name("label_noise_mixed.py")
+    )
+    mixed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mixed)
+    index = pd.MultiIndex.from_tuples(
+        [("t", s, m) for s in ("0", "20") for m in ("viboost", "lgbm", "catboost", "cleanlab")],
+        names=["dataset", "setting", "model"],
+    )
+    errors = [10.4, 10.2, 10.0, 11.0, 15.0, 18.0, 16.0, 14.0]
+    summary = pd.DataFrame({"test_error": errors, "auroc": np.nan, "fit_s": 1.0}, index=index)
+    table = mixed.targets(summary).set_index("setting")
+    # Clean: the best of LightGBM, HGB and CatBoost (cleanlab is not a clean peer).
+    assert table.loc["0", "best_peer"] == 10.0 and table.loc["0", "excess"] == pytest.approx(0.4)
+    # Flipped: cleanlab counts.
+    assert table.loc["20", "best_peer"] == 14.0 and table.loc["20", "excess"] == pytest.approx(1.0)
