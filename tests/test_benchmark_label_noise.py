@@ -606,3 +606,30 @@ def test_mixed_part_targets_name_the_best_peer() -> None:
     assert table.loc["0", "best_peer"] == 10.0 and table.loc["0", "excess"] == pytest.approx(0.4)
     # Flipped: cleanlab counts.
     assert table.loc["20", "best_peer"] == 14.0 and table.loc["20", "excess"] == pytest.approx(1.0)
+
+
+# benchmarks/categorical.py: the regularisation grid reaches the categorical split search.
+
+
+def test_categorical_grid_settings_reach_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location(
+        "categorical_benchmark", SCRIPT.with_name("categorical.py")
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from viboost import VIBoostClassifier
+
+    X, y = bench.make_table(1_200, 2, 0)
+    assert list(X.columns[:2]) == ["A", "B"] and X["B"].cat.categories.size == 200
+    row = bench.fit_one(VIBoostClassifier(random_state=0), X, y, X, y)
+    default_importance = row["share_B"]
+    assert 0.0 <= default_importance < 1.0
+    # A category of fewer rows than cat_smooth is left out of the ordered scan: with
+    # cat_smooth above any category's count no categorical split is found at all.
+    with bench.searches_with({"cat_smooth": 1e9, "max_cat_to_onehot": 0}):
+        model = VIBoostClassifier(random_state=0).fit(X, y)
+    assert model.feature_importances_[:2].sum() == 0.0
+    # ... and the shipped searches come back after the block.
+    model = VIBoostClassifier(random_state=0).fit(X, y)
+    assert model.feature_importances_[0] > 0.0
