@@ -36,7 +36,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from viboost._utils.categorical import CategoricalEncoder, resolve_categorical
+from viboost._utils.categorical import NON_NUMERIC_HINT, CategoricalEncoder, resolve_categorical
 from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
 from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
@@ -53,10 +53,7 @@ class ViboostVersionWarning(UserWarning):
 
 
 #: Appended to the error for non-numeric columns that are not categorical features.
-_CATEGORICAL_HINT = (
-    "or list them in categorical_features (the default 'from_dtype' fits string, object and "
-    "category columns as categorical features)"
-)
+_CATEGORICAL_HINT = NON_NUMERIC_HINT
 
 
 def _same_categories(a: CategoricalEncoder, b: CategoricalEncoder) -> bool:

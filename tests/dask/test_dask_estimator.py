@@ -243,11 +243,24 @@ class _NoClient:
 
 
 def test_non_numeric_columns_are_refused_before_any_work():
-    frame = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0], "colour": ["red", "blue", "red", "red"]})
+    """Text columns are categorical features by default (tests/dask/test_dask_categorical.py);
+    one left out of an explicit list of categorical features is refused, by name, before
+    anything is scheduled."""
+    frame = pd.DataFrame(
+        {
+            "x": [1.0, 2.0, 3.0, 4.0],
+            "colour": ["red", "blue", "red", "red"],
+            "city": ["a", "b", "a", "b"],
+        }
+    )
     ddf = dd.from_pandas(frame, npartitions=2)
     y = dd.from_pandas(pd.Series([0, 1, 0, 1]), npartitions=2)
-    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['colour'\]"):
-        DaskVIBoostClassifier(client=_NoClient()).fit(ddf, y)
+    message = r"non-numeric column\(s\) \['colour'\].*or list them in categorical_features"
+    for categorical in (["city"], [False, False, True], [2]):
+        with pytest.raises(ValueError, match=message):
+            DaskVIBoostClassifier(categorical_features=categorical, client=_NoClient()).fit(ddf, y)
+    with pytest.raises(ValueError, match=r"non-numeric column\(s\) \['colour', 'city'\]"):
+        DaskVIBoostClassifier(categorical_features=None, client=_NoClient()).fit(ddf, y)
 
 
 @pytest.mark.parametrize(
@@ -591,13 +604,14 @@ def test_two_classes_carry_the_posteriors_of_the_true_classes(two_workers, param
     )
 
 
-def test_categorical_features_are_refused_with_a_clear_error():
-    X = pd.DataFrame({"x": np.arange(20.0), "city": ["a", "b"] * 10})
+def test_bad_categorical_features_are_refused_before_any_work():
+    """``categorical_features`` is checked as in memory, before anything is scheduled: names
+    need a dataframe, indices must be in range."""
+    X = np.column_stack([np.arange(20.0), np.arange(20) % 3])
     y = np.arange(20) % 2
-    with pytest.raises(ValueError, match="does not fit categorical features yet"):
-        DaskVIBoostClassifier(categorical_features=[1], client=_NoClient()).fit(
-            X[["x"]].to_numpy(), y
+    with pytest.raises(ValueError, match="X has no feature names"):
+        DaskVIBoostClassifier(categorical_features=["k"], client=_NoClient()).fit(
+            da.from_array(X, chunks=10), da.from_array(y, chunks=10)
         )
-    ddf = dd.from_pandas(X, npartitions=2)
-    with pytest.raises(ValueError, match=r"\['city'\].*does not fit categorical features yet"):
-        DaskVIBoostClassifier(client=_NoClient()).fit(ddf, dd.from_pandas(pd.Series(y), 2))
+    with pytest.raises(ValueError, match="index 5, out of range"):
+        DaskVIBoostClassifier(categorical_features=[5], client=_NoClient()).fit(X, y)

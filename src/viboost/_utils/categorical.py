@@ -21,13 +21,26 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CategoricalEncoder", "resolve_categorical"]
+__all__ = [
+    "MAX_CATEGORIES",
+    "NON_NUMERIC_HINT",
+    "CategoricalEncoder",
+    "categorical_reason",
+    "check_category_count",
+    "column_categories",
+    "resolve_categorical",
+]
 
 #: The most categories one feature may have: codes 0..254, bin 255 is the missing bin.
 MAX_CATEGORIES = 255
 #: The values of ``pandas.api.types.infer_dtype`` read as numbers / as strings.
 _NUMERIC_KINDS = frozenset({"integer", "floating", "mixed-integer-float", "decimal", "boolean"})
 _STRING_KINDS = frozenset({"string"})
+#: Appended to the error for non-numeric columns that are not categorical features.
+NON_NUMERIC_HINT = (
+    "or list them in categorical_features (the default 'from_dtype' fits string, object and "
+    "category columns as categorical features)"
+)
 
 
 def _is_frame(X: Any) -> bool:
@@ -299,7 +312,7 @@ class CategoricalEncoder:
             if pd.Index(array).has_duplicates:
                 raise ValueError(f"categories[{j}] holds a category twice: {list(values)!r}")
             encoder.categories_.append(array)
-            encoder._kinds.append(kind or "str")
+            encoder._kinds.append(kind or "num")  # no category: numbers, as fit has it
         encoder.n_categories_ = np.array(
             [0 if c is None else len(c) for c in encoder.categories_], dtype=np.int64
         )
@@ -363,10 +376,7 @@ class CategoricalEncoder:
         for j in map(int, np.flatnonzero(mask)):
             column = _column(X, j)
             label = _column_label(X, j)
-            if from_dtype:
-                why = f"it is categorical because its dtype is {column.dtype}"
-            else:
-                why = "it is listed in categorical_features"
+            why = categorical_reason(column.dtype, from_dtype)
             if isinstance(column.dtype, pd.CategoricalDtype):
                 codes = column.cat.codes.to_numpy()
                 present = np.unique(codes[codes >= 0])
@@ -494,6 +504,107 @@ class CategoricalEncoder:
         return result
 
 
+def categorical_reason(dtype: Any, from_dtype: bool) -> str:
+    """Why a column is categorical, as the errors about it say: its ``dtype`` under
+    ``categorical_features="from_dtype"`` (``from_dtype``), else its listing."""
+    if from_dtype:
+        return f"it is categorical because its dtype is {dtype}"
+    return "it is listed in categorical_features"
+
+
+def check_category_count(
+    label: str,
+    count: int,
+    max_bins: int | None = MAX_CATEGORIES,
+    why: str = "it is listed in categorical_features",
+    *,
+    approximate: bool = False,
+) -> None:
+    """A ValueError naming the categorical column ``label`` (``"column 'city'"``) if it has
+    more than ``max_bins`` (None: 255) categories, the message :meth:`CategoricalEncoder.fit`
+    gives; ``approximate``: ``count`` is an estimate (the message says "about").
+
+    Examples
+    --------
+    >>> try:
+    ...     check_category_count("column 'id'", 10_000, 255, approximate=True)
+    ... except ValueError as exc:
+    ...     print(str(exc)[:65])
+    Categorical column 'id' has about 10000 distinct categories, more
+    """
+    limit = MAX_CATEGORIES if max_bins is None else min(int(max_bins), MAX_CATEGORIES)
+    _check_count(label, int(count), limit, why, about=approximate)
+
+
+def column_categories(
+    values: Any,
+    label: str,
+    max_bins: int | None = MAX_CATEGORIES,
+    why: str = "it is listed in categorical_features",
+    *,
+    in_order: bool = False,
+) -> np.ndarray:
+    """The categories of one categorical column, in code order, from its distinct values, as
+    :meth:`CategoricalEncoder.fit` finds them from the whole column (for data held elsewhere,
+    e.g. the partitions of a dask dataframe; :meth:`CategoricalEncoder.from_categories` takes
+    the result).
+
+    Parameters
+    ----------
+    values : array-like
+        The column's distinct values, in any order (missing ones are dropped); with
+        ``in_order``, the categories of a pandas ``category`` column that occur in the data,
+        in the dtype's order.
+    label : str
+        How errors name the column (``"column 'city'"``).
+    max_bins : int or None, default=255
+        The most categories the column may have (None: 255).
+    why : str, default="it is listed in categorical_features"
+        Why it is categorical (:func:`categorical_reason`), for the errors.
+    in_order : bool, default=False
+        Keep the order of ``values`` (a ``category`` column); else strings are sorted, and
+        numbers too.
+
+    Returns
+    -------
+    ndarray
+        Strings (object array) or non-negative integers (float array; negative values are
+        missing); a float array of length 0 when every value is missing.
+
+    Raises
+    ------
+    ValueError
+        Naming the column, as :meth:`CategoricalEncoder.fit`: numbers and strings mixed,
+        non-integer numbers, values that are neither, or more than ``max_bins`` categories.
+
+    Examples
+    --------
+    >>> column_categories(["b", None, "a"], "column 'c'").tolist()
+    ['a', 'b']
+    >>> column_categories([3, -1, 0.0], "column 'k'").tolist()
+    [0.0, 3.0]
+    >>> column_categories(["z", "a"], "column 'c'", in_order=True).tolist()
+    ['z', 'a']
+    """
+    import pandas as pd
+
+    series = pd.Series(values, dtype=object)
+    series = series[series.notna().to_numpy()].reset_index(drop=True)
+    kind = _value_kind(series, label, rows=False)
+    cats: np.ndarray
+    if kind == "str":
+        texts = series.tolist()
+        cats = np.array(texts if in_order else sorted(set(texts)), dtype=object)
+    elif kind == "num":
+        numbers = _integer_values(series, label, rows=False)
+        numbers = numbers[numbers >= 0]
+        cats = numbers if in_order else np.unique(numbers)
+    else:  # every value missing
+        cats = np.zeros(0)
+    check_category_count(label, len(cats), max_bins, why)
+    return cats
+
+
 def _column(X: Any, j: int) -> Any:
     """Column ``j`` of ``X`` as a pandas Series with a 0-based row index."""
     import pandas as pd
@@ -503,9 +614,10 @@ def _column(X: Any, j: int) -> Any:
     return pd.Series(np.asarray(X)[:, j])
 
 
-def _value_kind(column: Any, label: str) -> str | None:
+def _value_kind(column: Any, label: str, rows: bool = True) -> str | None:
     """``"str"`` or ``"num"`` for a column of strings or of numbers (None when every value is
-    missing); a ValueError naming the column otherwise."""
+    missing); a ValueError naming the column otherwise (with the rows of its examples unless
+    ``rows`` is False: ``column`` holds a column's distinct values, not its rows)."""
     from pandas.api.types import infer_dtype
 
     inferred = infer_dtype(column, skipna=True)
@@ -517,18 +629,22 @@ def _value_kind(column: Any, label: str) -> str | None:
         return None
     present = column.notna().to_numpy()
     is_text = np.array([isinstance(v, (str, bytes)) for v in column.to_numpy(dtype=object)])
+
+    def where(row: int) -> str:
+        return f" in row {row}" if rows else ""
+
     if inferred in {"mixed", "mixed-integer"} and is_text.any() and (present & ~is_text).any():
         text, text_row = _first(column, is_text)
         other, other_row = _first(column, present & ~is_text)
         raise ValueError(
-            f"Categorical {label} mixes numbers and strings, e.g. {other!r} in row {other_row} "
-            f"and {text!r} in row {text_row}; make its values all strings (e.g. "
+            f"Categorical {label} mixes numbers and strings, e.g. {other!r}{where(other_row)} "
+            f"and {text!r}{where(text_row)}; make its values all strings (e.g. "
             "column.astype(str)) or all numbers"
         )
     value, row = _first(column, present)
     raise ValueError(
         f"Categorical {label} must hold strings or numbers; got {inferred} values, e.g. "
-        f"{value!r} in row {row}"
+        f"{value!r}{where(row)}"
     )
 
 
@@ -543,9 +659,10 @@ def _category_values(categories: Any, label: str) -> tuple[str | None, np.ndarra
     return kind, np.asarray(categories, dtype=object)
 
 
-def _integer_values(column: Any, label: str) -> np.ndarray:
+def _integer_values(column: Any, label: str, rows: bool = True) -> np.ndarray:
     """A numeric column's values as floats (NaN for missing); a ValueError naming the column if
-    one is not an integer (negative ones are allowed: they mean missing)."""
+    one is not an integer (negative ones are allowed: they mean missing), with its row unless
+    ``rows`` is False."""
     import pandas as pd
 
     values = pd.Series(column).astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -553,20 +670,21 @@ def _integer_values(column: Any, label: str) -> np.ndarray:
     bad &= ~(values < 0)  # negative values are missing, whatever they are
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
+        where = f" in row {row}" if rows else ""
         raise ValueError(
-            f"Categorical {label} holds the non-integer {float(values[row])!r} in row {row}; a "
+            f"Categorical {label} holds the non-integer {float(values[row])!r}{where}; a "
             "numeric categorical feature takes the integers 0, 1, 2, ... (negative values "
             "mean missing)"
         )
     return values
 
 
-def _check_count(label: str, count: int, limit: int, why: str) -> None:
+def _check_count(label: str, count: int, limit: int, why: str, about: bool = False) -> None:
     if count > limit:
         raise ValueError(
-            f"Categorical {label} has {count} distinct categories, more than max_bins={limit} "
-            f"({why}). Drop the column, group its rare values into one, or raise max_bins "
-            f"(at most {MAX_CATEGORIES})."
+            f"Categorical {label} has {'about ' if about else ''}{count} distinct categories, "
+            f"more than max_bins={limit} ({why}). Drop the column, group its rare values into "
+            f"one, or raise max_bins (at most {MAX_CATEGORIES})."
         )
 
 

@@ -301,7 +301,8 @@ def _find_split(
     ints, reals, t, i, hist, n_bins, is_cat, cat, code, prior, min_leaf, max_depth
 ):  # pragma: no cover - compiled
     """Node ``i`` of tree ``t``'s best split from its histogram ``hist``, if it may split
-    (depth and row limits; else its gain stays -inf)."""
+    (depth and row limits; else its gain stays -inf). (numba's cache of this function holds
+    the compiled ``best_node_split``: a change there needs a change here, or a cleared cache.)"""
     if ints[t, i, _DEPTH] < max_depth and reals[t, i, _SUMS + 2] >= 2 * min_leaf:
         gain, j, p, m, la, lb, lc, w0, w1, w2, w3 = best_node_split(
             hist, n_bins, is_cat, code, prior, min_leaf, cat

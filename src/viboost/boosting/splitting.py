@@ -112,6 +112,20 @@ def _sums_of(hist, j, slots, n, missing_slot, ma, mb, mc):  # pragma: no cover -
     return xa, xb, xc
 
 
+@numba.njit(cache=True, inline="always")
+def _beats(gain, best, tol):  # pragma: no cover - compiled
+    """Whether a category set's ``gain`` beats the best so far by more than ``tol`` and by more
+    than rounding of ``best`` itself (relative :data:`GAIN_TOL`). A set and its complement (NaN
+    on the other side) are one split, reached from both ends of the scan (or, one against the
+    rest, as a category and as the rest): their gains differ by rounding only, and the first
+    reached must win whatever the order of the sums in the histogram (blocks added in another
+    order, on Dask), where ``tol`` alone (relative to the parent's score, near 0 for a node
+    whose gradients cancel) would let rounding choose."""
+    if best == -np.inf:
+        return gain > best
+    return gain > best + max(tol, GAIN_TOL * abs(best))
+
+
 @numba.njit(cache=True)
 def _best_categorical_split(
     hist, j, n_categories, criterion, prior, min_leaf, cat, ta, tb, tc, empty, tol, left_slots
@@ -177,7 +191,7 @@ def _best_categorical_split(
                     + node_score(ta - xa, tb - xb, criterion, lam)
                     - parent
                 )
-                if gain > best_gain + tol:
+                if _beats(gain, best_gain, tol):
                     best_gain, best_n = gain, size
                     best_la, best_lb, best_lc = xa, xb, xc
                     left_slots[:size] = candidate[:size]
@@ -237,7 +251,7 @@ def _best_categorical_split(
                 + node_score(ta - xa, tb - xb, criterion, lam)
                 - parent
             )
-            if gain > best_gain + tol:
+            if _beats(gain, best_gain, tol):
                 best_gain, best_n = gain, i + 1
                 best_la, best_lb, best_lc = xa, xb, xc
                 for q in range(i + 1):

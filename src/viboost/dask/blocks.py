@@ -66,6 +66,7 @@ __all__ = [
     "build_block",
     "class_margins",
     "class_out_of_fold",
+    "counts_by_booster",
     "distinct_in_block",
     "expand_trees",
     "finish_boosters",
@@ -330,6 +331,21 @@ def occupied_by_booster(block: TrainingBlock, boosters: tuple[BoosterRows, ...])
     return out
 
 
+def counts_by_booster(
+    block: TrainingBlock, boosters: tuple[BoosterRows, ...], features: np.ndarray
+) -> np.ndarray:
+    """Per booster, its active rows in each bin of the listed ``features`` (the categorical
+    ones, whose stump search needs them), shape ``(n_boosters, len(features), 256)``; whole
+    numbers as floats, so that the blocks' counts add up exactly in any order."""
+    columns = block.binned.T if block.by_feature is None else block.by_feature
+    out = np.zeros((len(boosters), len(features), 256))
+    for k, booster in enumerate(boosters):
+        active = booster.active
+        for i, j in enumerate(features):
+            out[k, i] = np.bincount(columns[int(j)][active], minlength=256)
+    return out
+
+
 def _leaf_of(
     block: TrainingBlock, tree: HistogramTree, trees: TreeRows | None = None, k: int = 0
 ) -> np.ndarray:
@@ -564,15 +580,26 @@ class TreeRows:
         return leaves[k]
 
 
+#: The fields of a tree's nodes that fix where its rows go (:func:`_same_structure`).
+_STRUCTURE = (
+    "feature",
+    "bin_threshold",
+    "missing_left",
+    "left",
+    "right",
+    "is_leaf",
+    "is_categorical",
+    "left_categories",
+)
+
+
 def _same_structure(a: BaseLearner, b: BaseLearner) -> bool:
-    """Whether two trees route every row to the same leaf (the same splits, node by node)."""
+    """Whether two trees route every row to the same leaf (the same splits, node by node:
+    numeric ones by their bin, categorical ones by their sets of categories)."""
     nodes_a, nodes_b = getattr(a, "nodes", None), getattr(b, "nodes", None)
     if nodes_a is None or nodes_b is None or nodes_a.shape != nodes_b.shape:
         return False
-    return all(
-        np.array_equal(nodes_a[name], nodes_b[name])
-        for name in ("feature", "bin_threshold", "missing_left", "left", "right", "is_leaf")
-    )
+    return all(np.array_equal(nodes_a[name], nodes_b[name]) for name in _STRUCTURE)
 
 
 #: Per training block, the pool of its trees' temporaries (viboost._utils.scratch): the rows'

@@ -1,7 +1,9 @@
 """The training rows of a distributed fit: the input reader and :class:`BlockData`.
 
 :func:`read_input` takes dask (or numpy / pandas) input, refuses what the in-memory estimator
-refuses before any work is scheduled, cuts the rows into blocks that depend only on the shape
+refuses before any work is scheduled, finds the categories of the categorical features
+(:func:`categorical_input`, :func:`fit_encoder`) and encodes them as codes, partition by
+partition (:func:`as_matrix`), cuts the rows into blocks that depend only on the shape
 of the data and summarises them in one pass (sizes, labels, infinite values, missing labels,
 bad weights); :func:`bin_blocks` draws the bin edges from the same sample of weighted rows as
 the in-memory binner and keeps every block binned on its worker. :class:`BlockData` is the fit
@@ -18,6 +20,15 @@ from typing import Any
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 
+from viboost._utils.categorical import (
+    MAX_CATEGORIES,
+    NON_NUMERIC_HINT,
+    CategoricalEncoder,
+    categorical_reason,
+    check_category_count,
+    column_categories,
+    resolve_categorical,
+)
 from viboost._utils.validation import check_classes, reject_non_numeric_columns
 from viboost.boosting.binning import FeatureBinner, subsample_ranks
 from viboost.boosting.split_statistics import TreeSettings
@@ -29,7 +40,21 @@ from viboost.noise_fit.calibration import flip_rates_from_sums, joint_of, true_c
 from viboost.variational import ModelPriors, VariationalState
 from viboost.variational.state import CleanLogOdds
 
-__all__ = ["BlockData", "RawInput", "bin_blocks", "read_input"]
+__all__ = [
+    "BlockData",
+    "CategoricalInput",
+    "RawInput",
+    "as_matrix",
+    "bin_blocks",
+    "categorical_input",
+    "fit_encoder",
+    "read_input",
+]
+
+#: ``fit`` refuses a categorical column without a ``category`` dtype, before collecting its
+#: distinct values, when the estimate of their count (``nunique_approx``, HyperLogLog: within a
+#: few percent) exceeds ``max_bins`` by this factor; the exact count is checked after.
+APPROXIMATE_EXCESS = 2.0
 
 
 @dataclass
@@ -45,6 +70,8 @@ class RawInput:
     train_chunks: tuple[int, ...]
     summaries: list[blocks.BlockSummary]
     classes: np.ndarray
+    #: The encoder of the features (categorical ones as codes), fitted to the input.
+    encoder: CategoricalEncoder
 
     @property
     def total_weight(self) -> float:
@@ -66,22 +93,148 @@ class RawInput:
         return counts
 
 
-_NO_CATEGORIES_YET = (
-    "DaskVIBoostClassifier does not fit categorical features yet (VIBoostClassifier does: "
-    "fit it on the computed frame, or encode the columns as numbers)"
-)
+@dataclass
+class CategoricalInput:
+    """``X`` as :func:`fit_encoder` reads it: a dask dataframe wherever a feature is
+    categorical (numpy, pandas and dask arrays converted), which features are categorical, and
+    how the errors name them and say why they are categorical."""
+
+    X: Any
+    is_categorical: np.ndarray
+    labels: list[str]
+    reasons: list[str]
+
+    @property
+    def n_features(self) -> int:
+        return int(self.is_categorical.size)
+
+
+def categorical_input(X: Any, categorical_features: Any, name: str) -> CategoricalInput:
+    """Which features of ``X`` are categorical (``categorical_features`` as in memory:
+    :func:`~viboost._utils.categorical.resolve_categorical`), checked without scheduling any
+    work: non-numeric dataframe columns that are not categorical features, and ``category``
+    columns whose categories dask does not know, are refused, naming them.
+
+    ``X`` comes back as a dask dataframe when a feature is categorical (a pandas frame in one
+    partition, numpy or dask arrays with columns ``0 .. n_features-1``), else as given.
+    """
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    if isinstance(X, pd.DataFrame):
+        X = dd.from_pandas(X, npartitions=1)
+    frame = isinstance(X, dd.DataFrame)
+    names: list[str] | None = None
+    if frame and len(X.columns) and all(isinstance(c, str) for c in X.columns):
+        names = [str(c) for c in X.columns]
+    mask = resolve_categorical(X, categorical_features, names)
+    if frame:
+        # Non-numeric columns that are not categorical, before anything is scheduled.
+        reject_non_numeric_columns(
+            X[[X.columns[j] for j in np.flatnonzero(~mask)]], name, NON_NUMERIC_HINT
+        )
+    if not mask.any():
+        return CategoricalInput(X, mask, [], [])
+    if not frame:
+        array = X if isinstance(X, da.Array) else np.asarray(X)
+        if array.ndim != 2 or array.dtype.kind not in "biuf":
+            if isinstance(X, da.Array):
+                raise ValueError(
+                    f"X must be a numeric dask array or a dask dataframe, got a dask array of "
+                    f"dtype {array.dtype} and shape {array.shape}: pass the text columns as a "
+                    "dask dataframe."
+                )
+            # numpy input, e.g. an object array of numbers and strings: one pandas partition.
+            X = dd.from_pandas(pd.DataFrame(array).infer_objects(), npartitions=1)
+        else:
+            X = dd.from_dask_array(da.asarray(array))
+    # How the errors name a column: by name in a dataframe, by position in an array.
+    labels = [
+        f"column {str(column)!r}" if frame else f"column {j}" for j, column in enumerate(X.columns)
+    ]
+    from_dtype = isinstance(categorical_features, str)
+    reasons = [categorical_reason(dtype, from_dtype) for dtype in X.dtypes]
+    unknown = [
+        str(X.columns[j])
+        for j in np.flatnonzero(mask)
+        if isinstance(X.dtypes.iloc[j], pd.CategoricalDtype) and not X[X.columns[j]].cat.known
+    ]
+    if unknown:
+        raise ValueError(
+            f"X has category column(s) {unknown} whose categories dask does not know (they "
+            "may differ between partitions), so they cannot be encoded alike in every "
+            f"partition; call X = X.categorize(columns={unknown}) first, or pass them as "
+            "string columns."
+        )
+    return CategoricalInput(X, mask, labels, reasons)
+
+
+def fit_encoder(columns: CategoricalInput, max_bins: int | None) -> CategoricalEncoder:
+    """The encoder of ``columns.X`` (:class:`~viboost._utils.categorical.CategoricalEncoder`,
+    :meth:`~viboost._utils.categorical.CategoricalEncoder.from_categories`): the categories of
+    each categorical feature as :meth:`~viboost._utils.categorical.CategoricalEncoder.fit`
+    finds them in memory, found on the cluster (the current client), in two passes at most:
+
+    1. the ``category`` columns' codes that occur (their categories, in the dtype's order);
+       and an estimate of the number of distinct values of the other categorical columns
+       (``nunique_approx``), which refuses a column with far more than ``max_bins`` of them
+       (:data:`APPROXIMATE_EXCESS`) before its values are collected;
+    2. the distinct values of those other columns, whose count is then checked exactly.
+    """
+    import dask
+    import pandas as pd
+
+    X, mask = columns.X, columns.is_categorical
+    if not mask.any():
+        return CategoricalEncoder.numeric(columns.n_features)
+    limit = MAX_CATEGORIES if max_bins is None else min(int(max_bins), MAX_CATEGORIES)
+    known: list[int] = []
+    other: list[int] = []
+    for j in map(int, np.flatnonzero(mask)):
+        is_category = isinstance(X.dtypes.iloc[j], pd.CategoricalDtype)
+        (known if is_category else other).append(j)
+    series = [X[X.columns[j]] for j in range(columns.n_features)]
+    codes, estimates = dask.compute(
+        [series[j].cat.codes.drop_duplicates(split_out=1) for j in known],
+        [series[j].nunique_approx() for j in other],
+    )
+    for j, estimate in zip(other, estimates, strict=True):
+        if float(estimate) > APPROXIMATE_EXCESS * limit:
+            check_category_count(
+                columns.labels[j], round(float(estimate)), limit, columns.reasons[j],
+                approximate=True,
+            )  # fmt: skip
+    # (split_out=1: a tree reduction on the workers, no shuffle)
+    wanted = [series[j].dropna().drop_duplicates(split_out=1) for j in other]
+    (distinct,) = dask.compute(wanted) if other else ([],)
+    categories: list[np.ndarray | None] = [None] * columns.n_features
+    for j, present in zip(known, codes, strict=True):
+        present = np.unique(np.asarray(present, dtype=np.int64))
+        categories[j] = column_categories(
+            series[j].cat.categories[present[present >= 0]], columns.labels[j], limit,
+            columns.reasons[j], in_order=True,
+        )  # fmt: skip
+    for j, values in zip(other, distinct, strict=True):
+        categories[j] = column_categories(
+            np.asarray(values, dtype=object), columns.labels[j], limit, columns.reasons[j]
+        )
+    return CategoricalEncoder.from_categories(categories)
 
 
 def read_input(
     client: Any, tasks: BlockTasks, X: Any, y: Any, sample_weight: Any, block_size: int | None,
-    name: str,
+    name: str, categorical_features: Any = None, max_bins: int | None = 255,
 ) -> RawInput:  # fmt: skip
     """Read ``X``, ``y`` and ``sample_weight`` into blocks and check them (see the module
-    docstring); nothing is binned yet."""
-    # Non-numeric columns are refused before anything is scheduled.
-    reject_non_numeric_columns(X, name, _NO_CATEGORIES_YET)
+    docstring), the categorical features (``categorical_features``, at most ``max_bins``
+    categories each) encoded as codes; nothing is binned yet."""
+    # Non-numeric columns not declared categorical, and category columns of unknown
+    # categories, are refused before anything is scheduled.
+    columns = categorical_input(X, categorical_features, name)
     with client.as_current():  # partition lengths are counted on this fit's cluster
-        X, feature_names = as_matrix(X)
+        encoder = fit_encoder(columns, max_bins)
+        X, feature_names = as_matrix(columns.X, encoder=encoder, name=name)
         y = as_vector(y, "y", X)
         sample_weight = (
             ones_like_rows(X)
@@ -102,7 +255,7 @@ def read_input(
     summaries = tasks.gather(tasks.compute(blocks.summarize_block, *raw))
     classes = _check_summaries(summaries, name)
     return RawInput(raw, blocked, sizes, n_features, feature_names, X.chunks[0], summaries,
-                    classes)  # fmt: skip
+                    classes, encoder)  # fmt: skip
 
 
 def _check_summaries(summaries: list[blocks.BlockSummary], name: str) -> np.ndarray:
@@ -129,7 +282,9 @@ def bin_blocks(
     """The bin edges, from the same sample of weighted rows as the in-memory binner, and the
     training blocks, binned on the workers with the task's labels, placed evenly over the
     workers' threads."""
-    binner = FeatureBinner(max_bins=max_bins, random_state=random_state)
+    # Categorical features are binned as in memory: bin == code (edges from the encoder alone).
+    categorical = raw.encoder.n_categories_ if raw.encoder.any_categorical else None
+    binner = FeatureBinner(max_bins=max_bins, random_state=random_state, n_categories=categorical)
     counts = np.array([s.n_active for s in raw.summaries])
     starts = np.concatenate([[0], np.cumsum(counts)])
     ranks = subsample_ranks(int(starts[-1]), binner.subsample, binner.random_state)
@@ -328,34 +483,74 @@ def is_dask_collection(obj: Any) -> bool:
     return bool(is_collection(obj))
 
 
-def as_matrix(X: Any, lengths: bool = True) -> tuple[Any, np.ndarray | None]:
+def as_matrix(
+    X: Any,
+    lengths: bool = True,
+    encoder: CategoricalEncoder | None = None,
+    name: str = "DaskVIBoostClassifier",
+) -> tuple[Any, np.ndarray | None]:
     """X as a 2-D float64 dask array (known row chunks if ``lengths``) and its column names
-    (None unless a dataframe with string names). Non-numeric dataframe columns are refused
-    before any work is scheduled."""
+    (None unless a dataframe with string names). With an ``encoder`` of categorical features,
+    its categorical columns become their codes, partition by partition and by value (missing
+    values and categories it has not seen: NaN, the missing side of every split). Non-numeric
+    dataframe columns that are not categorical features are refused before any work is
+    scheduled."""
     import dask.array as da
     import dask.dataframe as dd
     import pandas as pd
 
+    # (an encoder of numeric features only: the numeric path)
+    categorical = encoder if encoder is not None and encoder.any_categorical else None
     names = None
     if isinstance(X, pd.DataFrame):
         X = dd.from_pandas(X, npartitions=1)
     if isinstance(X, dd.DataFrame):
-        reject_non_numeric_columns(X, "DaskVIBoostClassifier", _NO_CATEGORIES_YET)
         columns = np.asarray(X.columns, dtype=object)
         if columns.size and all(isinstance(c, str) for c in columns):
             names = columns
+        if categorical is None:
+            reject_non_numeric_columns(X, name, NON_NUMERIC_HINT)
+        else:
+            if len(columns) != categorical.n_features_in_:
+                raise ValueError(
+                    f"X has {len(columns)} features, but {name} is expecting "
+                    f"{categorical.n_features_in_} features as input."
+                )
+            numeric = [X.columns[j] for j in np.flatnonzero(~categorical.is_categorical_)]
+            reject_non_numeric_columns(X[numeric], name, NON_NUMERIC_HINT)
+            meta = pd.DataFrame(np.empty((0, columns.size)), columns=X.columns)
+            X = X.map_partitions(_encode_partition, categorical, meta=meta)
         # optimize() first: dask may merge partitions of a narrow selection, and the lengths
         # must be counted on the partitions that to_dask_array will cut.
         X = X.optimize().to_dask_array(lengths=True if lengths else None)
     elif isinstance(X, dd.Series):
         raise ValueError("X must be 2-D (a dask array or dataframe), got a dask Series.")
-    elif not isinstance(X, da.Array):
-        X = da.from_array(np.asarray(X))
+    else:
+        if not isinstance(X, da.Array):
+            X = da.from_array(np.asarray(X))
+        if categorical is not None and X.ndim == 2 and X.shape[1] == categorical.n_features_in_:
+            # numeric codes declared categorical: each block encoded by value
+            X = X.rechunk({1: -1}).map_blocks(_encode_block, categorical, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got a dask array of shape {X.shape}.")
     if X.dtype.kind not in "biuf":
         raise ValueError(f"X must be numeric, got dtype {X.dtype}.")
     return X.astype(np.float64), names
+
+
+def _encode_partition(frame: Any, encoder: CategoricalEncoder) -> Any:
+    """One partition of a dataframe with its categorical columns as codes (a float frame)."""
+    import pandas as pd
+
+    values = np.empty((0, frame.shape[1])) if len(frame) == 0 else encoder.transform(frame)
+    return pd.DataFrame(values, index=frame.index, columns=frame.columns)
+
+
+def _encode_block(block: np.ndarray, encoder: CategoricalEncoder) -> np.ndarray:
+    """One block of a dask array with its categorical columns as codes."""
+    if block.shape[0] == 0:
+        return np.empty(block.shape, dtype=np.float64)
+    return encoder.transform(block)
 
 
 def as_vector(v: Any, name: str, X: Any) -> Any:

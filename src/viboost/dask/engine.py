@@ -273,7 +273,25 @@ class BlockRows:
             blocks.start_boosters, training, per_block, n_boosters=n_ensembles
         )
         self.occupied: list = [None] * n_ensembles
-        if tree is None:  # the stump search skips bins that hold none of its rows
+        #: Per ensemble, its rows per bin of every feature (the categorical stumps read those
+        #: of the categorical features; zero for the others, as in memory); None: no
+        #: categorical feature.
+        self.counts: list = [None] * n_ensembles
+        categorical = np.flatnonzero(getattr(binner, "is_categorical_", ()))
+        if tree is None and categorical.size:
+            # Which bins hold rows, and the rows per bin of the categorical features (whole
+            # numbers: their sums over the blocks are exact in any order).
+            occupied = np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
+            counts = np.sum(
+                tasks.run(blocks.counts_by_booster, training, self.states, features=categorical),
+                axis=0,
+            )
+            self.occupied = list(occupied)
+            for k in range(n_ensembles):
+                full = np.zeros((binner.n_bins_.size, 256))
+                full[categorical] = counts[k]
+                self.counts[k] = full
+        elif tree is None:  # the stump search skips bins that hold none of its rows
             self.occupied = list(
                 np.any(tasks.run(blocks.occupied_by_booster, training, self.states), axis=0)
             )
@@ -346,7 +364,7 @@ class BlockRows:
         for k, occupied in enumerate(self.occupied):
             mine = [part[k] for part in parts]
             hist = _combine_histograms(mine)
-            stump, _ = best_binned_stump(hist, self.binner, occupied)
+            stump, _ = best_binned_stump(hist, self.binner, occupied, self.counts[k])
             learners.append(stump)
             self._grids.append(_grid([part[3] for part in mine]) if self.compress[k] else None)
         return learners
@@ -374,8 +392,9 @@ class BlockRows:
             scales.append(scale)
             self._grids.append(_grid([part[3] for part in mine]) if compress else None)
         growths = TreeGrowths(
-            roots, binner.n_bins_, thresholds, settings, priors, speculate=self.speculate
-        )
+            roots, binner.n_bins_, thresholds, settings, priors, speculate=self.speculate,
+            is_categorical=getattr(binner, "is_categorical_", None),
+        )  # fmt: skip
         self.tree_trips = 0
         history: tuple = ()
         while True:

@@ -6,9 +6,12 @@ The estimator takes dask arrays or dask dataframes and fits, on the workers of a
 blocks as its training data (:class:`~viboost.dask.data.BlockData`) and stores the same
 result. ``fit``:
 
-1. **checks** the input before any work is scheduled (non-numeric dataframe columns), then in
-   one pass over the blocks (:mod:`viboost.dask.blocks`): sizes, labels, infinite values,
-   missing labels and bad sample weights;
+1. **checks** the input before any work is scheduled (non-numeric dataframe columns that are
+   not categorical features, ``category`` columns of unknown categories), finds the
+   categories of the categorical features (:func:`~viboost.dask.data.fit_encoder`) and
+   encodes them as codes partition by partition, then in one pass over the blocks
+   (:mod:`viboost.dask.blocks`): sizes, labels, infinite values, missing labels and bad
+   sample weights;
 2. **bins** the features once: edges from a uniform sample of at most 200,000 weighted rows
    drawn exactly as the in-memory binner draws it (the sketch; plus, for features with few
    distinct values, a pass that checks the sample saw them all), then every block is binned
@@ -30,6 +33,7 @@ of a dask collection.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -86,10 +90,26 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     partitioning of the input.
 
     The parameters are :class:`viboost.VIBoostClassifier`'s and the four below (``client``,
-    ``block_size``, ``timeout``, ``transport``).
+    ``block_size``, ``timeout``, ``transport``); ``categorical_features`` is repeated here for
+    what it asks of dask input.
 
     Parameters
     ----------
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+            default="from_dtype"
+        Which features are categorical, as in :class:`viboost.VIBoostClassifier` (the same
+        values, the same model): ``"from_dtype"``, the dask dataframe's ``category``,
+        ``object`` and ``string`` columns; a boolean mask, indices or column names (numeric
+        columns listed take non-negative integer codes, negative ones missing, as in memory);
+        None for none. ``fit`` finds the categories on the cluster: a ``category`` column needs
+        categories known to dask (``X[c].cat.known``; else ``X = X.categorize(columns=[...])``
+        first, or an error names the column); a text or numeric column's distinct values are
+        first estimated (``nunique_approx``), so that a column with far more than
+        ``max_bins`` of them (an id, an e-mail) is refused, by name, before its values are
+        collected, then counted exactly. Predictions encode each partition by value: the
+        category lists and their order may differ from ``fit``'s, and categories not seen in
+        ``fit`` go to the missing side of every split, without error. Non-numeric columns that
+        are not categorical features are refused before any work is scheduled.
     client : distributed.Client or None, default=None
         The cluster to fit on; None uses the current client (``distributed.get_client()``).
     block_size : int or None, default=None
@@ -132,6 +152,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
       (``noise_channel_="independent"``; NaN joints without the noise model); the in-sample
       fit computes ``true_class_proba_`` on the blocks and adds up ``label_joint_`` from
       them. ``true_class_proba_`` is a dask array.
+    - ``is_categorical_``, ``categories_`` and the encoder are the in-memory estimator's:
+      :meth:`to_local` gives a model that predicts pandas frames as this one predicts dask
+      frames.
     - ``max_bins=None`` (the exhaustive search) and ``warm_start=True`` are not supported;
       ``n_jobs`` is ignored (each block runs on one worker thread).
     - The robust preset gathers the out-of-fold margins of every row (with labels and
@@ -281,24 +304,21 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         """Fit on the cluster (see the class docstring); the arguments of
         :meth:`viboost.VIBoostClassifier.fit`, as dask collections."""
         self._validate_params()
-        if not (self.categorical_features is None or isinstance(self.categorical_features, str)):
-            raise ValueError(
-                "DaskVIBoostClassifier does not fit categorical features yet: "
-                f"categorical_features={self.categorical_features!r} cannot be used (fit "
-                "VIBoostClassifier on the computed frame, or encode the columns as numbers)."
-            )
         if self.warm_start:
             raise ValueError("DaskVIBoostClassifier does not support warm_start=True.")
         config = self._fit_config()
         client = self._get_client()
         tasks = BlockTasks(client, self.timeout)
         name = type(self).__name__
-        raw = read_input(client, tasks, X, y, sample_weight, self.block_size, name)
+        max_bins = self.max_bins
+        assert max_bins is not None, "_parameter_constraints: max_bins is an int here"
+        raw = read_input(
+            client, tasks, X, y, sample_weight, self.block_size, name,
+            categorical_features=self.categorical_features, max_bins=max_bins,
+        )  # fmt: skip
         task = make_task(raw.classes.size)
         # The checks of the in-memory fit, before any work.
         plan = config.plan(task, raw.classes, raw.class_counts(), raw.total_weight)
-        max_bins = self.max_bins
-        assert max_bins is not None, "_parameter_constraints: max_bins is an int here"
         training, binner = bin_blocks(tasks, raw, task, max_bins, self.random_state)
         del raw.raw, raw.blocked  # (binned: the raw blocks are released)
         tree = plan.tree_settings(float(self.weight_prior))
@@ -326,6 +346,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.classes_ = raw.classes
+        self._store_encoder(raw.encoder)
         self._train_chunks = raw.train_chunks
         self._n_rows = int(sum(raw.sizes))
         fitted.store(self)
@@ -403,7 +424,9 @@ class DaskVIBoostClassifier(VIBoostClassifier):
     def _on_rows(self, X: Any, link: Callable, columns: int | None, dtype: Any) -> Any:
         """``link`` of the fitted margins of the rows of dask ``X``, block by block: a lazy
         dask array of one value a row (``columns`` None) or ``columns`` values a row."""
-        X, feature_names = as_matrix(X, lengths=False)
+        # Categorical columns encoded by value, partition by partition (unseen: missing).
+        encoder = getattr(self, "_encoder", None)
+        X, feature_names = as_matrix(X, lengths=False, encoder=encoder, name=type(self).__name__)
         self._check_predict_features(X, feature_names)
         task = self._task
         predictors = [
@@ -483,6 +506,8 @@ class DaskVIBoostClassifier(VIBoostClassifier):
             state.pop(name, None)
         model.__dict__.update(state)
         model.__dict__.pop("_viboost_version", None)
+        # Its own encoder: the local model encodes pandas frames as this one encodes dask ones.
+        model._store_encoder(copy.deepcopy(self._encoder))
         return model
 
 
