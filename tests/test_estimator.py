@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from scipy import optimize
 from scipy.special import expit
+from sklearn.base import clone
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -239,6 +240,39 @@ def test_string_columns_are_fitted_as_categorical():
     assert clf.categories_[0] is None and clf.categories_[1].tolist() == ["a", "b"]
     assert clf.n_features_in_ == 2 and clf.feature_names_in_.tolist() == ["x", "city"]
     np.testing.assert_array_equal(clf.predict(frame), y)
+
+
+@pytest.mark.filterwarnings("ignore:The out-of-fold score was best")
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_categorical_model_round_trips_and_k_classes(n_classes):
+    # A frame with a text column and a category column of 12 levels (beyond one-vs-rest), K
+    # classes decided by the levels: category-set splits, pickles, clone and importances.
+    rng = np.random.default_rng(n_classes)
+    n = 300
+    level = rng.integers(0, 12, n)
+    frame = pd.DataFrame({
+        "noise": rng.normal(size=n),
+        "level": pd.Categorical([f"L{v}" for v in level]),
+        "city": np.array(["x", "y", "z"], dtype=object)[rng.integers(0, 3, n)],
+    })  # fmt: skip
+    y = (level * 7 % 12) % n_classes  # levels of each class are scattered: a set, not a cut
+    clf = VIBoostClassifier(20, random_state=0).fit(frame, y)
+    assert clf.is_categorical_.tolist() == [False, True, True]
+    assert clf.score(frame, y) > 0.95
+    importances = clf.feature_importances_
+    assert importances.shape == (3,) and importances.argmax() == 1  # by original column
+    loaded = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(loaded.predict_proba(frame), clf.predict_proba(frame))
+    assert [c is None or c.tolist() for c in loaded.categories_] == [
+        c is None or c.tolist() for c in clf.categories_
+    ]
+    # The predict frame's categories listed in another order, or as text: the same model.
+    shuffled = frame.assign(level=frame["level"].cat.reorder_categories(
+        [f"L{v}" for v in rng.permutation(12)]))  # fmt: skip
+    as_text = frame.assign(level=frame["level"].astype(str))
+    np.testing.assert_array_equal(clf.predict_proba(shuffled), clf.predict_proba(frame))
+    np.testing.assert_array_equal(clf.predict_proba(as_text), clf.predict_proba(frame))
+    assert not hasattr(clone(clf), "categories_")
 
 
 def test_wrong_number_of_features_at_predict(data):
