@@ -234,7 +234,8 @@ def timing_rows(repeats: int) -> pd.DataFrame:
                         model.fit(X, y)
                         seconds.append(time.perf_counter() - start)
                 rows.append({"n": n, "categories": label, "columns": X.shape[1], "input": name,
-                             "seconds": min(seconds), "rounds": len(model.estimators_)})  # fmt: skip
+                             "seconds": min(seconds),
+                             "rounds": len(model.estimators_)})  # fmt: skip
                 print(f"timing n={n} {label} {name}: {min(seconds):.2f} s", file=sys.stderr,
                       flush=True)  # fmt: skip
     return pd.DataFrame(rows)
