@@ -13,7 +13,10 @@ changelog)::
 The outputs were regenerated once, for issue 52 (the noise posterior): the cross-fitted fits'
 noise statistics, refit weights and so predictions changed on purpose, and every fit gained
 ``no_noise_proba_`` and ``noise_matrix_interval_`` (NaN for the paper preset, whose other
-outputs are 0.3.0's). The pickled models are 0.3.0's and must still load and predict as then.
+outputs are 0.3.0's). They were regenerated again for the robust preset's leaf prior (issue 52:
+``weight_prior`` None resolves to ``min_samples_leaf / 2``, so every robust fit of trees
+changed on purpose; the paper preset's outputs did not). The pickled models are 0.3.0's and
+must still load and predict as then.
 """
 
 from __future__ import annotations

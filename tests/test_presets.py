@@ -17,9 +17,37 @@ def test_paper_preset_is_algorithm_1_as_printed():
 def test_robust_preset():
     assert PRESETS["robust"] == FitPlan(
         1000, 0.2, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
-        leaf_weights="per-leaf",
+        leaf_weights="per-leaf", weight_prior=None,
     )  # fmt: skip
     assert not PRESETS["robust"].stumps
+    assert PRESETS["paper"].weight_prior == 1.0
+
+
+def test_the_robust_leaf_prior_weighs_as_much_as_the_smallest_leaf():
+    """mu_0 = min_samples_leaf / 2 (at least 1), resolved with min_samples_leaf; an explicit
+    weight_prior wins, and the paper preset keeps the paper's 1."""
+    resolve = lambda preset, **kw: resolve_preset(preset, None, None, None, None, **kw)  # noqa: E731
+    assert resolve("robust", total_weight=1e5).weight_prior == 10.0
+    assert resolve("robust", total_weight=300.0).weight_prior == 9.0  # 18-row leaves
+    assert resolve("robust", total_weight=35.0).weight_prior == 1.0  # 2-row leaves
+    assert resolve("robust", min_samples_leaf=50).weight_prior == 25.0
+    assert resolve("robust", total_weight=1e5, weight_prior=3).weight_prior == 3.0
+    assert resolve("robust").weight_prior is None  # unresolved until the data is known
+    assert resolve("paper", total_weight=1e5).weight_prior == 1.0
+    assert resolve("paper", total_weight=1e5, max_leaf_nodes=8).weight_prior == 1.0
+    with pytest.raises(ValueError, match="unresolved"):
+        resolve("robust").tree_settings()
+
+
+def test_the_fit_uses_the_resolved_leaf_prior():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] + rng.normal(size=400) > 0).astype(int)
+    model = VIBoostClassifier(random_state=0).fit(X, y)
+    assert model.plan_.weight_prior == model.plan_.min_samples_leaf / 2 == 10.0
+    assert model._priors.weight == 10.0
+    assert VIBoostClassifier(weight_prior=2.0, random_state=0).fit(X, y)._priors.weight == 2.0
+    assert VIBoostClassifier(preset="paper", n_estimators=5).fit(X, y)._priors.weight == 1.0
 
 
 @pytest.mark.parametrize("preset", ["paper", "robust"])

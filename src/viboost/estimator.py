@@ -110,10 +110,15 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
     learning_rate : float or None, default=None
         Shrinkage: round t adds ``learning_rate * alpha_t h_t`` to ``H``. None: from the preset
         (robust: 0.2, paper: 1).
-    weight_prior : float, default=1.0
-        mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each stump weight. Larger
-        values shrink the weights more (the 1/Z term of section 6 eq. (18)); near 0 the core
-        model is discrete AdaBoost.
+    weight_prior : float or None, default=None
+        mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each learner's weight
+        (each leaf's, with per-leaf weights): it counts as mu_0 rows of each label at margin 0.
+        Larger values shrink the weights more (the 1/Z term of section 6 eq. (18)); near 0 the
+        core model is discrete AdaBoost. None: from the preset (paper: 1, the paper's; robust:
+        ``min_samples_leaf / 2``, at least 1, so that the prior weighs as much as the rows
+        of the smallest leaf and shrinks that leaf about halfway to 0:
+        :func:`~viboost.presets.auto_weight_prior`; 10 on all but tiny data). The value used
+        is ``plan_.weight_prior``.
     noise_grade_prior : float, default=1.0
         mu_0': multiplicity of the prior v-Log([+1,-1], [0,0], mu_0') on the noise grade xi.
     clean_prior : pair of float, default=(1.0, 1.0)
@@ -425,7 +430,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         "n_estimators": [Interval(Integral, 1, None, closed="left"), None],
         "preset": [StrOptions(set(PRESETS))],
         "learning_rate": [Interval(Real, 0, None, closed="neither"), None],
-        "weight_prior": [Interval(Real, 0, None, closed="neither")],
+        "weight_prior": [Interval(Real, 0, None, closed="neither"), None],
         "noise_grade_prior": [Interval(Real, 0, None, closed="neither")],
         "clean_prior": ["array-like"],
         "tau": [Interval(Real, 0, None, closed="neither")],
@@ -461,7 +466,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         *,
         preset: str = "robust",
         learning_rate: float | None = None,
-        weight_prior: float = 1.0,
+        weight_prior: float | None = None,
         noise_grade_prior: float = 1.0,
         clean_prior: tuple[float, float] = (1.0, 1.0),
         tau: float = 1.0,
@@ -710,7 +715,6 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
             task.encode(y_index),
             sample_weight,
             plan,
-            self.weight_prior,
             self.max_bins,
             self.random_state,
             **categorical,

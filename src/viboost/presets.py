@@ -28,6 +28,10 @@
        the refit's weight over a fold booster's (1.25 times it with 5 folds, at most
        ``n_estimators``: :func:`~viboost.fitting.cross_fit.refit_round_count`).
 
+    Each leaf's value has the v-Log prior of section 4 with mu_0 = ``min_samples_leaf / 2``
+    (:func:`auto_weight_prior`: the prior weighs as much as the smallest leaf's rows; the
+    paper's mu_0 = 1 barely shrinks a leaf of a few noisy rows).
+
     Measured in ``benchmarks/label_noise.md`` (why each choice, and what the alternatives did):
     shrinkage and the exact mode make the booster accurate; cross-fitting makes the noise
     statistics calibrated (in-sample margins have fitted the flipped labels); reweighting the
@@ -37,7 +41,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,6 +52,7 @@ __all__ = [
     "PRESETS",
     "FitPlan",
     "auto_min_samples_leaf",
+    "auto_weight_prior",
     "resolve_preset",
 ]
 
@@ -70,13 +75,16 @@ class FitPlan:
     max_depth: int | None = None
     min_samples_leaf: int | None = 1  # None: auto_min_samples_leaf of the fit's rows
     leaf_weights: str = "tied"  # "per-leaf" (each leaf its own weight) or "tied" (Algorithm 1)
+    # mu_0 of every learner's weight (the paper's prior: 1); None: auto_weight_prior of the
+    # resolved min_samples_leaf
+    weight_prior: float | None = 1.0
 
     @property
     def stumps(self) -> bool:
         """Whether the base learners are the paper's decision stumps."""
         return self.max_leaf_nodes == 2 and self.leaf_weights == "tied"
 
-    def tree_settings(self, weight_prior: float) -> TreeSettings | None:
+    def tree_settings(self) -> TreeSettings | None:
         """How this plan's trees are grown (None for stumps): the split score is the one of
         the leaf values' mode (:mod:`viboost.boosting.trees`): Newton's for the exact mode,
         the smoothed exponential loss for the approximate one, the error for tied leaves.
@@ -85,8 +93,11 @@ class FitPlan:
             return None
         from viboost.boosting.split_statistics import TreeSettings
 
-        if self.min_samples_leaf is None:
-            raise ValueError("min_samples_leaf is unresolved (resolve_preset with total_weight)")
+        if self.min_samples_leaf is None or self.weight_prior is None:
+            raise ValueError(
+                "min_samples_leaf and weight_prior are unresolved (resolve_preset with "
+                "total_weight)"
+            )
         if self.leaf_weights == "per-leaf":
             criterion = "newton" if self.alpha == "exact" else "smoothed"
         else:
@@ -97,7 +108,7 @@ class FitPlan:
             min_samples_leaf=self.min_samples_leaf,
             leaf_weights=self.leaf_weights,
             criterion=criterion,
-            weight_prior=float(weight_prior),
+            weight_prior=float(self.weight_prior),
         )
 
 
@@ -111,6 +122,7 @@ PRESETS: dict[str, FitPlan] = {
         max_leaf_nodes=8,
         min_samples_leaf=None,  # resolved from the data: auto_min_samples_leaf
         leaf_weights="per-leaf",
+        weight_prior=None,  # resolved from min_samples_leaf: auto_weight_prior
     ),
 }
 
@@ -140,6 +152,30 @@ def auto_min_samples_leaf(total_weight: float, max_leaf_nodes: int) -> int:
     return int(min(AUTO_MIN_SAMPLES_LEAF, max(1, share)))
 
 
+def auto_weight_prior(min_samples_leaf: int) -> float:
+    """The robust preset's ``weight_prior`` (mu_0) for trees whose leaves hold at least
+    ``min_samples_leaf`` rows: ``min_samples_leaf / 2``, at least the paper's 1.
+
+    A leaf's v-Log prior v-Log([+1,-1], [0,0], mu_0) (section 4) is the likelihood of mu_0
+    rows of each label at margin 0, so with ``mu_0 = min_samples_leaf / 2`` the prior weighs as
+    much as the rows of the smallest leaf a tree may grow, and shrinks that leaf's value about
+    halfway to 0: a leaf of a few rows, of which some may be noisy, cannot move the margins by
+    much on its own, while a leaf of many rows is barely touched (the prior's curvature at 0 is
+    ``mu_0 / 2``, against a quarter per row at most). With the 20-row leaves of most fits this
+    is mu_0 = 10, a curvature of 5 in Newton's units (CatBoost's ``l2_leaf_reg`` is 3,
+    LightGBM's ``lambda_l2`` 0); on tiny data, whose leaves may hold 2 rows, it is the paper's
+    mu_0 = 1. The paper's mu_0 = 1 everywhere (a prior sd of about 1.8 in log-odds) let the
+    trees chase a few noisy labels on small tables: measured in ``docs/label_noise.md``, "The
+    leaf prior".
+
+    Examples
+    --------
+    >>> [auto_weight_prior(m) for m in (1, 2, 17, 20)]
+    [1.0, 1.0, 8.5, 10.0]
+    """
+    return max(1.0, 0.5 * float(min_samples_leaf))
+
+
 def resolve_preset(
     preset: str,
     n_estimators: int | None,
@@ -151,11 +187,13 @@ def resolve_preset(
     min_samples_leaf: int | None = None,
     leaf_weights: str | None = None,
     total_weight: float | None = None,
+    weight_prior: float | None = None,
 ) -> FitPlan:
     """The plan of ``preset`` with every explicitly set (non-None) value taking precedence.
 
     ``total_weight`` (the sum of the fit's sample weights) resolves the robust preset's
-    ``min_samples_leaf`` (:func:`auto_min_samples_leaf`); without it that stays None.
+    ``min_samples_leaf`` (:func:`auto_min_samples_leaf`) and, from it, its ``weight_prior``
+    (:func:`auto_weight_prior`); without it they stay None (unless given).
 
     ``max_depth=None`` keeps the preset's (no limit in both). Setting ``max_leaf_nodes`` or
     ``max_depth`` on the paper preset asks for trees: their leaves are then tied +-1 (Algorithm 1
@@ -172,7 +210,7 @@ def resolve_preset(
     base = PRESETS[preset]
     if max_depth is not None and max_leaf_nodes is None and base.max_leaf_nodes == 2:
         max_leaf_nodes = 2 ** int(max_depth)  # a depth limit on the paper's stumps: full trees
-    return FitPlan(
+    plan = FitPlan(
         n_estimators=base.n_estimators if n_estimators is None else int(n_estimators),
         learning_rate=base.learning_rate if learning_rate is None else float(learning_rate),
         alpha=base.alpha if alpha is None else alpha,
@@ -190,4 +228,8 @@ def resolve_preset(
             )
         ),
         leaf_weights=base.leaf_weights if leaf_weights is None else leaf_weights,
+        weight_prior=base.weight_prior if weight_prior is None else float(weight_prior),
     )
+    if plan.weight_prior is None and plan.min_samples_leaf is not None:
+        plan = replace(plan, weight_prior=auto_weight_prior(plan.min_samples_leaf))
+    return plan

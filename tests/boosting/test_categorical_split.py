@@ -480,7 +480,7 @@ def test_exhaustive_stump_search_refuses_categorical_features():
 
     X = np.zeros((4, 2))
     with pytest.raises(ValueError, match="max_bins=None"):
-        learner_search(X, np.ones(4), None, 1.0, None, 0, n_categories=np.array([3, 0]))
+        learner_search(X, np.ones(4), None, None, 0, n_categories=np.array([3, 0]))
 
 
 @pytest.mark.parametrize("speculate", [False, True])

@@ -105,8 +105,15 @@ def test_clean_labels_give_no_noise_and_noisy_ones_do_not():
     flipped = rng.random(3000) < 0.3
     noisy = np.where(flipped, 1 - clean, clean)
     model = VIBoostClassifier(random_state=0).fit(X, noisy)
-    assert model.no_noise_proba_ < 0.05
+    # 30% flips: "no noise" keeps a little mass (0.09 with the robust leaf prior, mu_0 = 10;
+    # 0.01 with the paper's mu_0 = 1, whose sharper out-of-fold margins identify the noise
+    # better but predict worse: docs/label_noise.md, "The leaf prior").
+    assert model.no_noise_proba_ < 0.15
     low, high = model.noise_rate_interval_
+    assert low <= flipped.mean() <= high and model.noise_rate_ > 0.2
+    sharp = VIBoostClassifier(random_state=0, weight_prior=1.0).fit(X, noisy)
+    assert sharp.no_noise_proba_ < 0.05
+    low, high = sharp.noise_rate_interval_
     assert 0.0 < low <= flipped.mean() <= high
     assert model.noise_matrix_interval_.shape == (2, 2, 2)
 

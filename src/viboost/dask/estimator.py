@@ -199,7 +199,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         *,
         preset: str = "robust",
         learning_rate: float | None = None,
-        weight_prior: float = 1.0,
+        weight_prior: float | None = None,
         noise_grade_prior: float = 1.0,
         clean_prior: tuple[float, float] = (1.0, 1.0),
         tau: float = 1.0,
@@ -321,7 +321,7 @@ class DaskVIBoostClassifier(VIBoostClassifier):
         plan = config.plan(task, raw.classes, raw.class_counts(), raw.total_weight)
         training, binner = bin_blocks(tasks, raw, task, max_bins, self.random_state)
         del raw.raw, raw.blocked  # (binned: the raw blocks are released)
-        tree = plan.tree_settings(float(self.weight_prior))
+        tree = plan.tree_settings()
 
         def data(tasks: Any, training: list, labels: Any = None) -> BlockData:
             return BlockData(task, tasks, training, binner, raw.sizes, raw.train_chunks,

@@ -42,11 +42,13 @@ class FitConfig:
         except KeyError:
             raise AttributeError(key) from None
 
-    @property
-    def priors(self) -> ModelPriors:
-        """The model's priors: mu_0 on each weight, mu_0' on xi (or pi), zeta on theta."""
+    def priors(self, plan: FitPlan) -> ModelPriors:
+        """The model's priors: mu_0 on each weight (the plan's: ``weight_prior``, or its
+        preset's when that is None), mu_0' on xi (or pi), zeta on theta."""
+        if plan.weight_prior is None:
+            raise ValueError("weight_prior is unresolved (resolve_preset with total_weight)")
         return ModelPriors(
-            weight=float(self.params["weight_prior"]),
+            weight=float(plan.weight_prior),
             noise_grade=float(self.params["noise_grade_prior"]),
             clean=self.clean_prior,
         )
@@ -101,6 +103,7 @@ class FitConfig:
             p["min_samples_leaf"],
             p["leaf_weights"],
             total_weight,
+            p["weight_prior"],
         )
         if task.n_ensembles > 1 and plan.noise_fit == "in-sample":
             raise ValueError(

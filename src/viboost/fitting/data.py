@@ -97,7 +97,6 @@ def learner_search(
     X: np.ndarray,
     sample_weight: np.ndarray,
     plan: FitPlan,
-    weight_prior: float,
     max_bins: int | None,
     random_state: RandomStateLike,
     n_categories: np.ndarray | None = None,
@@ -114,7 +113,7 @@ def learner_search(
             "categorical features: set max_bins (e.g. 255); categorical features are binned "
             "exactly, one bin per category, so the binned search is exhaustive for them."
         )
-    settings = plan.tree_settings(float(weight_prior))
+    settings = plan.tree_settings()
     if settings is not None:
         # FitConfig.plan refuses trees with max_bins=None (the exhaustive search is stumps').
         assert max_bins is not None, "trees are grown on binned features"
@@ -155,7 +154,6 @@ class InMemoryData:
         y: np.ndarray,
         sample_weight: np.ndarray,
         plan: FitPlan,
-        weight_prior: float,
         max_bins: int | None,
         random_state: RandomStateLike,
         n_categories: np.ndarray | None = None,
@@ -165,7 +163,6 @@ class InMemoryData:
         self.y = y
         self.sample_weight = sample_weight
         self.plan = plan
-        self.weight_prior = weight_prior
         self.max_bins = max_bins
         self.random_state = random_state
         #: Per feature, 0 (numeric) or its number of categories (:func:`learner_search`).
@@ -184,7 +181,6 @@ class InMemoryData:
                 self.X,
                 self.sample_weight,
                 self.plan,
-                self.weight_prior,
                 self.max_bins,
                 self.random_state,
                 getattr(self, "n_categories", None),

@@ -206,7 +206,7 @@ class FitDriver:
         """Rounds of Algorithm 1 on all rows (from scratch or warm-started), with the noise
         model fitted in-sample by the inner loop (or the core model)."""
         task, config = self.task, self.config
-        priors, noise_model = config.priors, bool(config.noise_model)
+        priors, noise_model = config.priors(plan), bool(config.noise_model)
         if warm is None:
             margins, records = None, None
             state = data.initial_state(config.initial_clean_proba(plan), config.init_eta, priors)
@@ -281,7 +281,7 @@ class FitDriver:
             n_estimators=plan.n_estimators,
             learning_rate=plan.learning_rate,
             patience=config.n_iter_no_change,
-            priors=config.priors,
+            priors=config.priors(plan),
             settings=config.round_settings(plan),
             noise_model=bool(config.noise_model),
             init_eta=config.init_eta,
@@ -375,6 +375,6 @@ class FitDriver:
                 if result.noise_rate_draws is None
                 else result.noise_rate_draws.copy()
             ),
-            priors=self.config.priors,
+            priors=self.config.priors(plan),
             n_train=n_rows,
         )
