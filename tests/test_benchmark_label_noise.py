@@ -633,3 +633,22 @@ def test_categorical_grid_settings_reach_the_search(monkeypatch: pytest.MonkeyPa
     # ... and the shipped searches come back after the block.
     model = VIBoostClassifier(random_state=0).fit(X, y)
     assert model.feature_importances_[0] > 0.0
+
+
+def test_fold_draws_pool_posteriors_as_an_equal_mixture() -> None:
+    """benchmarks/label_noise_fold_draws.py: the pooled mean and 90% interval of two weighted
+    posteriors are those of the equal mixture, checked against samples repeated in proportion
+    to their weights (an independent oracle: numpy's inverted-CDF quantiles)."""
+    bench = _load_script()
+    folds = bench.sibling("label_noise_fold_draws")
+    a = np.array([[0.0, 0.5], [0.1, 0.25], [0.2, 0.25]])  # "no noise" at 0, then draws
+    b = np.array([[0.0, 0.1], [0.3, 0.6], [0.4, 0.3]])
+    rate, low, high = folds.pooled([a, b])
+    # Equal mixture: weights halved, as counts out of 40 (a: 10, 5, 5; b: 2, 12, 6).
+    samples = np.repeat([0.0, 0.1, 0.2, 0.0, 0.3, 0.4], [10, 5, 5, 2, 12, 6])
+    assert rate == pytest.approx(samples.mean())
+    expected = np.quantile(samples, [0.05, 0.95], method="inverted_cdf")
+    np.testing.assert_allclose([low, high], expected)
+    # One posterior alone: its own quantiles, whatever the scale of its weights.
+    rate1, low1, high1 = folds.pooled([b * [1.0, 3.0]])
+    assert (low1, high1) == (0.0, 0.4) and rate1 == pytest.approx(0.3 * 0.6 + 0.4 * 0.3)
