@@ -30,18 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from viboost.noise_fit.posterior import weighted_quantiles
+
 HERE = Path(__file__).resolve().parent
 DATA_DIR = HERE.parent.parent / "shared" / "data"
 #: The step between the fold draws' seeds (a prime, so no two tasks share a draw's seed).
 SEED_STEP = 7919
-
-
-def weighted_quantiles(values: np.ndarray, weights: np.ndarray, q: list[float]) -> np.ndarray:
-    """The smallest value whose cumulative weight share reaches each of ``q``."""
-    order = np.argsort(values, kind="stable")
-    values, share = values[order], np.cumsum(weights[order]) / weights.sum()
-    at = np.minimum(np.searchsorted(share, q, side="left"), values.size - 1)
-    return values[at]
 
 
 def pooled(draws: list[np.ndarray]) -> tuple[float, float, float]:
@@ -49,33 +43,19 @@ def pooled(draws: list[np.ndarray]) -> tuple[float, float, float]:
     (``noise_rate_draws_``: column 0 a value, column 1 its probability)."""
     values = np.concatenate([d[:, 0] for d in draws])
     weights = np.concatenate([d[:, 1] / d[:, 1].sum() for d in draws]) / len(draws)
-    low, high = weighted_quantiles(values, weights, [0.05, 0.95])
+    low, high = weighted_quantiles(values[:, None], weights, [0.05, 0.95])[0]
     return float(np.sum(values * weights)), float(low), float(high)
 
 
 def one_task(task: tuple[str, bool, str, int, int, str]) -> list[dict[str, Any]]:
     """One known-truth task fitted with ``draws`` fold draws: a row per number of draws."""
     sys.path.insert(0, str(HERE))
-    import label_noise as ln
     import label_noise_known_truth as kt
-    from sklearn.model_selection import train_test_split
 
     from viboost import VIBoostClassifier
 
     name, multiclass, setting, seed, n_draws, data_dir = task
-    X, p = kt.truth(name, multiclass, Path(data_dir))
-    n_classes = p.shape[1]
-    rng = np.random.default_rng(1000 + seed)
-    y = np.minimum((rng.random((p.shape[0], 1)) > np.cumsum(p, axis=1)).sum(axis=1), n_classes - 1)
-    if name in kt.MIXED_SETS:
-        size = ln.sibling("label_noise_mixed").TRAIN_SIZE
-    else:
-        size = ln.MC_TRAIN_SIZE if multiclass else ln.TRAIN_SIZE[name]
-    X_tr, _, y_tr, _ = train_test_split(X, y, train_size=size, random_state=seed, stratify=y)
-    if multiclass:
-        y_noisy, flipped = ln.make_multiclass_noise(y_tr, setting, n_classes, seed)
-    else:
-        y_noisy, flipped = ln.make_noise(y_tr, setting, seed)
+    X_tr, _, y_noisy, flipped, _, _ = kt.drawn_task(name, multiclass, setting, seed, Path(data_dir))
     true = float(np.mean(flipped))
     draws, rows = [], []
     for r in range(n_draws):
@@ -111,15 +91,6 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """A Markdown table of ``table`` (floats to 3 decimals)."""
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---:|" * table.shape[1]]
-    for row in table.itertuples(index=False):
-        cells = [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5)
@@ -148,13 +119,15 @@ def main(argv: list[str] | None = None) -> None:
     csv = args.out_dir / "label_noise_fold_draws.csv"
     ln.write_atomic(csv, lambda p: results.to_csv(p, index=False))
     table = summary(results)
+    rows_text = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+                 for row in table.itertuples(index=False)]  # fmt: skip
     command = " ".join(["python benchmarks/label_noise_fold_draws.py", *sys.argv[1:]])
     text = (
         "# The noise posterior pooled over fold draws (issue 52, a candidate)\n\n"
         f"Written by `{command}`: the known-truth tasks, each fitted with 1 to "
         f"{args.draws} draws of the cross-fit's folds, their posteriors of the share of wrong "
         "labels pooled as an equal mixture (`benchmarks/label_noise_fold_draws.py`). One draw "
-        "is the default as shipped.\n\n" + markdown(table) + "\n"
+        "is the default as shipped.\n\n" + ln.md_table(list(table.columns), rows_text) + "\n"
     )
     ln.write_atomic(csv.with_suffix(".md"), lambda p: Path(p).write_text(text))
     print(text)

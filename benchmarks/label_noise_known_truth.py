@@ -126,13 +126,15 @@ def peer(name: str, seed: int, X: Any = None) -> Any | None:
     raise ValueError(name)
 
 
-def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str, Any]:
-    """One set x setting x split: VIBoost's default and the peers."""
+def drawn_task(
+    name: str, multiclass: bool, setting: str, seed: int, data_dir: Path
+) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One set x setting x split of the protocol: labels drawn from p(x) (seed ``1000 +
+    seed``), the rows split, the training labels flipped. Returns the training and test rows,
+    the noisy training labels, which of them were flipped, the drawn test labels and the
+    test rows' p(x)."""
     import label_noise as ln
 
-    from viboost import VIBoostClassifier
-
-    name, multiclass, setting, seed, data_dir, peers = task
     X, p = truth(name, multiclass, Path(data_dir))
     n_classes = p.shape[1]
     rng = np.random.default_rng(1000 + seed)
@@ -148,6 +150,19 @@ def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str,
         y_noisy, flipped = ln.make_multiclass_noise(y_tr, setting, n_classes, seed)
     else:
         y_noisy, flipped = ln.make_noise(y_tr, setting, seed)
+    return X_tr, X_te, y_noisy, flipped, y_te, p_te
+
+
+def one_fit(task: tuple[str, bool, str, int, str, tuple[str, ...]]) -> dict[str, Any]:
+    """One set x setting x split: VIBoost's default and the peers."""
+    import label_noise as ln
+
+    from viboost import VIBoostClassifier
+
+    name, multiclass, setting, seed, data_dir, peers = task
+    X_tr, X_te, y_noisy, flipped, y_te, p_te = drawn_task(
+        name, multiclass, setting, seed, Path(data_dir)
+    )
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
