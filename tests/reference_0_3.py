@@ -15,7 +15,9 @@ noise statistics, refit weights and so predictions changed on purpose, and every
 ``no_noise_proba_`` and ``noise_matrix_interval_`` (NaN for the paper preset, whose other
 outputs are 0.3.0's). They were regenerated again for the robust preset's leaf prior (issue 52:
 ``weight_prior`` None resolves to ``min_samples_leaf / 2``, so every robust fit of trees
-changed on purpose; the paper preset's outputs did not). The pickled models are 0.3.0's and
+changed on purpose; the paper preset's outputs did not), and for the bags by validation fold
+(issue 52: the noise statistics of the robust fits changed on purpose; their ensembles, refit
+weights and predictions did not). The pickled models are 0.3.0's and
 must still load and predict as then.
 """
 

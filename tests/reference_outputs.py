@@ -163,8 +163,9 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 #: rows of zero weight, which take the refit's margins) were regenerated when the refit came to
 #: run the chosen count scaled by its share of the weight (``refit_round_count``, issue 22), and
 #: every output again for the noise posterior (issue 52: the intervals, the reported phi_n and
-#: the refit's phi_n changed on purpose); the scored round counts, their scores and the
-#: out-of-fold margins did not change.
+#: the refit's phi_n changed on purpose), and the noise statistics again for the bags by
+#: validation fold (issue 52; the refit and its outputs did not change); the scored round
+#: counts, their scores and the out-of-fold margins did not change.
 _STUMPS = {
     "max_leaf_nodes": 2,
     "leaf_weights": "tied",

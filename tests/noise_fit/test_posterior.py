@@ -105,16 +105,19 @@ def test_clean_labels_give_no_noise_and_noisy_ones_do_not():
     flipped = rng.random(3000) < 0.3
     noisy = np.where(flipped, 1 - clean, clean)
     model = VIBoostClassifier(random_state=0).fit(X, noisy)
-    # 30% flips: "no noise" keeps a little mass (0.09 with the robust leaf prior, mu_0 = 10;
-    # 0.01 with the paper's mu_0 = 1, whose sharper out-of-fold margins identify the noise
-    # better but predict worse: docs/label_noise.md, "The leaf prior").
-    assert model.no_noise_proba_ < 0.15
+    # 30% flips: "no noise" keeps some mass (0.17 with the robust leaf prior, mu_0 = 10; 0.09
+    # with the paper's mu_0 = 1, whose sharper out-of-fold margins identify the noise better
+    # but predict worse: docs/label_noise.md, "The leaf prior"). A near-step signal drowned
+    # in noise is the hard case: other fold draws (random_state 1-3) give 0.09-0.42, and the
+    # bags, which reweight the folds, carry that spread (0.09 and 0.01 with the rows' bags
+    # alone, which did not).
+    assert model.no_noise_proba_ < 0.25
     low, high = model.noise_rate_interval_
     assert low <= flipped.mean() <= high and model.noise_rate_ > 0.2
     sharp = VIBoostClassifier(random_state=0, weight_prior=1.0).fit(X, noisy)
-    assert sharp.no_noise_proba_ < 0.05
+    assert sharp.no_noise_proba_ < model.no_noise_proba_
     low, high = sharp.noise_rate_interval_
-    assert 0.0 < low <= flipped.mean() <= high
+    assert low <= flipped.mean() <= high and sharp.noise_rate_ > model.noise_rate_
     assert model.noise_matrix_interval_.shape == (2, 2, 2)
 
 
@@ -241,6 +244,44 @@ def test_bootstrap_reweightings_of_a_subset_vary_as_those_of_all_rows(monkeypatc
     # would spread n / 2000 = 16 times as much).
     assert sums.mean() == pytest.approx(np.dot(weight, row_ll), rel=0.05)
     assert sums.var() == pytest.approx(exact_var, rel=0.15)
+
+
+def test_bootstrap_reweightings_by_group_share_one_factor_per_group():
+    # A cluster bootstrap on top of the rows' own: every row of a group (a cross-fit's
+    # validation fold) is also weighted by its group's share of a Bayesian bootstrap over the
+    # groups, Dirichlet(1, ..., 1) times the number of groups.
+    n, n_groups, n_bags = 5000, 5, 3000
+    y, margin, _ = _labels(n, 0.1, 3)
+    weight = np.ones(n)
+    groups = np.arange(n) % n_groups
+    _, _, weights = posterior_module.bootstrap_reweightings(y, margin, weight, n_bags, 7, groups)
+    factors = np.array(weights)  # (bags, rows)
+    by_group = np.column_stack([factors[:, groups == g].mean(axis=1) for g in range(n_groups)])
+    # Each group's factor averages 1 over the groups (up to the rows' own exponentials, whose
+    # mean over 1,000 rows is 1 within a few per cent), and varies across the bags as a
+    # Dirichlet(1, ..., 1) share times K: variance (K - 1) / (K + 1).
+    assert np.abs(by_group.mean(axis=1) - 1.0).max() < 0.1
+    assert by_group.var(axis=0).mean() == pytest.approx((n_groups - 1) / (n_groups + 1), rel=0.1)
+    # Within a group the rows' own factors are independent Exp(1) draws around it.
+    within = factors[:, groups == 0] / by_group[:, :1]
+    assert within.var() == pytest.approx(1.0, abs=0.05)
+    # Rows of one group move together, rows of two groups apart (the shares sum to K).
+    assert np.corrcoef(factors[:, 0], factors[:, n_groups])[0, 1] > 0.2
+    assert np.corrcoef(factors[:, 0], factors[:, 1])[0, 1] < 0.0
+    # Without groups the rows' factors are the rows' own alone.
+    _, _, plain = posterior_module.bootstrap_reweightings(y, margin, weight, 2, 7)
+    assert not np.allclose(plain[0], weights[0])
+
+
+def test_no_noise_evidence_of_few_rows_matches_a_dense_quadrature():
+    # Few rows: a skewed posterior of log b, the hardest case for the trapezoid rule's nodes.
+    y, margin, _ = _labels(40, 0.0, 2)
+    weight = np.ones_like(y)
+    got = no_noise_log_evidence(lambda b: log_expit(y * b * margin), weight)
+    grid = np.linspace(-12.0, 8.0, 40001)
+    values = [np.sum(log_expit(y * np.exp(v) * margin)) - 0.5 * (v / 3) ** 2 for v in grid]
+    exact = logsumexp(values) + np.log(grid[1] - grid[0]) - 0.5 * np.log(2 * np.pi * 9)
+    assert got == pytest.approx(exact, abs=1e-4)
 
 
 def _posterior_of(theta, none, n_draws=200):

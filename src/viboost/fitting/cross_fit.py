@@ -73,6 +73,7 @@ __all__ = [
     "refit_round_count",
     "score_out_of_fold",
     "unidentified_classes",
+    "validation_fold",
 ]
 
 #: A cross-fitted fit scores its out-of-fold margins every this many rounds.
@@ -188,6 +189,15 @@ def cross_fit_folds(
     rows = np.flatnonzero(weighted)
     splitter = StratifiedKFold(n_splits, shuffle=True, random_state=fold_seed(random_state))
     return [(rows[tr], rows[va]) for tr, va in splitter.split(rows, y[rows])]
+
+
+def validation_fold(folds: Folds, n_rows: int) -> np.ndarray:
+    """Each row's validation fold (the index of the first fold that holds it out; -1 for rows
+    no fold holds out): the rows whose out-of-fold margins one fold booster gave."""
+    fold = np.full(n_rows, -1, dtype=np.intp)
+    for k in range(len(folds) - 1, -1, -1):
+        fold[folds[k][1]] = k
+    return fold
 
 
 def unidentified_classes(
@@ -531,7 +541,9 @@ class CrossFitter:
         stopping, active = self._search_round_count(
             make_rows, y, sample_weight, folds, sample_weight
         )
-        calibration, out_of_fold = self._calibration_at_best(stopping, active, y, sample_weight)
+        calibration, out_of_fold = self._calibration_at_best(
+            stopping, active, y, sample_weight, validation_fold(folds, y.size)
+        )
         n_rows = y.size
         if calibration is None:  # core model: no noise statistics to calibrate
             clean = np.ones(n_rows)
@@ -640,6 +652,7 @@ class CrossFitter:
         active: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray,
+        groups: np.ndarray | None = None,
     ) -> tuple[NoisePosterior | None, np.ndarray]:
         """The noise posterior of the calibration at the search's chosen count (on all the
         scored rows ``active``, with the channel of ``channel``; None for the core model) and
@@ -667,13 +680,21 @@ class CrossFitter:
         # the posteriors of BAGS Bayesian-bootstrap reweightings of the rows, each calibrated
         # afresh in the channel chosen for all of them.
         posterior = task.posterior(calibration, rows_y, rows_h, rows_w, self.priors, seed)
-        bag_y, bag_h, reweightings = bootstrap_reweightings(rows_y, rows_h, rows_w, BAGS, seed)
+        bag_y, bag_h, reweightings = bootstrap_reweightings(
+            rows_y, rows_h, rows_w, BAGS, seed, None if groups is None else groups[active]
+        )
         bags = []
         for k, weights in enumerate(reweightings):
-            bag = task.calibrate(bag_y, bag_h, weights, self.priors, independent)
-            bag = task.choose_channel(
-                bag, bag_y, bag_h, weights, self.priors, calibration.channel_name
-            )
+            if posterior.nodes is not None:
+                # A posterior integrated over theta: each bag's nodes are Newton steps from
+                # the full posterior's (the guide), and its own mode, which only an unguided
+                # grid starts from, is not needed.
+                bag = calibration
+            else:
+                bag = task.calibrate(bag_y, bag_h, weights, self.priors, independent)
+                bag = task.choose_channel(
+                    bag, bag_y, bag_h, weights, self.priors, calibration.channel_name
+                )
             bags.append(
                 task.posterior(bag, bag_y, bag_h, weights, self.priors, seed + 1 + k, posterior)
             )

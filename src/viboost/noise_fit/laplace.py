@@ -431,14 +431,27 @@ def nested_posterior(
     nearer = np.where(first - grid[cell] < 0.5 * widths[cell], cell, cell + 1)
     params = np.empty((n_draws, mode.size))
     params[:, 0] = first
-    for i, (u, node) in enumerate(zip(first, nearer, strict=True)):
+    # The others from the normal at the nearer node: one factor per node, not per draw.
+    normal = rng.standard_normal((n_draws, mode.size - 1))
+    for node in np.unique(nearer):
+        picked = nearer == node
         rest, cov, _ = nodes[grid[node]]
+        params[picked, 1:] = rest + normal[picked] @ _normal_factor(cov).T
+    for i, u in enumerate(first):
         box = rest_bounds(float(u))
-        params[i, 1:] = np.clip(rng.multivariate_normal(rest, cov), box[:, 0], box[:, 1])
+        np.clip(params[i, 1:], box[:, 0], box[:, 1], out=params[i, 1:])
     return NestedPosterior(
         params, float(log_evidence), np.column_stack([grid, log_density]), peak_params,
         nodes=node_params,
     )  # fmt: skip
+
+
+def _normal_factor(covariance: np.ndarray) -> np.ndarray:
+    """A factor ``A`` of a covariance, ``A A^T = covariance``, from its eigendecomposition (a
+    covariance that rounding left with slightly negative eigenvalues is read as singular
+    there, as :meth:`numpy.random.Generator.multivariate_normal` reads it)."""
+    values, vectors = np.linalg.eigh(covariance)
+    return vectors * np.sqrt(np.clip(values, 0.0, None))
 
 
 def _guided_node(
