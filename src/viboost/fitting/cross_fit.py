@@ -677,8 +677,9 @@ class CrossFitter:
         seed = 0 if self.random_state is None else int(fold_seed(self.random_state) or 0)
         # The statistics are the posterior's averages, not the mode's
         # (:mod:`viboost.noise_fit.posterior`), and that posterior is bagged: the average of
-        # the posteriors of BAGS Bayesian-bootstrap reweightings of the rows, each calibrated
-        # afresh in the channel chosen for all of them.
+        # the posteriors of BAGS Bayesian-bootstrap reweightings of the rows and of the
+        # validation folds (``groups``: rows one fold booster scored share its errors), each in
+        # the channel chosen for all of them.
         posterior = task.posterior(calibration, rows_y, rows_h, rows_w, self.priors, seed)
         bag_y, bag_h, reweightings = bootstrap_reweightings(
             rows_y, rows_h, rows_w, BAGS, seed, None if groups is None else groups[active]

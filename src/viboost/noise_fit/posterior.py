@@ -32,7 +32,8 @@ noisy label drawn whatever the features say), and a posterior conditional on a m
 model is too sure of itself. The posterior the cross-fit reports is therefore *bagged*
 (BayesBag: Buhlmann 2014; Huggins and Miller, "Reproducible model selection using bagged
 posteriors", Bayesian Analysis 2023): the average of :data:`BAGS` posteriors, each given a
-Bayesian-bootstrap reweighting of the calibration's rows (:func:`bootstrap_reweightings`,
+Bayesian-bootstrap reweighting of the calibration's rows and of the cross-fit's validation
+folds, whose rows share one booster's errors (:func:`bootstrap_reweightings`,
 :func:`bag_posteriors`). Its spread is the posterior's plus the sampling spread of the
 calibration itself (the sandwich variance ``J^-1 I J^-1``, which the posterior alone misses
 where the model is wrong), and its probability of no noise is the average of theirs, so that a
@@ -531,6 +532,13 @@ def bootstrap_reweightings(
     rows reweighted would (``r^2 * m * Var / r = N * Var``), where reweighting the subset's
     rows by ``alpha`` itself would vary ``r`` times as much. The factor stays at or above
     ``1 - 1/sqrt(r) >= 0``.
+
+    ``groups`` (one label per row of ``y``; the cross-fit passes each row's validation fold):
+    rows of one group share the errors of the one booster that scored them, which reweighting
+    rows one at a time averages away. Each bag then also multiplies every row of group ``g``
+    by ``K D_g``, with ``D`` a Dirichlet(1, ..., 1) over the ``K`` groups (a cluster Bayesian
+    bootstrap, on top of the rows' own), so that the bags vary as much as another draw of the
+    folds moves the calibration (``docs/label_noise.md``, "Bags by validation fold").
 
     Examples
     --------
