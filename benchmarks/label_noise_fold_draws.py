@@ -40,13 +40,18 @@ DATA_DIR = HERE.parent.parent / "shared" / "data"
 SEED_STEP = 7919
 
 
-def pooled(draws: list[np.ndarray]) -> tuple[float, float, float]:
-    """Mean and 90% interval of an equal mixture of posteriors given as weighted draws
-    (``noise_rate_draws_``: column 0 a value, column 1 its probability)."""
+def pooled(draws: list[np.ndarray]) -> tuple[float, float, float, float, float]:
+    """Mean, 90% interval, median and the noise model's own mean (its draws alone, without the
+    point mass at "no noise", each posterior's first row) of an equal mixture of posteriors
+    given as weighted draws (``noise_rate_draws_``: column 0 a value, column 1 its
+    probability)."""
     values = np.concatenate([d[:, 0] for d in draws])
     weights = np.concatenate([d[:, 1] / d[:, 1].sum() for d in draws]) / len(draws)
-    low, high = weighted_quantiles(values[:, None], weights, [0.05, 0.95])[0]
-    return float(np.sum(values * weights)), float(low), float(high)
+    low, median, high = weighted_quantiles(values[:, None], weights, [0.05, 0.5, 0.95])[0]
+    noise_values = np.concatenate([d[1:, 0] for d in draws])
+    noise_weights = np.concatenate([d[1:, 1] / max(d[1:, 1].sum(), 1e-300) for d in draws])
+    noise_mean = float(np.sum(noise_values * noise_weights) / noise_weights.sum())
+    return float(np.sum(values * weights)), float(low), float(high), float(median), noise_mean
 
 
 def one_task(task: tuple[str, bool, str, int, int, str]) -> list[dict[str, Any]]:
@@ -65,11 +70,12 @@ def one_task(task: tuple[str, bool, str, int, int, str]) -> list[dict[str, Any]]
             warnings.simplefilter("ignore")
             model = VIBoostClassifier(random_state=seed + SEED_STEP * r).fit(X_tr, y_noisy)
         draws.append(model.noise_rate_draws_)
-        rate, low, high = pooled(draws)
+        rate, low, high, median, noise_mean = pooled(draws)
         rows.append({
             "data": name, "part": "multiclass" if multiclass else "binary", "setting": setting,
             "seed": seed, "draws": r + 1, "true_rate": true, "rate": rate, "low": low,
-            "high": high, "covered": bool(low <= true <= high),
+            "high": high, "covered": bool(low <= true <= high), "median": median,
+            "noise_mean": noise_mean,
         })  # fmt: skip
     return rows
 
@@ -87,6 +93,8 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
             "coverage K": noisy[noisy.part == "multiclass"].covered.mean(),
             "clean reaching 0.01": (clean.low <= 0.01).mean(),
             "abs error": (d.rate - d.true_rate).abs().mean(),
+            "abs error, median": (d["median"] - d.true_rate).abs().mean(),
+            "abs error, noise model's mean": (d.noise_mean - d.true_rate).abs().mean(),
             "width": (noisy.high - noisy.low).mean(),
             "fits": len(d),
         })  # fmt: skip

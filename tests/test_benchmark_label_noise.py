@@ -643,12 +643,15 @@ def test_fold_draws_pool_posteriors_as_an_equal_mixture() -> None:
     folds = bench.sibling("label_noise_fold_draws")
     a = np.array([[0.0, 0.5], [0.1, 0.25], [0.2, 0.25]])  # "no noise" at 0, then draws
     b = np.array([[0.0, 0.1], [0.3, 0.6], [0.4, 0.3]])
-    rate, low, high = folds.pooled([a, b])
+    rate, low, high, median, noise_mean = folds.pooled([a, b])
     # Equal mixture: weights halved, as counts out of 40 (a: 10, 5, 5; b: 2, 12, 6).
     samples = np.repeat([0.0, 0.1, 0.2, 0.0, 0.3, 0.4], [10, 5, 5, 2, 12, 6])
     assert rate == pytest.approx(samples.mean())
-    expected = np.quantile(samples, [0.05, 0.95], method="inverted_cdf")
-    np.testing.assert_allclose([low, high], expected)
+    expected = np.quantile(samples, [0.05, 0.5, 0.95], method="inverted_cdf")
+    np.testing.assert_allclose([low, median, high], expected)
+    # The noise model's mean: each posterior's draws after its first ("no noise"), each
+    # posterior's noise part weighing one (a: 0.1 and 0.2 evenly; b: 0.3 and 0.4 as 2:1).
+    assert noise_mean == pytest.approx((0.15 + (0.3 * 2 + 0.4) / 3) / 2)
     # One posterior alone: its own quantiles, whatever the scale of its weights.
-    rate1, low1, high1 = folds.pooled([b * [1.0, 3.0]])
+    rate1, low1, high1, _, _ = folds.pooled([b * [1.0, 3.0]])
     assert (low1, high1) == (0.0, 0.4) and rate1 == pytest.approx(0.3 * 0.6 + 0.4 * 0.3)

@@ -13,6 +13,7 @@ from scipy.special import gammaln, log_softmax
 
 from viboost.noise_fit.laplace import (
     dirichlet_laplace_gap,
+    laplace_covariance,
     laplace_draws,
     laplace_posterior,
     stirling_gap,
@@ -143,3 +144,31 @@ def test_laplace_draws_keep_the_eigenvector_form_on_request_and_check_the_method
     assert np.array_equal(draws, want)
     with pytest.raises(ValueError, match="method must be"):
         laplace_draws(np.random.default_rng(4), np.zeros(2), cov, box, 10, method="svd")
+
+
+def test_laplace_draws_repair_a_covariance_positive_definite_only_in_exact_arithmetic():
+    rng = np.random.default_rng(0)
+    basis, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+    box = np.tile([-1e6, 1e6], (6, 1))
+    # An ordinary covariance: draws as numpy's own Cholesky draws, bit for bit.
+    hessian = basis @ np.diag([0.5, 1.0, 2.0, 3.0, 5.0, 8.0]) @ basis.T
+    covariance = laplace_covariance(hessian, 4.0)
+    np.testing.assert_array_equal(
+        laplace_draws(np.random.default_rng(1), np.zeros(6), covariance, box, 50),
+        np.random.default_rng(1).multivariate_normal(
+            np.zeros(6), covariance, 50, method="cholesky"
+        ),
+    )
+    # A direction pinned 1e20 times harder than a flat one (as a K-class fit on a few rows
+    # with a near-empty fold gives): the covariance rebuilt from the floored eigenvalues is
+    # positive definite in exact arithmetic, not to rounding, and numpy's Cholesky refuses it.
+    hessian = basis @ np.diag([1e-6, 1.0, 1.0, 1.0, 1.0, 1e14]) @ basis.T
+    covariance = laplace_covariance(hessian, 1.0)
+    with pytest.raises(np.linalg.LinAlgError):
+        np.random.default_rng(1).multivariate_normal(np.zeros(6), covariance, 5, method="cholesky")
+    draws = laplace_draws(np.random.default_rng(1), np.zeros(6), covariance, box, 20000)
+    # The draws follow the covariance (up to the jitter, of order eps times its largest
+    # variance): the flat direction's variance is the covariance's, the pinned one stays pinned.
+    flat, pinned = basis[:, 0], basis[:, 5]
+    assert np.var(draws @ flat) == pytest.approx(flat @ covariance @ flat, rel=0.05)
+    assert np.var(draws @ pinned) < 1e-8

@@ -190,8 +190,45 @@ def laplace_draws(
     """
     if method not in ("cholesky", "eigh"):
         raise ValueError(f"method must be 'cholesky' or 'eigh', got {method!r}")
+    if method == "cholesky":
+        covariance = _factorable(np.asarray(covariance, dtype=np.float64))
     draws = rng.multivariate_normal(mean, covariance, size=n_draws, method=method)
     return np.clip(draws, bounds[:, 0], bounds[:, 1])
+
+
+#: :func:`_factorable` doubles its jitter at most this many times.
+_JITTER_DOUBLINGS = 30
+
+
+def _factorable(covariance: np.ndarray) -> np.ndarray:
+    """``covariance`` itself when its Cholesky factor exists, else the covariance with the
+    least jitter on its diagonal (``eps`` times its size and its largest variance, doubled
+    until the factor exists) that makes it so.
+
+    :func:`laplace_covariance` floors the Hessian's eigenvalues, so the covariance is positive
+    definite in exact arithmetic; but where they span more than ``1 / eps`` (a flat direction
+    beside one pinned by many rows, as a K-class fit of a few rows with a near-empty fold
+    gives), the covariance rebuilt from them is not, to rounding, and has no Cholesky factor.
+    The jitter is of the order of that rounding: it moves a pinned direction's standard
+    deviation by about ``sqrt(eps)`` times the largest one's."""
+    try:
+        np.linalg.cholesky(covariance)
+        return covariance
+    except np.linalg.LinAlgError:
+        pass
+    size = covariance.shape[0]
+    jitter = np.finfo(np.float64).eps * size * max(float(np.max(np.diag(covariance))), 1e-300)
+    for _ in range(_JITTER_DOUBLINGS):
+        repaired = covariance + jitter * np.eye(size)
+        try:
+            np.linalg.cholesky(repaired)
+            return repaired
+        except np.linalg.LinAlgError:
+            jitter *= 2.0
+    raise np.linalg.LinAlgError(
+        "The Laplace covariance has no Cholesky factor even with a jitter of "
+        f"{jitter:.3g} on its diagonal: it is not a covariance (NaN or negative variances?)."
+    )
 
 
 def laplace_posterior(
