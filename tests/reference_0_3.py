@@ -17,7 +17,8 @@ outputs are 0.3.0's). They were regenerated again for the robust preset's leaf p
 ``weight_prior`` None resolves to ``min_samples_leaf / 2``, so every robust fit of trees
 changed on purpose; the paper preset's outputs did not), and for the bags by validation fold
 (issue 52: the noise statistics of the robust fits changed on purpose; their ensembles, refit
-weights and predictions did not). The pickled models are 0.3.0's and
+weights and predictions did not), and once more when the nested posterior's draws took the
+Cholesky factor (the same distribution, other Monte Carlo draws). The pickled models are 0.3.0's and
 must still load and predict as then.
 """
 

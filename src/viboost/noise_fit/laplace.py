@@ -23,6 +23,7 @@ from scipy.optimize import minimize
 from scipy.special import gammaln
 
 __all__ = [
+    "cholesky_factor",
     "dirichlet_laplace_gap",
     "laplace_covariance",
     "laplace_draws",
@@ -191,38 +192,41 @@ def laplace_draws(
     if method not in ("cholesky", "eigh"):
         raise ValueError(f"method must be 'cholesky' or 'eigh', got {method!r}")
     if method == "cholesky":
-        covariance = _factorable(np.asarray(covariance, dtype=np.float64))
-    draws = rng.multivariate_normal(mean, covariance, size=n_draws, method=method)
+        # As rng.multivariate_normal(..., method="cholesky") draws, bit for bit, with the
+        # factor repaired where rounding left the covariance without one.
+        factor = cholesky_factor(np.asarray(covariance, dtype=np.float64))
+        draws = mean + rng.standard_normal((n_draws, factor.shape[0])) @ factor.T
+    else:
+        draws = rng.multivariate_normal(mean, covariance, size=n_draws, method=method)
     return np.clip(draws, bounds[:, 0], bounds[:, 1])
 
 
-#: :func:`_factorable` doubles its jitter at most this many times.
+#: :func:`cholesky_factor` doubles its jitter at most this many times.
 _JITTER_DOUBLINGS = 30
 
 
-def _factorable(covariance: np.ndarray) -> np.ndarray:
-    """``covariance`` itself when its Cholesky factor exists, else the covariance with the
-    least jitter on its diagonal (``eps`` times its size and its largest variance, doubled
-    until the factor exists) that makes it so.
+def cholesky_factor(covariance: np.ndarray) -> np.ndarray:
+    """The lower Cholesky factor ``L`` of a Laplace covariance (``L L^T = covariance``), or,
+    where it does not exist to rounding, that of the covariance with the least jitter on its
+    diagonal (``eps`` times its size and its largest variance, doubled until the factor
+    exists) that makes it so.
 
     :func:`laplace_covariance` floors the Hessian's eigenvalues, so the covariance is positive
     definite in exact arithmetic; but where they span more than ``1 / eps`` (a flat direction
     beside one pinned by many rows, as a K-class fit of a few rows with a near-empty fold
     gives), the covariance rebuilt from them is not, to rounding, and has no Cholesky factor.
     The jitter is of the order of that rounding: it moves a pinned direction's standard
-    deviation by about ``sqrt(eps)`` times the largest one's."""
+    deviation by about ``sqrt(eps)`` times the largest one's. The factor is unique and moves
+    with the covariance by rounding only (:func:`laplace_draws` says why that matters)."""
     try:
-        np.linalg.cholesky(covariance)
-        return covariance
+        return np.linalg.cholesky(covariance)
     except np.linalg.LinAlgError:
         pass
     size = covariance.shape[0]
     jitter = np.finfo(np.float64).eps * size * max(float(np.max(np.diag(covariance))), 1e-300)
     for _ in range(_JITTER_DOUBLINGS):
-        repaired = covariance + jitter * np.eye(size)
         try:
-            np.linalg.cholesky(repaired)
-            return repaired
+            return np.linalg.cholesky(covariance + jitter * np.eye(size))
         except np.linalg.LinAlgError:
             jitter *= 2.0
     raise np.linalg.LinAlgError(
@@ -473,7 +477,7 @@ def nested_posterior(
     for node in np.unique(nearer):
         picked = nearer == node
         rest, cov, _ = nodes[grid[node]]
-        params[picked, 1:] = rest + normal[picked] @ _normal_factor(cov).T
+        params[picked, 1:] = rest + normal[picked] @ cholesky_factor(cov).T
     for i, u in enumerate(first):
         box = rest_bounds(float(u))
         np.clip(params[i, 1:], box[:, 0], box[:, 1], out=params[i, 1:])
@@ -481,14 +485,6 @@ def nested_posterior(
         params, float(log_evidence), np.column_stack([grid, log_density]), peak_params,
         nodes=node_params,
     )  # fmt: skip
-
-
-def _normal_factor(covariance: np.ndarray) -> np.ndarray:
-    """A factor ``A`` of a covariance, ``A A^T = covariance``, from its eigendecomposition (a
-    covariance that rounding left with slightly negative eigenvalues is read as singular
-    there, as :meth:`numpy.random.Generator.multivariate_normal` reads it)."""
-    values, vectors = np.linalg.eigh(covariance)
-    return vectors * np.sqrt(np.clip(values, 0.0, None))
 
 
 def _guided_node(
