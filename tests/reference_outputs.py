@@ -164,7 +164,9 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 #: run the chosen count scaled by its share of the weight (``refit_round_count``, issue 22), and
 #: every output again for the noise posterior (issue 52: the intervals, the reported phi_n and
 #: the refit's phi_n changed on purpose), and the noise statistics again for the bags by
-#: validation fold (issue 52; the refit and its outputs did not change); the scored round
+#: validation fold (issue 52; the refit and its outputs did not change), and the noise statistics
+#: when the calibration's row kernels went to linear space (rounding only: at most 4e-8
+#: relative); the scored round
 #: counts, their scores and the out-of-fold margins did not change.
 _STUMPS = {
     "max_leaf_nodes": 2,

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import warnings
 
+import mpmath
 import numpy as np
 import pytest
 from scipy import optimize
 from scipy.special import expit
 
-from viboost.noise_fit.calibration import calibrate_noise, flip_rates_from_mislabel
+from viboost.noise_fit.calibration import (
+    NoiseCalibration,
+    calibrate_noise,
+    flip_rates_from_mislabel,
+)
 from viboost.variational import ModelPriors
 
 
@@ -216,3 +221,40 @@ def test_flip_rate_interval_on_a_row_subset_matches_all_rows():
     np.testing.assert_allclose(subset, every_row, atol=0.02 * width.max())
     rates = fit.flip_rates(y, margin, weight)
     assert np.all((every_row[:, 0] <= rates) & (rates <= every_row[:, 1]))
+
+
+def _mp_row(theta, xi, intercept, y, margin, scale):
+    """The oracle at 50 digits: ``log p(y | H)`` and P(label wrong) of one row, from the
+    mixture written out (a true label from sigmoid(y F), a noise label from sigmoid(y xi))."""
+    mp = mpmath.mp
+    with mpmath.workdps(50):
+        sig = lambda v: 1 / (1 + mpmath.exp(-v))  # noqa: E731
+        log_odds = mpmath.mpf(scale) * mpmath.mpf(margin) + mpmath.mpf(intercept)
+        signal = mpmath.mpf(theta) * sig(y * log_odds)
+        noise = (1 - mpmath.mpf(theta)) * sig(y * mpmath.mpf(xi))
+        # wrong: the true class is -y; a true label then is never y, a noise label is y with
+        # probability sigmoid(y xi) whatever the class
+        wrong = sig(-y * log_odds) * noise / (signal + noise)
+        return float(mp.log(signal + noise)), float(wrong)
+
+
+@pytest.mark.parametrize("xi", [0.0, 2.5, -30.0, 690.0, 705.0, -760.0])
+def test_row_kernels_match_mpmath_in_linear_and_log_space(xi):
+    """The compiled rows of ``log p(y | H)`` and P(label wrong) take one exp in linear space,
+    and fall back to log space where a ratio would overflow (|xi| beyond ~700: both forms are
+    exercised); either way they match the 50-digit oracle, margins up to 1e4 included."""
+    margin = np.array([-1e4, -300.0, -40.0, -3.0, -1e-3, 0.0, 0.5, 7.0, 45.0, 800.0, 1e4])
+    margin = np.concatenate([margin, margin])
+    y = np.repeat([1.0, -1.0], margin.size // 2)
+    theta, scale = 0.7, 1.3
+    fit = NoiseCalibration(theta, xi, scale, np.eye(3), 0.0)
+    intercept = _intercept(theta, xi)
+    oracle = np.array(
+        [_mp_row(theta, xi, intercept, yi, h, scale) for yi, h in zip(y, margin, strict=True)]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = fit.row_log_likelihood(y, margin)
+        wrong = fit.mislabel_proba(y, margin)
+    np.testing.assert_allclose(rows, oracle[:, 0], rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(wrong, oracle[:, 1], rtol=1e-12, atol=1e-300)

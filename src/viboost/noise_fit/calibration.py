@@ -379,19 +379,57 @@ def _log_expit(x):  # pragma: no cover - compiled
 def _log_mislabel(y, margin, channel):  # pragma: no cover - compiled
     """log P(label wrong) of one row: ``log(1 - phi) + log sigmoid(-y F)`` with ``F = b H + c``
     and ``1 - phi = sigmoid(-(a_y - softplus(-y F)))`` (q(w) at point estimates, slope 1:
-    :meth:`viboost.variational.CleanLogOdds.log_proba`); ``channel = (b, c, a_-, a_+)``."""
+    :meth:`viboost.variational.CleanLogOdds.log_proba`); ``channel = (b, c, a_-, a_+)``. The
+    log-space form of :func:`_mislabel`, for channels whose offsets :func:`_linear_channel`
+    refuses."""
     knot = -y * (channel[0] * margin + channel[1])  # -y F
     offset = channel[3] if y > 0.0 else channel[2]
     softplus = max(knot, 0.0) + math.log1p(math.exp(-abs(knot)))
     return _log_expit(softplus - offset) + _log_expit(knot)
 
 
+#: Above this offset (or log ratio) the linear-space row kernels would overflow ``exp`` (the
+#: largest double is e^709.8); the log-space forms take over.
+_LINEAR_LIMIT = 700.0
+
+
+@numba.njit(cache=True)
+def _linear_channel(channel):  # pragma: no cover - compiled
+    """Whether :func:`_mislabel` may read ``channel``: its offsets ``a_y`` below
+    :data:`_LINEAR_LIMIT`, so that ``exp(a_y)`` is finite."""
+    return max(channel[2], channel[3]) < _LINEAR_LIMIT
+
+
+@numba.njit(cache=True)
+def _mislabel(y, margin, channel, odds_neg, odds_pos):  # pragma: no cover - compiled
+    """P(label wrong) of one row, :func:`_log_mislabel` in linear space with one ``exp``:
+    ``sigmoid(-y F) (1 - phi)`` with ``1 - phi = 1 / (1 + e^{a_y} sigmoid(y F))`` (since
+    ``e^{-softplus(-y F)} = sigmoid(y F)``); ``odds_y = e^{a_y}``, finite
+    (:func:`_linear_channel`). Both factors are ratios of terms in [0, 1] and in [1, inf), so
+    nothing cancels: the relative error is a few ulp, as in log space."""
+    knot = -y * (channel[0] * margin + channel[1])  # -y F
+    odds = odds_pos if y > 0.0 else odds_neg
+    e = math.exp(-abs(knot))
+    inverse = 1.0 / (1.0 + e)
+    if knot >= 0.0:
+        wrong_side, right_side = inverse, e * inverse  # sigmoid(-y F), sigmoid(y F)
+    else:
+        wrong_side, right_side = e * inverse, inverse
+    return wrong_side / (1.0 + odds * right_side)
+
+
 @threaded_kernel(cache=True)
 def _mislabel_kernel(y, margin, channel):  # pragma: no cover - compiled
-    """P(label wrong) of every row (:func:`_log_mislabel`)."""
+    """P(label wrong) of every row (:func:`_mislabel`, or :func:`_log_mislabel` for a channel
+    :func:`_linear_channel` refuses)."""
     out = np.empty(y.shape[0])
-    for i in numba.prange(y.shape[0]):
-        out[i] = math.exp(_log_mislabel(y[i], margin[i], channel))
+    if _linear_channel(channel):
+        odds_neg, odds_pos = math.exp(channel[2]), math.exp(channel[3])
+        for i in numba.prange(y.shape[0]):
+            out[i] = _mislabel(y[i], margin[i], channel, odds_neg, odds_pos)
+    else:
+        for i in numba.prange(y.shape[0]):
+            out[i] = math.exp(_log_mislabel(y[i], margin[i], channel))
     return out
 
 
@@ -413,9 +451,15 @@ def _wrong_by_label(channels, y, margin, weight):  # pragma: no cover - compiled
     out = np.zeros((channels.shape[0], 2))
     for d in numba.prange(channels.shape[0]):
         channel = channels[d]
+        linear = _linear_channel(channel)
+        odds_neg = math.exp(min(channel[2], _LINEAR_LIMIT))
+        odds_pos = math.exp(min(channel[3], _LINEAR_LIMIT))
         wrong_neg, wrong_pos = 0.0, 0.0
         for i in range(y.shape[0]):
-            wrong = weight[i] * math.exp(_log_mislabel(y[i], margin[i], channel))
+            if linear:
+                wrong = weight[i] * _mislabel(y[i], margin[i], channel, odds_neg, odds_pos)
+            else:
+                wrong = weight[i] * math.exp(_log_mislabel(y[i], margin[i], channel))
             if y[i] >= 0.0:
                 wrong_pos += wrong
             else:
@@ -426,10 +470,11 @@ def _wrong_by_label(channels, y, margin, weight):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _row_terms(yi, margin, b, intercept, log_theta, noise_pos, noise_neg):  # pragma: no cover
+def _row_terms_log(yi, margin, b, intercept, log_theta, noise_pos, noise_neg):  # pragma: no cover
     """One row's ``log p(y | H) = logaddexp(log theta sigmoid(y F), log (1 - theta) sigmoid(y
     xi))`` with ``F = b H + c``, its ``phi``, ``sigmoid(-y F)`` and ``y b H``; ``noise_pos`` and
-    ``noise_neg`` are ``log (1 - theta) sigmoid(+-xi)``."""
+    ``noise_neg`` are ``log (1 - theta) sigmoid(+-xi)``. The log-space form of
+    :func:`_row_terms`, for parameters :func:`_linear_ratios` refuses."""
     ybh = yi * b * margin
     yf = ybh + yi * intercept
     # log sigmoid(y F) and sigmoid(-y F) from one exp and one log1p.
@@ -449,6 +494,56 @@ def _row_terms(yi, margin, b, intercept, log_theta, noise_pos, noise_neg):  # pr
     return log_noise + math.log1p(e), e / (1.0 + e), sig, ybh
 
 
+@numba.njit(cache=True)
+def _linear_ratios(log_theta, noise_pos, noise_neg):  # pragma: no cover - compiled
+    """``theta / ((1 - theta) sigmoid(+-xi))``, the odds of signal over noise at ``sigmoid(y
+    F) = 1`` for each label, and whether both are finite (log ratios below
+    :data:`_LINEAR_LIMIT`), so that :func:`_row_terms` may use them."""
+    gap_pos, gap_neg = log_theta - noise_pos, log_theta - noise_neg
+    linear = max(gap_pos, gap_neg) < _LINEAR_LIMIT
+    return (
+        math.exp(min(gap_pos, _LINEAR_LIMIT)),
+        math.exp(min(gap_neg, _LINEAR_LIMIT)),
+        linear,
+    )
+
+
+@numba.njit(cache=True)
+def _row_terms(
+    yi, margin, b, intercept, noise_pos, noise_neg, ratio_pos, ratio_neg
+):  # pragma: no cover - compiled
+    """:func:`_row_terms_log` with one ``exp`` and one ``log1p``: with ``r = theta sigmoid(y F)
+    / ((1 - theta) sigmoid(y xi))`` (``ratio_y`` times ``sigmoid(y F)``), ``log p(y | H) = log
+    (1 - theta) sigmoid(y xi) + log1p(r)`` and ``phi = r / (1 + r)``, the same logaddexp
+    written around the noise term, which is a constant per label. ``r`` is a product of
+    positive terms and ``1 + r`` has no cancellation, so the result is as accurate as the log
+    form's; ``ratio_y`` must be finite (:func:`_linear_ratios`)."""
+    ybh = yi * b * margin
+    yf = ybh + yi * intercept
+    e = math.exp(-abs(yf))
+    inverse = 1.0 / (1.0 + e)
+    if yf >= 0.0:
+        signal, sig = inverse, e * inverse  # sigmoid(y F), sigmoid(-y F)
+    else:
+        signal, sig = e * inverse, inverse
+    if yi > 0.0:
+        log_noise, r = noise_pos, ratio_pos * signal
+    else:
+        log_noise, r = noise_neg, ratio_neg * signal
+    return log_noise + math.log1p(r), r / (1.0 + r), sig, ybh
+
+
+@numba.njit(cache=True)
+def _row_terms_either(
+    yi, margin, b, intercept, log_theta, noise_pos, noise_neg, ratio_pos, ratio_neg, linear
+):  # pragma: no cover - compiled
+    """:func:`_row_terms` where ``linear`` (:func:`_linear_ratios`), else
+    :func:`_row_terms_log`."""
+    if linear:
+        return _row_terms(yi, margin, b, intercept, noise_pos, noise_neg, ratio_pos, ratio_neg)
+    return _row_terms_log(yi, margin, b, intercept, log_theta, noise_pos, noise_neg)
+
+
 @threaded_kernel(cache=True)
 def _row_log_likelihoods(logit_theta, xi, log_b, intercept, y, margin):  # pragma: no cover
     """``log p(y_n | H_n)`` of every row (:func:`_row_terms`)."""
@@ -456,10 +551,14 @@ def _row_log_likelihoods(logit_theta, xi, log_b, intercept, y, margin):  # pragm
     log_not_theta = _log_expit(-logit_theta)
     noise_pos = log_not_theta + _log_expit(xi)
     noise_neg = log_not_theta + _log_expit(-xi)
+    ratio_pos, ratio_neg, linear = _linear_ratios(log_theta, noise_pos, noise_neg)
     b = math.exp(log_b)
     out = np.empty(y.shape[0])
     for i in numba.prange(y.shape[0]):
-        out[i] = _row_terms(y[i], margin[i], b, intercept, log_theta, noise_pos, noise_neg)[0]
+        out[i] = _row_terms_either(
+            y[i], margin[i], b, intercept, log_theta, noise_pos, noise_neg, ratio_pos,
+            ratio_neg, linear,
+        )[0]  # fmt: skip
     return out
 
 
@@ -478,6 +577,7 @@ def _objective_sums(
     # The noise term is a constant per label: log (1 - theta) sigmoid(y xi).
     noise_pos = log_not_theta + _log_expit(xi)
     noise_neg = log_not_theta + _log_expit(-xi)
+    ratio_pos, ratio_neg, linear = _linear_ratios(log_theta, noise_pos, noise_neg)
     slope_pos = 1.0 / (1.0 + math.exp(xi))  # sigmoid(-xi)
     slope_neg = -1.0 / (1.0 + math.exp(-xi))  # -sigmoid(xi)
     size = (n + n_chunks - 1) // n_chunks
@@ -489,9 +589,10 @@ def _objective_sums(
         for i in range(c * size, min(n, (c + 1) * size)):
             w = weight[i]
             yi = y[i]
-            row, clean, sig, ybh = _row_terms(
-                yi, margin[i], b, intercept, log_theta, noise_pos, noise_neg
-            )
+            row, clean, sig, ybh = _row_terms_either(
+                yi, margin[i], b, intercept, log_theta, noise_pos, noise_neg, ratio_pos,
+                ratio_neg, linear,
+            )  # fmt: skip
             s0 += w * row
             s1 += w * (clean - theta)
             s2 += w * clean * yi * sig

@@ -543,20 +543,24 @@ def _walk(
         centre: _conditional_mode(objective, centre, mode[1:], args, rest_bounds(centre), total)
     }
     peak = nodes[centre][2]
+    mode_rest = mode[1:]
     for direction in (-1.0, 1.0):
-        step, u, start = 0.25 * sd, centre, mode[1:]
+        step, u, start = 0.25 * sd, centre, mode_rest
         for _ in range(GRID_SIDE):
             nxt = min(max(u + direction * step, low), max(GRID_TOP, centre))
             if nxt == u:
                 break
             # From the neighbour's mode and from the joint mode's: the conditional posterior
             # can have two modes, and a walk from one side alone may stay on the lower one.
+            # (The first step of each side starts from the joint mode's already: one search.)
             box = rest_bounds(nxt)
-            node = max(
-                _conditional_mode(objective, nxt, start, args, box, total),
-                _conditional_mode(objective, nxt, mode[1:], args, box, total),
-                key=lambda candidate: candidate[2],
-            )
+            node = _conditional_mode(objective, nxt, start, args, box, total)
+            if start is not mode_rest:
+                node = max(
+                    node,
+                    _conditional_mode(objective, nxt, mode_rest, args, box, total),
+                    key=lambda candidate: candidate[2],
+                )
             nodes[nxt] = node
             peak = max(peak, node[2])
             u, start = nxt, node[0]
