@@ -103,7 +103,8 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         tried (when the count chosen is this cap, ``fit`` warns with a
         :class:`~sklearn.exceptions.ConvergenceWarning`) and the most the refit runs (it runs
         the chosen count times its share of the rows over a fold booster's, 1.25 with
-        5 folds; ``cv_best_rounds_``). None: from the preset (robust: 1000, paper: 100).
+        5 folds; ``cv_best_rounds_``; when the cap stops it short of that, ``fit`` warns
+        too). None: from the preset (robust: 1000, paper: 100).
     preset : {"robust", "paper"}, default="robust"
         Fills in the parameters left at None: ``n_estimators``, ``learning_rate``, ``alpha``
         and ``noise_fit`` (see above).

@@ -292,6 +292,22 @@ def test_cross_fitter_warns_when_the_best_round_count_is_the_cap():
         assert _cross_fitter(400, patience=30).fit(_make_rows(X, y), y, s, folds).n_rounds < 400
 
 
+def test_cross_fitter_warns_when_the_cap_stops_the_refit_short():
+    """With 3 folds the refit runs 1.5 times the chosen count (60 here, uncapped): a cap of 85
+    leaves the choice alone but stops the refit 5 rounds short, and the warning says so, with
+    the parameter to raise; a cap of 90 lets it run them all, without a warning."""
+    X, y = _noisy_data()
+    s = np.ones(y.size)
+    folds = cross_fit_folds(3, y, s > 0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="refit stopped at n_estimators=85 .* the 90"):
+        result = _cross_fitter(85, patience=30).fit(_make_rows(X, y), y, s, folds)
+    assert (result.n_rounds, result.refit_rounds) == (60, 85)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = _cross_fitter(90, patience=30).fit(_make_rows(X, y), y, s, folds)
+    assert (result.n_rounds, result.refit_rounds) == (60, 90)
+
+
 def test_cross_fit_progress_bar_ends_at_the_rounds_run_and_names_the_choice(monkeypatch):
     bars = []
 

@@ -244,12 +244,13 @@ def refit_round_count(
     n_rounds: int,
     sample_weight: np.ndarray,
     folds: list[tuple[np.ndarray, np.ndarray]],
-    n_estimators: int,
+    n_estimators: int | None,
 ) -> int:
     """The refit's rounds: the count chosen for the fold boosters scaled by how many more
     rows the refit fits, ``n_rounds * W / mean_k W_k`` (``W``: the total sample weight,
     ``W_k``: that of fold k's training rows; ``cv / (cv - 1)``, 1.25 for 5 equal folds), to
-    the nearest integer, at least ``n_rounds`` and at most ``n_estimators``.
+    the nearest integer, at least ``n_rounds`` and at most ``n_estimators`` (None: uncapped,
+    the count the rows ask for; :meth:`CrossFitter.fit` warns when the cap binds).
 
     The chosen count is where boosters fitted to ``(cv - 1) / cv`` of the rows, every label
     at full weight, stop improving out of fold; the refit fits all rows, the likely flipped
@@ -262,11 +263,14 @@ def refit_round_count(
     >>> s = np.ones(100)
     >>> refit_round_count(40, s, folds, 1000), refit_round_count(40, s, folds, 45)
     (50, 45)
+    >>> refit_round_count(40, s, folds, None)
+    50
     """
     fold_weight = float(np.mean([np.sum(sample_weight[train]) for train, _ in folds]))
     total = float(np.sum(sample_weight))
     scale = total / fold_weight if fold_weight > 0 else 1.0
-    return int(min(n_estimators, max(n_rounds, math.floor(n_rounds * scale + 0.5))))
+    wanted = max(n_rounds, math.floor(n_rounds * scale + 0.5))
+    return int(wanted if n_estimators is None else min(n_estimators, wanted))
 
 
 class RoundCountSearch:
@@ -582,10 +586,17 @@ class CrossFitter:
             final_rounds, desc = n_rounds, "VIBoost fold boosters"
         else:
             multiplicities = multiplicity[None, :]
-            final_rounds, desc = (
-                refit_round_count(n_rounds, train_weight, count_folds, self.n_estimators),
-                "VIBoost refit",
-            )
+            wanted = refit_round_count(n_rounds, train_weight, count_folds, None)
+            final_rounds, desc = min(wanted, self.n_estimators), "VIBoost refit"
+            if final_rounds < wanted and n_rounds < self.n_estimators:
+                # (A count chosen at the cap has been warned about above.)
+                warnings.warn(
+                    f"The refit stopped at n_estimators={self.n_estimators} rounds, short of the "
+                    f"{wanted} its rows ask for ({n_rounds} chosen out of fold, times the refit's "
+                    "rows over a fold booster's): raise n_estimators to let it run them.",
+                    ConvergenceWarning,
+                    stacklevel=5,  # the caller of the estimator's fit
+                )
         final = Booster(
             make_rows(multiplicities, None),
             task.states(y, multiplicities, 1.0, self.init_eta, self.priors),
