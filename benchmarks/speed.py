@@ -68,7 +68,8 @@ and CleanLearning use LightGBM's default 100 trees of up to 31 leaves):
   cleaning);
 - ``viboost-default``: ``VIBoostClassifier(random_state=0, n_jobs=-1)``: the default robust
   preset (cross-fitted noise model, 8-leaf trees, early stopping on the out-of-fold marginal
-  likelihood), on all cores;
+  likelihood), on all cores: since issue 54 the fit of ``VIBoostClassifier()`` as a user
+  writes it (``n_jobs=None`` is all cores; before, it was one thread, the next row);
 - ``viboost-default-1thread``: ``VIBoostClassifier(random_state=0, n_jobs=1)``: the same on one
   thread (its model is bit-identical to the n_jobs=-1 one; the ratio of the two fit times is
   the speed-up from threads).

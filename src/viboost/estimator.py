@@ -250,12 +250,14 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         divided by the number of folds). It costs about ``(cv - 1)**2 / cv`` times a refit;
         its accuracy and cost, measured: ``docs/multiclass.md``.
     n_jobs : int or None, default=None
-        Threads for the compiled (numba) kernels of ``fit`` and of the predictions, with
-        scikit-learn's meaning: None means 1 unless in a :func:`joblib.parallel_config` context,
-        -1 means all cores; at most ``numba.config.NUMBA_NUM_THREADS``. Small calls (fewer than
-        about a million rows x features in ``fit``, rows x stumps in a prediction) run on one
-        thread whatever ``n_jobs``. The count is set for the duration of the call only, and
-        the results are bit-identical for every ``n_jobs``.
+        Threads for the compiled (numba) kernels of ``fit`` and of the predictions: None means
+        all cores (as in HistGradientBoosting and LightGBM), or the ``n_jobs`` of an enclosing
+        :func:`joblib.parallel_config` context; -1 means all cores, ``-k`` all but ``k - 1``;
+        at most ``numba.config.NUMBA_NUM_THREADS``. Small calls (fewer than about a million
+        rows x features in ``fit``, rows x stumps in a prediction) run on one thread whatever
+        ``n_jobs``, so they never pay for waking threads on a busy machine. The count is set
+        for the duration of the call only, and the results are bit-identical for every
+        ``n_jobs``.
     random_state : int, RandomState instance or None, default=None
         Seeds the cross-fitting folds, the draws of the credible intervals and the row
         subsample (at most 200,000 rows) from which quantile bin edges are taken. Pass an int

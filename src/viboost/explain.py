@@ -237,8 +237,9 @@ def learner_contributions(
     background_weight : ndarray of shape (n_background,), default=None
         Nonnegative weights of the background rows; uniform when ``None``.
     n_jobs : int or None, default=None
-        Threads for the compiled kernels, with scikit-learn's meaning (small calls run on one
-        thread); the values are the same for any number.
+        Threads for the compiled kernels: None means all cores (or an enclosing
+        :func:`joblib.parallel_config`'s ``n_jobs``), -1 all cores; small calls run on one
+        thread. The values are the same for any number.
 
     Returns
     -------

@@ -49,8 +49,10 @@ def spy_threads(monkeypatch):
 
 
 # ---------------------------------------------------------------------- the policy
-def test_resolve_n_jobs_has_scikit_learn_meaning():
-    assert resolve_n_jobs(None) == 1
+def test_resolve_n_jobs_has_scikit_learn_meaning_and_none_is_all_cores():
+    assert resolve_n_jobs(None) == max_threads()  # as HGB and LightGBM (issue 54)
+    with joblib.parallel_config(n_jobs=1):
+        assert resolve_n_jobs(None) == 1  # a context's count wins over the default
     assert resolve_n_jobs(1) == 1
     assert resolve_n_jobs(-1) == max_threads()
     assert resolve_n_jobs(10**6) == max_threads()  # capped at numba's pool
@@ -68,7 +70,8 @@ def test_resolve_n_jobs_has_scikit_learn_meaning():
 def test_kernel_threads_one_thread_below_the_threshold():
     assert kernel_threads(-1, parallel.WORK_THRESHOLD - 1) == 1
     assert kernel_threads(-1, parallel.WORK_THRESHOLD) == max_threads()
-    assert kernel_threads(None, 10**12) == 1
+    assert kernel_threads(None, 10**12) == max_threads()  # the default: all cores
+    assert kernel_threads(None, parallel.WORK_THRESHOLD - 1) == 1
     with pytest.raises(ValueError):
         kernel_threads(0, 1)  # n_jobs is validated even when the call is small
 
@@ -135,7 +138,7 @@ def test_fit_bit_identical_across_n_jobs(no_threshold, spy_threads, max_bins):
     kwargs = dict(n_estimators=4, max_bins=max_bins, random_state=0, **stumps)
     reference = VIBoostClassifier(**kwargs, n_jobs=1).fit(X, y)
     assert set(spy_threads) == {1}
-    for n_jobs in (2, -1):
+    for n_jobs in (2, -1, None):  # None: all cores, as -1 (issue 54)
         spy_threads.clear()
         clf = VIBoostClassifier(**kwargs, n_jobs=n_jobs).fit(X, y)
         assert set(spy_threads) == {min(2, max_threads())}  # the kernels did run in parallel

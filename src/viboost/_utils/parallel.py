@@ -2,11 +2,14 @@
 
 Policy
 ------
-- ``n_jobs`` has scikit-learn's meaning, resolved by joblib (:func:`resolve_n_jobs`): None is 1
-  unless a :func:`joblib.parallel_config` context sets ``n_jobs``; -1 is all cores, -2 all but
-  one, and so on. The result is capped at ``numba.config.NUMBA_NUM_THREADS``, the size of
-  numba's thread pool (joblib's loky workers start with ``NUMBA_NUM_THREADS`` set to their share
-  of the cores, so a fit inside ``GridSearchCV(n_jobs=...)`` with processes is capped there).
+- ``n_jobs`` counts as in scikit-learn (:func:`resolve_n_jobs`): -1 is all cores, -2 all but
+  one, and so on. None, the default, is what a :func:`joblib.parallel_config` context sets, and
+  all cores outside one, as HistGradientBoosting, LightGBM and XGBoost use all cores by default
+  (issue 54): the work threshold below keeps small fits on one thread, so only fits large
+  enough to gain from threads use them. The result is capped at
+  ``numba.config.NUMBA_NUM_THREADS``, the size of numba's thread pool (joblib's loky workers
+  start with ``NUMBA_NUM_THREADS`` set to their share of the cores, so a fit inside
+  ``GridSearchCV(n_jobs=...)`` with processes is capped there).
 - Below :data:`WORK_THRESHOLD` units of work (:func:`kernel_threads`) the kernels run on one
   thread whatever ``n_jobs``: a small fit or prediction never pays for waking threads, which on a
   busy machine can cost far more than the work itself.
@@ -20,7 +23,7 @@ Policy
 
 - Each parallel kernel is a :class:`ThreadedKernel` (decorator :func:`threaded_kernel`): numba
   compiles it on first use in the form the call needs, serial when the calling thread's numba
-  count is 1 (the default ``n_jobs`` and every call below the threshold) and with ``prange`` on
+  count is 1 (``n_jobs=1`` and every call below the threshold) and with ``prange`` on
   threads otherwise. A small fit thus never touches numba's threading layer (whose ``workqueue``
   fallback, used where neither OpenMP nor TBB loads, is slow to launch even at one thread) and
   never waits for the slower parallel compile.
@@ -70,13 +73,15 @@ def max_threads() -> int:
 
 
 def resolve_n_jobs(n_jobs: int | None) -> int:
-    """The number of threads ``n_jobs`` asks for, with scikit-learn's (joblib's) meaning.
+    """The number of threads ``n_jobs`` asks for, counted as scikit-learn (joblib) counts.
 
     Parameters
     ----------
     n_jobs : int or None
-        None means 1 unless in a :func:`joblib.parallel_config` context that sets ``n_jobs``;
-        -1 means all cores, ``-k`` all but ``k - 1``; 0 is invalid.
+        None means the ``n_jobs`` of an enclosing :func:`joblib.parallel_config` context, and
+        all cores outside one (HistGradientBoosting's and LightGBM's default; scikit-learn's
+        joblib estimators take 1 there); -1 means all cores, ``-k`` all but ``k - 1``; 0 is
+        invalid.
 
     Returns
     -------
@@ -86,18 +91,23 @@ def resolve_n_jobs(n_jobs: int | None) -> int:
     Examples
     --------
     >>> import joblib
-    >>> resolve_n_jobs(None), resolve_n_jobs(1)
-    (1, 1)
-    >>> resolve_n_jobs(-1) == max_threads()
+    >>> resolve_n_jobs(None) == resolve_n_jobs(-1) == max_threads()
     True
-    >>> with joblib.parallel_config(n_jobs=2):
-    ...     resolve_n_jobs(None) == min(2, max_threads())
-    True
+    >>> resolve_n_jobs(1)
+    1
+    >>> with joblib.parallel_config(n_jobs=1):
+    ...     resolve_n_jobs(None)
+    1
     """
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, Integral)):
         raise TypeError(f"n_jobs must be an int or None, got {n_jobs!r}")
     if n_jobs == 0:
         raise ValueError("n_jobs == 0 has no meaning; use None, a positive count or -1")
+    if n_jobs is None:
+        # The context's n_jobs (None outside any parallel_config that sets it): all cores.
+        n_jobs = joblib.parallel.get_active_backend()[1]
+        if n_jobs is None:
+            return max_threads()
     return max(1, min(int(joblib.effective_n_jobs(n_jobs)), max_threads()))
 
 

@@ -344,10 +344,11 @@ def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs",
         type=_jobs,
-        default=1,
+        default=None,
         metavar="J",
-        help="threads for the compiled kernels (default: 1; -1: all cores); data under about "
-        "10^6 cells runs on one thread anyway, and results do not depend on it",
+        help="threads for the compiled kernels (default: all cores, the library's n_jobs=None; "
+        "-1: all cores, 1: one); data under about 10^6 cells runs on one thread anyway, and "
+        "results do not depend on it",
     )
 
 

@@ -229,8 +229,8 @@ class GibbsSampler(ClassifierMixin, BaseEstimator):
         ``clean_proba_``.
     n_jobs : int or None, default=None
         Chains run in parallel threads (the compiled kernel releases the GIL), at most
-        ``min(n_jobs, n_chains)`` at once, with scikit-learn's meaning: None means 1 unless in a
-        :func:`joblib.parallel_config` context, -1 means all cores; at most
+        ``min(n_jobs, n_chains)`` at once: None means all cores (or an enclosing
+        :func:`joblib.parallel_config`'s ``n_jobs``), as in the classifier; -1 all cores; at most
         ``numba.config.NUMBA_NUM_THREADS``. Each chain runs serially, so no more than ``n_jobs``
         threads compute at once.
     random_state : int, RandomState instance or None, default=None
