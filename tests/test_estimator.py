@@ -784,3 +784,42 @@ def test_a_model_pickled_before_mislabeled_loads_as_weighting_its_rows():
     old.__setstate__(state)
     assert old.get_params()["mislabeled"] == "weight"
     np.testing.assert_array_equal(old.decision_function(X), clf.decision_function(X))
+
+
+def test_a_verbose_large_fit_compiles_up_front_once_per_process(monkeypatch, capsys):
+    """A verbose cross-fitted fit of at least _UP_FRONT_WORK cells first fits the default on
+    synthetic rows (compiling, or loading, the kernels before its own progress bars start),
+    once per process for each (K > 2, threads > 1); a quiet fit, a small one and a second one
+    do not; the fitted model is the one a fit without the warm-up gives."""
+    monkeypatch.setattr(viboost.estimator, "_COMPILED_UP_FRONT", set())
+    calls = []
+    original = viboost.estimator._compile_up_front
+
+    def spy(multiclass, threads, verbose):
+        calls.append((multiclass, threads))
+        original(multiclass, threads, verbose)
+
+    monkeypatch.setattr(viboost.estimator, "_compile_up_front", spy)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] + rng.logistic(size=400) > 0).astype(int)
+    kwargs = dict(n_estimators=20, random_state=0, n_jobs=1)
+    quiet = VIBoostClassifier(**kwargs).fit(X, y)
+    VIBoostClassifier(**kwargs, verbose=1).fit(X, y)  # 1,200 cells: below the work
+    assert calls == []
+    monkeypatch.setattr(viboost.estimator, "_UP_FRONT_WORK", X.size)
+    loud = VIBoostClassifier(**kwargs, verbose=1).fit(X, y)
+    VIBoostClassifier(**kwargs, verbose=1).fit(X, y)
+    assert calls == [(False, 1), (False, 1)]
+    assert viboost.estimator._COMPILED_UP_FRONT == {(False, False)}
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5])
+    VIBoostClassifier(**kwargs, verbose=1).fit(X, y3)
+    assert viboost.estimator._COMPILED_UP_FRONT == {(False, False), (True, False)}
+    np.testing.assert_array_equal(quiet.decision_function(X), loud.decision_function(X))
+    np.testing.assert_array_equal(quiet.mislabel_proba_, loud.mislabel_proba_)
+    # The warm-up's 20 rounds end at its cap; its warning stays inside it.
+    viboost.estimator._COMPILED_UP_FRONT.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        VIBoostClassifier(random_state=0, n_jobs=1, verbose=1).fit(X, y)
+    assert calls[-1] == (False, 1)

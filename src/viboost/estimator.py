@@ -19,6 +19,7 @@ of a label that may have been corrupted by the noise process.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Iterator
 from numbers import Integral, Real
@@ -37,7 +38,7 @@ from sklearn.utils.validation import (
 )
 
 from viboost._utils.categorical import NON_NUMERIC_HINT, CategoricalEncoder, resolve_categorical
-from viboost._utils.parallel import fit_threads, kernel_threads, numba_threads
+from viboost._utils.parallel import KERNELS, fit_threads, kernel_threads, numba_threads
 from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
 from viboost.boosting.booster import BoosterRecords
@@ -54,6 +55,85 @@ class ViboostVersionWarning(UserWarning):
 
 #: Appended to the error for non-numeric columns that are not categorical features.
 _CATEGORICAL_HINT = NON_NUMERIC_HINT
+
+
+#: The work (rows x features) from which a verbose cross-fitted fit compiles its kernels up
+#: front (:func:`_compile_up_front`): the kernels' work threshold, from which they run threaded
+#: (a fit of that size takes seconds, so the warm-up's fraction of a second to load cached
+#: kernels is little; below, the fit is over soon after compiling, and its bars, shown after
+#: two seconds, have little to estimate).
+_UP_FRONT_WORK = 1 << 20
+#: Rows of the up-front fit: above the 4,096 rows from which rounds compress their rows; on
+#: several threads above the sizes from which the partition, the node histograms, the rows'
+#: split statistics and the calibration's sums run their parallel forms (2^15 rows, 2^17
+#: cells, 2^15 rows and 2^14 scored rows in one call).
+_UP_FRONT_ROWS = {False: 5_000, True: 40_000}
+#: What :func:`_compile_up_front` has compiled, or found in numba's cache, in this process:
+#: (K > 2 classes, several threads).
+_COMPILED_UP_FRONT: set[tuple[bool, bool]] = set()
+#: The kernels (:data:`viboost._utils.parallel.KERNELS`) whose cache entries tell
+#: :func:`_compile_up_front` whether it would compile anything, for two classes and for K: the
+#: bulk of a default fit's compile time.
+_UP_FRONT_PROBES = {
+    False: (
+        "viboost.boosting.histogram._node_histograms",
+        "viboost.boosting.splitting._partition",
+        "viboost.boosting.split_statistics._row_statistics",
+        "viboost.boosting.growth._attach_children",
+        "viboost.noise_fit.calibration._objective_sums",
+    ),
+    True: (
+        "viboost.boosting.histogram._node_histograms",
+        "viboost.boosting.softmax._coupled_round",
+        "viboost.noise_fit.class_calibration._objective_sums",
+    ),
+}
+
+
+def _compile_up_front(multiclass: bool, threads: int, verbose: int) -> None:
+    """Compile what a default fit needs before a verbose fit's progress bars start.
+
+    numba compiles viboost's kernels on their first use (once after an install; later
+    processes load them from its cache). Compiled mid-fit, the seconds went into the bars'
+    rates, and their ETA was wrong (issue 54). This fits the default on synthetic rows
+    (:data:`_UP_FRONT_ROWS`) for 20 rounds, on ``threads`` threads whatever the work threshold
+    says (so the kernels' parallel forms compile when the fit to come will use them), under a
+    bar that says it compiles (shown after two seconds, as the fit's own: a process whose
+    kernels are cached loads them in a fraction of that and shows none). Once per process for
+    each (K > 2, threads > 1); the compile notice of :mod:`viboost._utils.compile` still says
+    when numba compiles. Kernels a fit needs for what the default does not meet (categorical
+    or sparse features, sample weights of several values) may still compile in the fit."""
+    key = (multiclass, threads > 1)
+    if key in _COMPILED_UP_FRONT:
+        return
+    probes = [KERNELS.get(name) for name in _UP_FRONT_PROBES[multiclass]]
+    if all(kernel is not None and kernel.cached(threads > 1) for kernel in probes):
+        # Cached (a guess from a few kernels' entries: :func:`viboost._utils.compile.is_cached`):
+        # the fit loads them in a fraction of a second, and a fit on synthetic rows would cost
+        # seconds for nothing.
+        _COMPILED_UP_FRONT.add(key)
+        return
+    from sklearn.exceptions import ConvergenceWarning
+    from tqdm.auto import tqdm
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((_UP_FRONT_ROWS[threads > 1], 4))
+    signal = X[:, 0] + X[:, 1] * X[:, 2] + rng.logistic(size=X.shape[0])
+    y = np.digitize(signal, [-1.0, 1.0]) if multiclass else (signal > 0).astype(np.intp)
+    with (
+        tqdm(
+            total=1,
+            desc="VIBoost: compiling kernels (first use)",
+            disable=not verbose,
+            delay=2.0,
+            file=sys.stderr,
+        ) as progress,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 20 rounds: best at the cap
+        VIBoostClassifier(n_estimators=20, random_state=0)._fit(X, y, None, threads=threads)
+        progress.update()
+    _COMPILED_UP_FRONT.add(key)
 
 
 def _same_categories(a: CategoricalEncoder, b: CategoricalEncoder) -> bool:
@@ -263,7 +343,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         subsample (at most 200,000 rows) from which quantile bin edges are taken. Pass an int
         for reproducible fits.
     verbose : int, default=0
-        1 or more shows a progress bar on stderr for fits that last over two seconds.
+        1 or more shows a progress bar on stderr for fits that last over two seconds. The first
+        such cross-fitted fit in a process of about 10^6 rows x features or more first fits the
+        default on synthetic rows, so that numba compiles its kernels (after an install) or
+        loads them (from its cache) before the bars start, under a bar of its own when that
+        takes over two seconds: the fit's bars then estimate the fit alone.
 
     Attributes
     ----------
@@ -692,6 +776,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         self : VIBoostClassifier
             The fitted estimator.
         """
+        return self._fit(X, y, sample_weight)
+
+    def _fit(self, X, y, sample_weight=None, threads: int | None = None) -> VIBoostClassifier:
+        """:meth:`fit`; ``threads``: the kernels' threads, whatever ``n_jobs`` and the work
+        threshold say (:func:`_compile_up_front`)."""
         self._validate_params()
         config = self._fit_config()
         if y is None:  # scikit-learn's message
@@ -725,7 +814,12 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         driver = FitDriver(task, config, plan)
         plan, folds = driver.folds(data)
         # The kernels' threads for this call only; one thread below the work threshold.
-        with fit_threads(kernel_threads(self.n_jobs, int(np.count_nonzero(weighted)) * X.shape[1])):
+        work = int(np.count_nonzero(weighted)) * X.shape[1]
+        if threads is None:
+            threads = kernel_threads(self.n_jobs, work)
+            if self.verbose and plan.noise_fit == "cross-fit" and work >= _UP_FRONT_WORK:
+                _compile_up_front(task.n_ensembles > 1, threads, self.verbose)
+        with fit_threads(threads):
             fitted = driver.fit(data, plan, folds, warm)
         self.classes_ = classes
         fitted.store(self)

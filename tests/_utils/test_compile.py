@@ -32,6 +32,7 @@ from viboost._utils.compile import (
     CompileNotice,
     ensure_cache_location,
     install,
+    is_cached,
 )
 from viboost.distributions.unit_slope_vlog import unit_slope_mode
 
@@ -225,3 +226,23 @@ def test_cache_location_for_a_read_only_install(no_cache_dir, monkeypatch):
 def test_cache_location_respects_numba_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert ensure_cache_location() is None
+
+
+def test_is_cached_reads_numba_index_and_its_source_stamp(tmp_path, monkeypatch):
+    """False before the first call, True once numba has written the compiled code, False again
+    once the source file changes (numba's index no longer matches its stamp), as numba itself
+    would then compile afresh."""
+    import importlib
+
+    source = tmp_path / "viboost_cache_probe.py"
+    source.write_text("import numba\n\n@numba.njit(cache=True)\ndef double(x):\n    return 2 * x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("viboost_cache_probe")
+    try:
+        assert not is_cached(module.double)
+        assert module.double(21) == 42
+        assert is_cached(module.double)
+        source.write_text(source.read_text() + "# edited\n")
+        assert not is_cached(module.double)
+    finally:
+        sys.modules.pop("viboost_cache_probe", None)

@@ -343,3 +343,35 @@ def test_fit_threads_keeps_blas_on_one_thread_and_restores_it():
         assert n == 1
         assert all(count == 1 for count in blas_threads())
     assert blas_threads() == before
+
+
+@several_threads
+def test_compile_up_front_runs_on_the_threads_of_the_fit_to_come(spy_threads, monkeypatch):
+    """Its 40,000 x 4 cells are below the work threshold, yet it runs on the threads given,
+    so the parallel forms of the kernels compile before a threaded fit, not in it."""
+    import viboost.estimator
+
+    monkeypatch.setattr(viboost.estimator, "_COMPILED_UP_FRONT", set())
+    monkeypatch.setattr(parallel.ThreadedKernel, "cached", lambda self, parallel: False)
+    viboost.estimator._compile_up_front(False, 2, 0)
+    assert set(spy_threads) == {2}
+    spy_threads.clear()
+    viboost.estimator._compile_up_front(False, 2, 0)  # once per process
+    assert spy_threads == []
+
+
+def test_compile_up_front_fits_nothing_when_the_kernels_are_cached(spy_threads, monkeypatch):
+    import viboost.estimator
+
+    monkeypatch.setattr(viboost.estimator, "_COMPILED_UP_FRONT", set())
+    asked = []
+
+    def cached(self, parallel):
+        asked.append((self.__qualname__, parallel))
+        return True
+
+    monkeypatch.setattr(parallel.ThreadedKernel, "cached", cached)
+    viboost.estimator._compile_up_front(True, 1, 0)
+    assert spy_threads == []  # no fit ran
+    assert viboost.estimator._COMPILED_UP_FRONT == {(True, False)}
+    assert ("_node_histograms", False) in asked and len(asked) >= 3

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from numba.core import config as numba_config
 from numba.core import event as numba_event
@@ -37,6 +37,7 @@ __all__ = [
     "compile_seconds",
     "ensure_cache_location",
     "install",
+    "is_cached",
 ]
 
 #: The line printed to stderr when a viboost kernel compiles for the first time in a process.
@@ -208,6 +209,31 @@ def compile_seconds() -> float:
     True
     """
     return install().seconds
+
+
+def is_cached(dispatcher: Any) -> bool:
+    """Whether numba's on-disk cache holds code of ``dispatcher`` (a ``cache=True`` numba
+    function) that is current with its source.
+
+    True when the function's cache index names at least one compiled signature; numba drops an
+    index whose stamp of the source file differs, so an edited kernel reads as not cached. The
+    index is read through numba's cache classes (:class:`numba.core.caching.FunctionCache`),
+    which are not public API: whenever they cannot be read this says False, so a caller that
+    compiles on False stays correct (it compiles what is cached already, loading it instead).
+    A cached signature need not be the one a call will want: a guess, for
+    :func:`viboost.estimator`'s up-front compile.
+
+    Examples
+    --------
+    >>> import numba
+    >>> is_cached(numba.njit(lambda x: x))  # no cache=True, no source file: nothing on disk
+    False
+    """
+    try:
+        index = FunctionCache(dispatcher.py_func)._cache_file._load_index()
+    except Exception:  # numba's internals changed, or no locator, or an unreadable index
+        return False
+    return bool(index)
 
 
 # At import, before viboost's modules define their kernels (the package imports this module

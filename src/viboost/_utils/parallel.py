@@ -51,7 +51,10 @@ import joblib
 import numba
 from threadpoolctl import threadpool_limits
 
+from viboost._utils.compile import is_cached
+
 __all__ = [
+    "KERNELS",
     "WORK_THRESHOLD",
     "ThreadedKernel",
     "fit_threads",
@@ -61,6 +64,10 @@ __all__ = [
     "resolve_n_jobs",
     "threaded_kernel",
 ]
+
+#: Every :func:`threaded_kernel` defined so far, by ``module.qualname`` (so that code elsewhere
+#: can ask about a kernel, :meth:`ThreadedKernel.cached`, without importing a private name).
+KERNELS: dict[str, ThreadedKernel] = {}
 
 #: Units of work (rows x features in a fit, rows x stumps in a prediction) below which the
 #: compiled kernels run on one thread whatever ``n_jobs`` asks for; measured, see above.
@@ -233,6 +240,11 @@ class ThreadedKernel:
             return self.serial(*args)
         return self.parallel(*args)
 
+    def cached(self, parallel: bool) -> bool:
+        """Whether numba's on-disk cache holds the parallel or the serial form, current with
+        the source (:func:`viboost._utils.compile.is_cached`)."""
+        return is_cached(self.parallel if parallel else self.serial)
+
 
 def threaded_kernel(**options: Any) -> Callable[[Callable[..., Any]], ThreadedKernel]:
     """Decorator: ``@threaded_kernel(cache=True)`` makes a :class:`ThreadedKernel`.
@@ -255,6 +267,8 @@ def threaded_kernel(**options: Any) -> Callable[[Callable[..., Any]], ThreadedKe
     """
 
     def wrap(py_func: Callable[..., Any]) -> ThreadedKernel:
-        return ThreadedKernel(py_func, options)
+        kernel = ThreadedKernel(py_func, options)
+        KERNELS[f"{py_func.__module__}.{py_func.__qualname__}"] = kernel
+        return kernel
 
     return wrap
