@@ -59,9 +59,8 @@ _CATEGORICAL_HINT = NON_NUMERIC_HINT
 
 #: The work (rows x features) from which a verbose cross-fitted fit compiles its kernels up
 #: front (:func:`_compile_up_front`): the kernels' work threshold, from which they run threaded
-#: (a fit of that size takes seconds, so the warm-up's fraction of a second to load cached
-#: kernels is little; below, the fit is over soon after compiling, and its bars, shown after
-#: two seconds, have little to estimate).
+#: and a fit takes seconds (below, the fit is over soon after compiling, and its bars, shown
+#: after two seconds, have little to estimate).
 _UP_FRONT_WORK = 1 << 20
 #: Rows of the up-front fit: above the 4,096 rows from which rounds compress their rows; on
 #: several threads above the sizes from which the partition, the node histograms, the rows'
@@ -98,11 +97,12 @@ def _compile_up_front(multiclass: bool, threads: int, verbose: int) -> None:
     rates, and their ETA was wrong (issue 54). This fits the default on synthetic rows
     (:data:`_UP_FRONT_ROWS`) for 20 rounds, on ``threads`` threads whatever the work threshold
     says (so the kernels' parallel forms compile when the fit to come will use them), under a
-    bar that says it compiles (shown after two seconds, as the fit's own: a process whose
-    kernels are cached loads them in a fraction of that and shows none). Once per process for
-    each (K > 2, threads > 1); the compile notice of :mod:`viboost._utils.compile` still says
-    when numba compiles. Kernels a fit needs for what the default does not meet (categorical
-    or sparse features, sample weights of several values) may still compile in the fit."""
+    bar that says it compiles (shown after two seconds, as the fit's own). Skipped when the
+    cache entries of a few kernels (:data:`_UP_FRONT_PROBES`) say they are cached: the fit then
+    loads them in a fraction of a second. Once per process for each (K > 2, threads > 1); the
+    compile notice of :mod:`viboost._utils.compile` still says when numba compiles. Kernels
+    that only other data need (categorical features, for instance) may still compile in the
+    fit."""
     key = (multiclass, threads > 1)
     if key in _COMPILED_UP_FRONT:
         return
@@ -343,11 +343,11 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         subsample (at most 200,000 rows) from which quantile bin edges are taken. Pass an int
         for reproducible fits.
     verbose : int, default=0
-        1 or more shows a progress bar on stderr for fits that last over two seconds. The first
-        such cross-fitted fit in a process of about 10^6 rows x features or more first fits the
-        default on synthetic rows, so that numba compiles its kernels (after an install) or
-        loads them (from its cache) before the bars start, under a bar of its own when that
-        takes over two seconds: the fit's bars then estimate the fit alone.
+        1 or more shows a progress bar on stderr for fits that last over two seconds. A
+        cross-fitted fit of about 10^6 rows x features or more whose kernels numba has not
+        compiled yet (after an install) first fits the default on synthetic rows, under a bar
+        of its own, so that they compile before the fit's bars start and those estimate the
+        fit alone.
 
     Attributes
     ----------
