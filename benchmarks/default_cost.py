@@ -6,6 +6,7 @@ Usage::
 
     python benchmarks/default_cost.py                        # both recipes, 10^4 and 10^5 rows
     python benchmarks/default_cost.py --recipes interactions --sizes 100000 --out FILE.md
+    python benchmarks/default_cost.py --recipes --issue-case    # only issue 54's own case
 
 The data are ``benchmarks/speed.py``'s (``make_data``: 50 standard-normal features, 10% of the
 training labels flipped, 100,000 clean test rows; ``--recipe`` additive or interactions). Per
@@ -87,10 +88,31 @@ def warm_up(candidates: list[str]) -> None:
     clean_learning().fit(X, y)
 
 
+#: The reproducible case of issue 54 (``--issue-case``): ``make_classification(200_000, 30,
+#: n_informative=10, flip_y=0.1, random_state=0)``, a quarter held out (``random_state=0``);
+#: its test labels carry the same 10% of random labels as the training ones.
+ISSUE_CASE = "make_classification 200,000 x 30"
+
+
+def issue_case() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Training and test rows of :data:`ISSUE_CASE`."""
+    from sklearn.datasets import make_classification
+    from sklearn.model_selection import train_test_split
+
+    X, y = make_classification(200_000, 30, n_informative=10, flip_y=0.1, random_state=0)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+    return X_train, y_train, X_test, y_test
+
+
 def run(recipe: str, n: int, candidates: list[str], test_rows: int) -> list[dict[str, Any]]:
-    """Fit CleanLearning and every candidate on one recipe and size; one row each."""
-    X, y = make_data(n, TRAIN_SEED, FLIP_RATE, recipe=recipe)
-    X_test, y_test = make_data(test_rows, TEST_SEED, recipe=recipe)
+    """Fit CleanLearning and every candidate on one recipe and size (or on
+    :data:`ISSUE_CASE`); one row each."""
+    if recipe == ISSUE_CASE:
+        X, y, X_test, y_test = issue_case()
+    else:
+        X, y = make_data(n, TRAIN_SEED, FLIP_RATE, recipe=recipe)
+        X_test, y_test = make_data(test_rows, TEST_SEED, recipe=recipe)
+    n = len(y)
     rows = []
     for name in ["cleanlab", *candidates]:
         model = clean_learning() if name == "cleanlab" else viboost(**CANDIDATES[name])
@@ -127,13 +149,18 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         f"- Command: `{shlex.join(['python', *argv])}`",
         "- Every model on all cores, fitted once, one after another in one process after "
         "warm-up fits; data as `benchmarks/speed.py --recipe` (10% of the training labels "
-        "flipped, 100,000 clean test rows).",
+        "flipped, 100,000 clean test rows); the issue's case (`--issue-case`): "
+        "`make_classification(200_000, 30, n_informative=10, flip_y=0.1, random_state=0)`, "
+        "a quarter held out, its test labels as noisy as the training ones.",
         "",
         "| recipe | N | model | fit s | / CleanLearning | test error % | Bayes error % "
         "| rounds chosen | noise rate |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    bayes = {recipe: 100.0 * bayes_error(recipe) for recipe in {r["recipe"] for r in rows}}
+    bayes = {
+        recipe: f"{100.0 * bayes_error(recipe):.2f}" if recipe in RECIPES else "-"
+        for recipe in {r["recipe"] for r in rows}
+    }
     base = {(r["recipe"], r["n"]): r["seconds"] for r in rows if r["model"] == "cleanlab"}
     for r in rows:
         ratio = r["seconds"] / base[r["recipe"], r["n"]]
@@ -141,7 +168,7 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
         rate = f"{r['noise_rate']:.3f}" if "noise_rate" in r else "-"
         lines.append(
             f"| {r['recipe']} | {r['n']:,} | {r['model']} | {r['seconds']:.2f} | {ratio:.2f} "
-            f"| {r['error']:.2f} | {bayes[r['recipe']]:.2f} | {rounds} | {rate} |"
+            f"| {r['error']:.2f} | {bayes[r['recipe']]} | {rounds} | {rate} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -149,12 +176,18 @@ def report(rows: list[dict[str, Any]], argv: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the grid and write the report (atomically)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--recipes", nargs="+", choices=RECIPES, default=list(RECIPES))
+    parser.add_argument("--recipes", nargs="*", choices=RECIPES, default=list(RECIPES))
     parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000])
     parser.add_argument(
         "--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES)
     )
     parser.add_argument("--test-rows", type=int, default=100_000)
+    parser.add_argument(
+        "--issue-case",
+        action="store_true",
+        help="also the reproducible case of issue 54 (make_classification(200_000, 30, "
+        "n_informative=10, flip_y=0.1), a quarter held out, its test labels as noisy)",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("default_cost.md"))
     args = parser.parse_args(argv)
     if min(args.sizes) < 100 or args.test_rows < 1:
@@ -165,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     for recipe in args.recipes:
         for n in sorted(set(args.sizes)):
             rows.extend(run(recipe, n, args.candidates, args.test_rows))
+    if args.issue_case:
+        rows.extend(run(ISSUE_CASE, 0, args.candidates, 0))
     text = report(rows, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
     tmp = args.out.with_name(args.out.name + ".tmp")
     tmp.write_text(text)
