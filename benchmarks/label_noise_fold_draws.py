@@ -18,11 +18,16 @@ has since bagged its posterior by validation fold as well, which gave one fit th
 three draws: ``docs/label_noise.md``, "Bags by validation fold".)
 
     python benchmarks/label_noise_fold_draws.py --splits 5 --draws 3 --n-jobs 2
+
+``--params JSON`` fits ``VIBoostClassifier(**params)`` instead of the default, for the noise
+statistics of a candidate default (issue 54: ``--draws 1 --params '{"learning_rate": 0.4}'``,
+kept as ``label_noise_fold_draws_lr0.4.md``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -54,21 +59,22 @@ def pooled(draws: list[np.ndarray]) -> tuple[float, float, float, float, float]:
     return float(np.sum(values * weights)), float(low), float(high), float(median), noise_mean
 
 
-def one_task(task: tuple[str, bool, str, int, int, str]) -> list[dict[str, Any]]:
+def one_task(task: tuple[str, bool, str, int, int, str, dict]) -> list[dict[str, Any]]:
     """One known-truth task fitted with ``draws`` fold draws: a row per number of draws."""
     sys.path.insert(0, str(HERE))
     import label_noise_known_truth as kt
 
     from viboost import VIBoostClassifier
 
-    name, multiclass, setting, seed, n_draws, data_dir = task
+    name, multiclass, setting, seed, n_draws, data_dir, params = task
     X_tr, _, y_noisy, flipped, _, _ = kt.drawn_task(name, multiclass, setting, seed, Path(data_dir))
     true = float(np.mean(flipped))
     draws, rows = [], []
     for r in range(n_draws):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = VIBoostClassifier(random_state=seed + SEED_STEP * r).fit(X_tr, y_noisy)
+            model = VIBoostClassifier(random_state=seed + SEED_STEP * r, **params)
+            model.fit(X_tr, y_noisy)
         draws.append(model.noise_rate_draws_)
         rate, low, high, median, noise_mean = pooled(draws)
         rows.append({
@@ -108,6 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--out-dir", type=Path, default=HERE)
+    parser.add_argument(
+        "--params",
+        type=json.loads,
+        default={},
+        help="VIBoostClassifier parameters other than the default's, as JSON (for instance "
+        "'{\"learning_rate\": 0.4}'): the noise statistics of a candidate default",
+    )
     args = parser.parse_args(argv)
     if args.splits < 1 or args.draws < 1:
         parser.error("--splits and --draws must be >= 1")
@@ -115,10 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     import label_noise as ln
     import label_noise_known_truth as kt
 
-    tasks = [(d, False, s, k, args.draws, str(args.data_dir)) for d in kt.BINARY_SETS
+    tasks = [(d, False, s, k, args.draws, str(args.data_dir), args.params) for d in kt.BINARY_SETS
              for s in kt.BINARY_SETTINGS for k in range(args.splits)]  # fmt: skip
-    tasks += [(d, True, s, k, args.draws, str(args.data_dir)) for d in kt.MULTICLASS_SETS
-              for s in kt.MULTICLASS_SETTINGS for k in range(args.splits)]  # fmt: skip
+    tasks += [(d, True, s, k, args.draws, str(args.data_dir), args.params)
+              for d in kt.MULTICLASS_SETS for s in kt.MULTICLASS_SETTINGS
+              for k in range(args.splits)]  # fmt: skip
     if args.n_jobs > 1:
         with ProcessPoolExecutor(args.n_jobs) as pool:
             rows = [row for task_rows in pool.map(one_task, tasks) for row in task_rows]
