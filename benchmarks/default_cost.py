@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from viboost._utils.io import atomic_write_text
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from speed import (  # noqa: E402  (a sibling script)
@@ -201,9 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.issue_case:
         rows.extend(run(ISSUE_CASE, 0, args.candidates, 0))
     text = report(rows, [sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(args.out)
+    atomic_write_text(args.out, text)
     print(text)
     return 0
 

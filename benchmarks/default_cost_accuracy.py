@@ -35,6 +35,7 @@ import label_noise as ln  # noqa: E402  (a sibling script)
 from default_cost import CANDIDATES  # noqa: E402
 
 from viboost import VIBoostClassifier  # noqa: E402
+from viboost._utils.io import atomic_write_text  # noqa: E402
 
 BINARY_SETTINGS = ("0", "10", "20", "30", "cc")
 
@@ -129,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{int((worse < -0.3).sum())}."
         )
     text = "\n".join(lines) + "\n"
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(args.out)
+    atomic_write_text(args.out, text)
     print(text)
     return 0
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
@@ -36,6 +37,7 @@ from sklearn.utils.validation import (
     column_or_1d,
     validate_data,
 )
+from tqdm.auto import tqdm
 
 from viboost._utils.categorical import NON_NUMERIC_HINT, CategoricalEncoder, resolve_categorical
 from viboost._utils.parallel import KERNELS, fit_threads, kernel_threads, numba_threads
@@ -113,9 +115,6 @@ def _compile_up_front(multiclass: bool, threads: int, verbose: int) -> None:
         # seconds for nothing.
         _COMPILED_UP_FRONT.add(key)
         return
-    from sklearn.exceptions import ConvergenceWarning
-    from tqdm.auto import tqdm
-
     rng = np.random.default_rng(0)
     X = rng.standard_normal((_UP_FRONT_ROWS[threads > 1], 4))
     signal = X[:, 0] + X[:, 1] * X[:, 2] + rng.logistic(size=X.shape[0])
