@@ -16,7 +16,7 @@ def test_paper_preset_is_algorithm_1_as_printed():
 
 def test_robust_preset():
     assert PRESETS["robust"] == FitPlan(
-        1000, 0.2, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
+        1000, 0.4, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
         leaf_weights="per-leaf", weight_prior=None,
     )  # fmt: skip
     assert not PRESETS["robust"].stumps

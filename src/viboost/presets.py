@@ -16,7 +16,7 @@
 
     1. *cross-fitting*: ``cv`` boosters (``cv="auto"``: 5, fewer from 250,000 rows), each on
        all folds but one, add trees (8 leaves, each leaf at the exact mode of its q(c)) shrunk
-       by ``learning_rate = 0.2``, grown together
+       by ``learning_rate = 0.4``, grown together
        (one histogram pass per step for all folds); every 10 rounds the out-of-fold margins are
        scored by the model's marginal likelihood of the observed labels, with (theta, xi, the
        scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.noise_fit.calibration`). The
@@ -116,7 +116,7 @@ PRESETS: dict[str, FitPlan] = {
     "paper": FitPlan(n_estimators=100, learning_rate=1.0, alpha="approx", noise_fit="in-sample"),
     "robust": FitPlan(
         n_estimators=1000,
-        learning_rate=0.2,
+        learning_rate=0.4,
         alpha="exact",
         noise_fit="cross-fit",
         max_leaf_nodes=8,
