@@ -1249,7 +1249,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("--splits must be >= 1")
     if args.part == "known-truth":
         known = sibling("label_noise_known_truth")
-        ignored = [f"--{o}" for o in ("settings", "models") if getattr(args, o)]
+        ignored = ["--settings"] if args.settings else []
+        ignored += [f"--models {m}" for m in args.models or () if m != "viboost"]
         ignored += ["--resume"] if args.resume else []
         sets = args.datasets or [*known.BINARY_SETS, *known.MULTICLASS_SETS]
         ignored += [d for d in sets if d not in (*known.BINARY_SETS, *known.MULTICLASS_SETS)]
@@ -1264,7 +1265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         command if argv is None else "run_known_truth(...)",
                         tuple(d for d in known.BINARY_SETS if d in sets),
                         tuple(d for d in known.MULTICLASS_SETS if d in sets),
-                        reuse=args.reuse)  # fmt: skip
+                        reuse=args.reuse, keep_peers=args.models == ["viboost"])  # fmt: skip
         return
     if args.part == "mixed":
         wrong = [d for d in args.datasets or () if d not in mixed.DATASETS]

@@ -18,6 +18,10 @@ read as ``benchmarks/label_noise_mixed.py`` reads them (non-numeric columns as p
 ``category``) and every model is fitted on the frame as it comes (CatBoost with those columns as
 ``cat_features``); their p(x) takes the categorical columns one-hot and the numeric ones (missing
 cells set to the median) through the same splines; they are split in half.
+
+``python benchmarks/label_noise.py --part known-truth --models viboost`` refits VIBoost only and
+takes the peers' test errors from the CSV's rows of the same tasks (a change of VIBoost leaves
+them as they were; every task must be in the CSV).
 """
 
 from __future__ import annotations
@@ -268,10 +272,22 @@ def run_known_truth(
     splits: int, n_jobs: int, out_dir: Path, data_dir: Path, command: str,
     binary_sets: tuple[str, ...] = BINARY_SETS, multiclass_sets: tuple[str, ...] = MULTICLASS_SETS,
     peers: tuple[str, ...] = PEERS, name: str = "label_noise_known_truth", reuse: bool = False,
+    keep_peers: bool = False,
 ) -> pd.DataFrame:  # fmt: skip
     """Run every fit, write ``NAME.csv`` and ``NAME.md`` to ``out_dir`` (``peers``: the
-    peers to fit beside VIBoost; ``reuse``: keep the CSV's rows of the sets not run)."""
+    peers to fit beside VIBoost; ``reuse``: keep the CSV's rows of the sets not run;
+    ``keep_peers``: fit VIBoost only and take the peers' test errors from the CSV's rows of
+    the same set, setting and split, which every task must have: a peer's fit does not depend
+    on VIBoost's, and its task's data come from the seed alone)."""
     import label_noise as ln
+
+    csv = Path(out_dir) / f"{name}.csv"
+    key = ["part", "data", "setting", "seed"]
+    if keep_peers:
+        if not csv.is_file():
+            raise FileNotFoundError(f"keep_peers: no {csv} to take the peers' errors from")
+        previous = pd.read_csv(csv, dtype={"setting": str})
+        peers = ()
 
     tasks = [(d, False, s, k, str(data_dir), peers) for d in binary_sets
              for s in BINARY_SETTINGS for k in range(splits)]  # fmt: skip
@@ -283,9 +299,15 @@ def run_known_truth(
     else:
         rows = [one_fit(task) for task in tasks]
     results = pd.DataFrame(rows)
+    if keep_peers:
+        known = previous[key + [p for p in PEERS if p in previous.columns]]
+        results = results.drop(columns=list(PEERS)).merge(known, on=key, how="left", validate="1:1")
+        missing = results[list(PEERS)].isna().all(axis=1) & results.seed.notna()
+        if missing.any():
+            first = results.loc[missing, key].iloc[0].tolist()
+            raise ValueError(f"keep_peers: {csv} has no peers' errors for {first}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    csv = out_dir / f"{name}.csv"
     if reuse and csv.is_file():
         old = pd.read_csv(csv, dtype={"setting": str})
         run = set(zip(results.part, results.data, strict=True))
