@@ -20,10 +20,7 @@ changed on purpose; the paper preset's outputs did not), and for the bags by val
 weights and predictions did not), and once more when the nested posterior's draws took the
 Cholesky factor (the same distribution, other Monte Carlo draws), and when the noise
 calibration's row kernels took one ``exp`` in linear space (the same sums to rounding: the
-noise statistics moved by at most 6e-8 relative, every discrete output stayed), and when the
-robust preset's ``learning_rate`` went from 0.2 to 0.4 with its own trees (issue 54: every
-robust fit of 8-leaf trees changed on purpose; the stumps of ``binary-robust-stumps-cv3`` keep
-0.2 and their outputs, and the paper preset's outputs did not change). The pickled
+noise statistics moved by at most 6e-8 relative, every discrete output stayed). The pickled
 models are 0.3.0's and must still load and predict as then.
 """
 

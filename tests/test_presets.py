@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from viboost import VIBoostClassifier
-from viboost.presets import OTHER_TREES_LEARNING_RATE, PRESETS, FitPlan, resolve_preset
+from viboost.presets import PRESETS, FitPlan, resolve_preset
 
 
 def test_paper_preset_is_algorithm_1_as_printed():
@@ -16,7 +16,7 @@ def test_paper_preset_is_algorithm_1_as_printed():
 
 def test_robust_preset():
     assert PRESETS["robust"] == FitPlan(
-        1000, 0.4, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
+        1000, 0.2, "exact", "cross-fit", max_leaf_nodes=8, min_samples_leaf=None,
         leaf_weights="per-leaf", weight_prior=None,
     )  # fmt: skip
     assert not PRESETS["robust"].stumps
@@ -87,20 +87,3 @@ def test_robust_min_samples_leaf_is_20_or_half_a_leafs_share():
     X = np.random.default_rng(0).normal(size=(60, 2))
     clf = VIBoostClassifier(20, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
     assert clf.plan_.min_samples_leaf == 3  # 60 rows / (2 x 8 leaves)
-
-
-def test_the_robust_step_goes_with_its_own_trees():
-    """learning_rate None: 0.4 with the robust preset's 8-leaf trees (also when set to them
-    explicitly), 0.2 once max_leaf_nodes, max_depth or leaf_weights make other trees; an
-    explicit learning_rate wins, and the paper preset keeps its full step."""
-
-    def resolve(preset: str, lr: float | None = None, **trees: object) -> FitPlan:
-        return resolve_preset(preset, None, lr, None, None, **trees)  # type: ignore[arg-type]
-
-    assert resolve("robust").learning_rate == 0.4
-    assert resolve("robust", max_leaf_nodes=8, leaf_weights="per-leaf").learning_rate == 0.4
-    for other in ({"max_leaf_nodes": 31}, {"max_leaf_nodes": 2}, {"max_depth": 3},
-                  {"leaf_weights": "tied"}):  # fmt: skip
-        assert resolve("robust", **other).learning_rate == OTHER_TREES_LEARNING_RATE == 0.2
-    assert resolve("robust", max_leaf_nodes=31, lr=0.3).learning_rate == 0.3
-    assert resolve("paper", max_leaf_nodes=31).learning_rate == 1.0

@@ -163,7 +163,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
 
     Two presets (:mod:`viboost.presets`; explicitly set parameters always win):
 
-    - ``"robust"`` (default): boosters with shrinkage (``learning_rate=0.4``) and the exact mode
+    - ``"robust"`` (default): boosters with shrinkage (``learning_rate=0.2``) and the exact mode
       of q(c) are cross-fitted on ``cv`` folds; their out-of-fold margins choose the number of
       rounds (at most ``n_estimators=1000``) and calibrate theta, xi and the scale of ``H`` by
       the model's marginal likelihood, which gives every row a calibrated ``phi_n``; the final
@@ -189,8 +189,7 @@ class VIBoostClassifier(ClassifierMixin, BaseEstimator):
         and ``noise_fit`` (see above).
     learning_rate : float or None, default=None
         Shrinkage: round t adds ``learning_rate * alpha_t h_t`` to ``H``. None: from the preset
-        (robust: 0.4 with its own trees, 0.2 when ``max_leaf_nodes``, ``max_depth`` or
-        ``leaf_weights`` set others; paper: 1).
+        (robust: 0.2, paper: 1).
     weight_prior : float or None, default=None
         mu_0: multiplicity of the prior v-Log([+1,-1], [0,0], mu_0) on each learner's weight
         (each leaf's, with per-leaf weights): it counts as mu_0 rows of each label at margin 0.

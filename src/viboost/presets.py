@@ -16,8 +16,7 @@
 
     1. *cross-fitting*: ``cv`` boosters (``cv="auto"``: 5, fewer from 250,000 rows), each on
        all folds but one, add trees (8 leaves, each leaf at the exact mode of its q(c)) shrunk
-       by ``learning_rate = 0.4`` (0.2 for other trees: :data:`OTHER_TREES_LEARNING_RATE`),
-       grown together
+       by ``learning_rate = 0.2``, grown together
        (one histogram pass per step for all folds); every 10 rounds the out-of-fold margins are
        scored by the model's marginal likelihood of the observed labels, with (theta, xi, the
        scale of ``H``) fitted to them by empirical Bayes (:mod:`viboost.noise_fit.calibration`). The
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO_MIN_SAMPLES_LEAF",
-    "OTHER_TREES_LEARNING_RATE",
     "PRESETS",
     "FitPlan",
     "auto_min_samples_leaf",
@@ -118,7 +116,7 @@ PRESETS: dict[str, FitPlan] = {
     "paper": FitPlan(n_estimators=100, learning_rate=1.0, alpha="approx", noise_fit="in-sample"),
     "robust": FitPlan(
         n_estimators=1000,
-        learning_rate=0.4,
+        learning_rate=0.2,
         alpha="exact",
         noise_fit="cross-fit",
         max_leaf_nodes=8,
@@ -127,12 +125,6 @@ PRESETS: dict[str, FitPlan] = {
         weight_prior=None,  # resolved from min_samples_leaf: auto_weight_prior
     ),
 }
-
-#: The robust preset's ``learning_rate`` when the trees are not its own (``max_leaf_nodes``,
-#: ``max_depth`` or ``leaf_weights`` set to something else): the preset's 0.4 was chosen for its
-#: 8-leaf trees; on the label-noise benchmark's 300 binary tasks it cost 31-leaf trees 0.84
-#: points of test error and stumps 0.62 against this step (``docs/label_noise.md``, "Speed").
-OTHER_TREES_LEARNING_RATE = 0.2
 
 #: The robust preset's least rows per leaf: this many, or fewer when a full tree of the data
 #: would not fit (:func:`auto_min_samples_leaf`).
@@ -203,10 +195,6 @@ def resolve_preset(
     ``min_samples_leaf`` (:func:`auto_min_samples_leaf`) and, from it, its ``weight_prior``
     (:func:`auto_weight_prior`); without it they stay None (unless given).
 
-    The robust preset's ``learning_rate`` (0.4) goes with its own trees; when
-    ``max_leaf_nodes``, ``max_depth`` or ``leaf_weights`` makes them other trees, ``None``
-    resolves to :data:`OTHER_TREES_LEARNING_RATE` (0.2).
-
     ``max_depth=None`` keeps the preset's (no limit in both). Setting ``max_leaf_nodes`` or
     ``max_depth`` on the paper preset asks for trees: their leaves are then tied +-1 (Algorithm 1
     with trees as printed) unless ``leaf_weights`` says otherwise.
@@ -216,20 +204,10 @@ def resolve_preset(
     >>> plan = resolve_preset("paper", None, 0.5, None, None)
     >>> plan.learning_rate, plan.alpha, plan.stumps
     (0.5, 'approx', True)
-    >>> plan = resolve_preset("robust", None, None, None, None, max_leaf_nodes=15)
-    >>> plan.max_leaf_nodes, plan.learning_rate
-    (15, 0.2)
-    >>> resolve_preset("robust", None, None, None, None, max_leaf_nodes=8).learning_rate
-    0.4
+    >>> resolve_preset("robust", None, None, None, None, max_leaf_nodes=15).max_leaf_nodes
+    15
     """
     base = PRESETS[preset]
-    other_trees = (
-        (max_leaf_nodes is not None and int(max_leaf_nodes) != base.max_leaf_nodes)
-        or max_depth is not None
-        or (leaf_weights is not None and leaf_weights != base.leaf_weights)
-    )
-    if learning_rate is None and preset == "robust" and other_trees:
-        learning_rate = OTHER_TREES_LEARNING_RATE
     if max_depth is not None and max_leaf_nodes is None and base.max_leaf_nodes == 2:
         max_leaf_nodes = 2 ** int(max_depth)  # a depth limit on the paper's stumps: full trees
     plan = FitPlan(

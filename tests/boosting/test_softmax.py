@@ -166,8 +166,7 @@ def test_k_classes_drop_the_flagged_rows_from_the_refit_on_request(fitted):
     assert clf.noise_rate_ == weighted.noise_rate_
     kept = refit_phi > 0.5
     np.testing.assert_array_equal(clf.refit_weight_, kept.astype(float))
-    # (20% of the labels flipped: 0.79 of the dropped rows are flipped at learning rate 0.4)
-    assert np.mean(flipped[~kept]) > 0.75 and np.mean(flipped[kept]) < 0.05
+    assert np.mean(flipped[~kept]) > 0.8 and np.mean(flipped[kept]) < 0.05
     # The second search ran longer than the first (the kept labels overfit later).
     assert clf.cv_best_rounds_ > weighted.cv_best_rounds_
     assert np.mean(clf.predict(X) == names[true]) > 0.85

@@ -201,7 +201,7 @@ def test_inspect(model_file, capsys):
     assert main(["inspect", str(model_file), "--stumps", "3"]) == 0
     out = capsys.readouterr().out
     assert "preset: robust (noise_fit: cross-fit" in out
-    assert "learning rate: 0.4, alpha: exact, noise model: on" in out
+    assert "learning rate: 0.2, alpha: exact, noise model: on" in out
     model = joblib.load(model_file)
     assert (
         f"rounds: 8 (refitted on all rows from the {model.cv_best_rounds_} chosen by "
