@@ -42,11 +42,9 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
 from viboost._utils.io import atomic_write_text
+from viboost._utils.lanes import add_four_lanes, add_two_lanes
 from viboost._utils.prefetch import prefetch
 from viboost.boosting.histogram import HISTOGRAM_SLOTS, node_histograms
 
@@ -54,42 +52,6 @@ AHEAD = 16
 #: Levels of a quantised statistic (LightGBM's ``num_grad_quant_bins`` is 4 by default; 255
 #: keeps the rounding small and still fits the packed sums of a chunk in 64 bits).
 LEVELS = 255
-
-
-@intrinsic
-def _add_two(typingctx, hist, offset, a, b):  # pragma: no cover - compiled
-    """``hist[offset:offset + 2] += (a, b)`` as one 2-lane load, add and store."""
-    sig = types.void(hist, types.int64, types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        lanes = ir.VectorType(ir.DoubleType(), 2)
-        stats = ir.Constant(lanes, [0.0, 0.0])
-        for lane, value in enumerate(args[2:]):
-            stats = builder.insert_element(stats, value, ir.Constant(ir.IntType(32), lane))
-        pointer = builder.bitcast(builder.gep(array.data, [args[1]]), lanes.as_pointer())
-        builder.store(builder.fadd(builder.load(pointer, align=8), stats), pointer, align=8)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _add_four(typingctx, hist, offset, a, b, c):  # pragma: no cover - compiled
-    """``hist[offset:offset + 4] += (a, b, c, 0)`` as one 4-lane load, add and store."""
-    sig = types.void(hist, types.int64, types.float64, types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        lanes = ir.VectorType(ir.DoubleType(), 4)
-        stats = ir.Constant(lanes, [0.0, 0.0, 0.0, 0.0])
-        for lane, value in enumerate(args[2:]):
-            stats = builder.insert_element(stats, value, ir.Constant(ir.IntType(32), lane))
-        pointer = builder.bitcast(builder.gep(array.data, [args[1]]), lanes.as_pointer())
-        builder.store(builder.fadd(builder.load(pointer, align=8), stats), pointer, align=8)
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @numba.njit
@@ -135,7 +97,7 @@ def _two_lane(binned, rows, stats, n_slots, size, out):  # pragma: no cover - co
                 slot = np.int64(row[j])
                 if slot == 255:
                     slot = n_slots - 1
-                _add_two(wide, (np.int64(j) * n_slots + slot) * 2, a, b)
+                add_two_lanes(wide, (np.int64(j) * n_slots + slot) * 2, a, b)
         for j in range(d):
             for slot in range(n_slots):
                 out[j, slot, 0] += wide[(j * n_slots + slot) * 2]
@@ -156,7 +118,7 @@ def _column_wise(columns, rows, stats, n_slots, size, out):  # pragma: no cover 
                 slot = np.int64(column[rows[k]])
                 if slot == 255:
                     slot = n_slots - 1
-                _add_four(wide, slot * 4, stats[k, 0], stats[k, 1], stats[k, 2])
+                add_four_lanes(wide, slot * 4, stats[k, 0], stats[k, 1], stats[k, 2])
             for slot in range(n_slots):
                 for s in range(3):
                     out[j, slot, s] += wide[slot * 4 + s]

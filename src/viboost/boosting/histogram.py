@@ -15,10 +15,8 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
+from viboost._utils.lanes import add_four_lanes
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.prefetch import prefetch
 from viboost._utils.scratch import ScratchArrays, aligned_empty
@@ -57,8 +55,8 @@ _NODE_MAX_CHUNKS = 16
 #: without it each row waits on a cache miss. The prefetch changes no sum.
 _PREFETCH_ROWS = 16
 #: A node's chunk of at least this many rows a histogram slot sums its rows into 4-lane slots
-#: (:func:`_add_to_slot`); a smaller one, whose slots would cost more to clear and copy than the
-#: wide additions save, into the histogram itself.
+#: (``add_four_lanes`` of :mod:`viboost._utils.lanes`); a smaller one, whose slots would cost more
+#: to clear and copy than the wide additions save, into the histogram itself.
 _WIDE_ROWS_PER_SLOT = 4
 # A call of fewer (rows x features) runs on the calling thread (waking threads would cost
 # more than it saves; a node of 3,000 rows x 50 takes 0.86 ms on one thread, 0.54 on two).
@@ -323,35 +321,8 @@ def _node_chunks(starts, stops):  # pragma: no cover - compiled
     return first, size
 
 
-# Compiled callers leave out ``typingctx``, which numba's type hints of an @intrinsic count as an
-# argument: hence their ``# type: ignore[call-arg]`` (also for prefetch).
-@intrinsic
-def _add_to_slot(typingctx, hist, offset, a, b, c):  # pragma: no cover - compiled
-    """``hist[offset:offset + 4] += (a, b, c, 0)`` as one 4-lane load, add and store (one
-    read-modify-write of a slot where three scalar ones would each wait on memory). Each lane is
-    an IEEE addition, the same as the scalar one, so the sums are bit for bit those of three
-    scalar additions (the fourth lane, a pad, adds 0 to 0). ``hist``: a C-contiguous 1-d float64
-    array with at least ``offset + 4`` items."""
-    if not (
-        isinstance(hist, types.Array)
-        and hist.ndim == 1
-        and hist.layout == "C"
-        and hist.dtype == types.float64
-    ):
-        return None
-    sig = types.void(hist, types.int64, types.float64, types.float64, types.float64)
-
-    def codegen(context, builder, signature, args):
-        array = context.make_array(signature.args[0])(context, builder, args[0])
-        lanes = ir.VectorType(ir.DoubleType(), 4)
-        stats = ir.Constant(lanes, [0.0, 0.0, 0.0, 0.0])
-        for lane, value in enumerate(args[2:]):
-            stats = builder.insert_element(stats, value, ir.Constant(ir.IntType(32), lane))
-        pointer = builder.bitcast(builder.gep(array.data, [args[1]]), lanes.as_pointer())
-        builder.store(builder.fadd(builder.load(pointer, align=8), stats), pointer, align=8)
-        return context.get_dummy_value()
-
-    return sig, codegen
+# The intrinsics of viboost._utils.lanes and prefetch are called without ``typingctx``, which
+# numba's type hints count as an argument: hence their ``# type: ignore[call-arg]``.
 
 
 @numba.njit(cache=True, inline="always")
@@ -360,7 +331,7 @@ def _add_row(h, w, to_wide, counted, j, slot, a, b, n_k):  # pragma: no cover - 
     ``w`` (flat, 4 lanes a slot; ``n_k`` is 0 when not ``counted``) if ``to_wide``, else one
     by one into ``h`` (``(d, n_slots, 3)``; the count only if ``counted``)."""
     if to_wide:
-        _add_to_slot(w, (j * h.shape[1] + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
+        add_four_lanes(w, (j * h.shape[1] + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
     else:
         h[j, slot, 0] += a
         h[j, slot, 1] += b
@@ -373,12 +344,12 @@ def _wide_dense_rows(
     binned, rows, stats, lo, hi, d0, d1, counted, w, n_slots
 ):  # pragma: no cover - compiled
     """Rows ``rows[lo:hi]`` (statistics ``stats[lo:hi]``) into the 4-lane slots ``w`` of
-    features ``d0:d1`` (:func:`_add_to_slot`), every feature dense: the common case of
-    :func:`_node_histograms`, compiled apart so that its loop is optimised alone. The features are
-    counted with unsigned integers: an index that may be negative makes numba test it for Python's
-    wraparound at every use (measured: :doc:`docs/speed.md </speed>` ("Inside the kernels")). The
-    bins of the row :data:`_PREFETCH_ROWS` ahead are prefetched (the rows of a node are sorted but
-    sparse)."""
+    features ``d0:d1`` (``add_four_lanes`` of :mod:`viboost._utils.lanes`), every feature dense:
+    the common case of :func:`_node_histograms`, compiled apart so that its loop is optimised
+    alone. The features are counted with unsigned integers: an index that may be negative
+    makes numba test it for Python's wraparound at every use (measured: :doc:`docs/speed.md
+    </speed>` ("Inside the kernels")). The bins of the row :data:`_PREFETCH_ROWS` ahead are
+    prefetched (the rows of a node are sorted but sparse)."""
     missing_slot = n_slots - 1
     ahead = hi - _PREFETCH_ROWS
     for k in range(lo, hi):
@@ -391,7 +362,7 @@ def _wide_dense_rows(
             slot = np.int64(row[j])
             if slot == 255:
                 slot = missing_slot
-            _add_to_slot(w, (np.int64(j) * n_slots + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
+            add_four_lanes(w, (np.int64(j) * n_slots + slot) * 4, a, b, n_k)  # type: ignore[call-arg]
 
 
 @numba.njit(cache=True)
@@ -462,10 +433,11 @@ def _node_histograms(
 
     A chunk is read row by row from ``binned``, the row :data:`_PREFETCH_ROWS` ahead
     prefetched. A chunk of at least :data:`_WIDE_ROWS_PER_SLOT` rows a slot adds each row's
-    three statistics to a slot in one 4-lane operation (:func:`_add_to_slot`) into its row of
-    ``wide`` (shape ``(chunks, d * n_slots * 4)``, any values), then copies the three lanes
-    into its partial; a smaller chunk adds them one by one into its partial (the wide slots
-    would cost more to clear and copy than they save). Either way each (feature, slot) adds
+    three statistics to a slot in one 4-lane operation
+    (``add_four_lanes`` of :mod:`viboost._utils.lanes`) into its row of ``wide`` (shape ``(chunks,
+    d * n_slots * 4)``, any values), then copies the three lanes into its partial; a smaller
+    chunk adds them one by one into its partial (the wide slots would cost more to clear and
+    copy than they save). Either way each (feature, slot) adds
     the chunk's rows in their order, so the sums are the same. Only the ``dense`` features are
     read from the bins; the ``sparse`` ones from each row's entries (``row_starts``,
     ``entry_features``, ``entry_bins``: :class:`SparseBins`), their commonest bins
