@@ -10,7 +10,9 @@ bit those of scalar additions in the same order.
 ``add_four_lanes`` adds three values and a zero pad (a 32-byte slot);
 ``add_two_lanes`` two values (a 16-byte slot). Compiled callers leave out ``typingctx``,
 which numba's type hints of an ``@intrinsic`` count as an argument: hence their
-``# type: ignore[call-arg]``.
+``# type: ignore[call-arg]``. numba's on-disk cache of a kernel that calls them holds their
+code and is keyed by the kernel's own source file only: a change here needs a change in those
+modules (:mod:`viboost.boosting.histogram`) or a cleared cache.
 """
 
 from __future__ import annotations
