@@ -36,20 +36,26 @@ from viboost.boosting.splitting import GAIN_TOL, best_node_split, categorical_se
 
 
 @numba.njit
-def _pretest(hist, n_bins, prior, min_leaf):  # pragma: no cover - compiled
-    """``best_node_split``'s numeric pass (Newton score) with the multiplicative pre-test."""
-    best_gain = -np.inf
-    best_j, best_p, best_missing_left = -1, 0, True
-    best_la, best_lb, best_lc = 0.0, 0.0, 0.0
-    missing = hist.shape[1] - 1
+def _node_totals(hist, prior):  # pragma: no cover - compiled
+    """The node's sums (from feature 0), its score and the tolerances, as
+    ``best_node_split`` takes them."""
     ta, tb, tc = 0.0, 0.0, 0.0
     for b in range(hist.shape[1]):
         ta += hist[0, b, 0]
         tb += hist[0, b, 1]
         tc += hist[0, b, 2]
     parent = node_score(ta, tb, 0, prior)
-    tol = GAIN_TOL * max(abs(parent), 1e-300)
-    empty = GAIN_TOL * tc
+    return ta, tb, tc, parent, GAIN_TOL * max(abs(parent), 1e-300), GAIN_TOL * tc
+
+
+@numba.njit
+def _pretest(hist, n_bins, prior, min_leaf):  # pragma: no cover - compiled
+    """``best_node_split``'s numeric pass (Newton score) with the multiplicative pre-test."""
+    best_gain = -np.inf
+    best_j, best_p, best_missing_left = -1, 0, True
+    best_la, best_lb, best_lc = 0.0, 0.0, 0.0
+    missing = hist.shape[1] - 1
+    ta, tb, tc, parent, tol, empty = _node_totals(hist, prior)
     for j in range(hist.shape[0]):
         ma, mb, mc = hist[j, missing, 0], hist[j, missing, 1], hist[j, missing, 2]
         no_missing = mc <= empty
@@ -88,14 +94,7 @@ def _three_pass(hist, n_bins, prior, min_leaf):  # pragma: no cover - compiled
     best_j, best_p, best_missing_left = -1, 0, True
     best_la, best_lb, best_lc = 0.0, 0.0, 0.0
     missing = n_slots - 1
-    ta, tb, tc = 0.0, 0.0, 0.0
-    for b in range(n_slots):
-        ta += hist[0, b, 0]
-        tb += hist[0, b, 1]
-        tc += hist[0, b, 2]
-    parent = node_score(ta, tb, 0, prior)
-    tol = GAIN_TOL * max(abs(parent), 1e-300)
-    empty = GAIN_TOL * tc
+    ta, tb, tc, parent, tol, empty = _node_totals(hist, prior)
     la, lb, lc = np.empty(n_slots), np.empty(n_slots), np.empty(n_slots)
     gains = np.empty((n_slots, 2))
     for j in range(hist.shape[0]):
