@@ -40,7 +40,13 @@ from sklearn.utils.validation import (
 from tqdm.auto import tqdm
 
 from viboost._utils.categorical import NON_NUMERIC_HINT, CategoricalEncoder, resolve_categorical
-from viboost._utils.parallel import KERNELS, fit_threads, kernel_threads, numba_threads
+from viboost._utils.parallel import (
+    KERNELS,
+    WORK_THRESHOLD,
+    fit_threads,
+    kernel_threads,
+    numba_threads,
+)
 from viboost._utils.validation import check_classes, check_pair, reject_non_numeric_columns
 from viboost._version import __version__
 from viboost.boosting.booster import BoosterRecords
@@ -63,7 +69,7 @@ _CATEGORICAL_HINT = NON_NUMERIC_HINT
 #: front (:func:`_compile_up_front`): the kernels' work threshold, from which they run threaded
 #: and a fit takes seconds (below, the fit is over soon after compiling, and its bars, shown
 #: after two seconds, have little to estimate).
-_UP_FRONT_WORK = 1 << 20
+_UP_FRONT_WORK = WORK_THRESHOLD
 #: Rows of the up-front fit: above the 4,096 rows from which rounds compress their rows; on
 #: several threads above the sizes from which the partition, the node histograms, the rows'
 #: split statistics and the calibration's sums run their parallel forms (2^15 rows, 2^17
