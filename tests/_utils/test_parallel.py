@@ -16,6 +16,7 @@ import viboost._utils.parallel as parallel
 import viboost.boosting.booster as viboost_booster
 from viboost import GibbsSampler, VIBoostClassifier
 from viboost._utils.parallel import (
+    ThreadedKernel,
     kernel_threads,
     max_threads,
     numba_threads,
@@ -328,6 +329,41 @@ def test_threaded_kernel_compiles_only_the_form_a_call_needs():
         assert len(chunk_sums.parallel.signatures) == 1
         np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
     assert chunk_sums.serial.py_func.__qualname__.endswith("_serial")  # own cache files
+
+
+@threaded_kernel()
+def _quarter_sums(x):
+    out = np.zeros(4)
+    for c in numba.prange(4):
+        for i in range(c, x.shape[0], 4):
+            out[c] += x[i]
+    return out
+
+
+def test_a_caller_of_threaded_kernels_calls_the_form_of_its_own():
+    # A compiled caller (threaded_kernel(calls=...)) binds the kernels it calls to its own
+    # form: its serial form (numba count 1) calls their serial forms only, so a fit on one
+    # thread never compiles a parallel form through it; both forms give the same sums.
+    @threaded_kernel(calls={"_quarter_sums": _quarter_sums})
+    def twice(x):
+        return _quarter_sums(x) + _quarter_sums(2.0 * x)
+
+    x = np.random.default_rng(1).normal(size=999)
+    want = np.array([x[c::4].sum() + (2.0 * x)[c::4].sum() for c in range(4)])
+    with numba_threads(1):
+        serial = twice(x)
+    np.testing.assert_allclose(serial, want, rtol=1e-12)
+    assert len(twice.serial.signatures) == 1 and len(twice.parallel.signatures) == 0
+    assert len(_quarter_sums.parallel.signatures) == 0  # never compiled: never needed
+    assert twice.serial.py_func.__globals__["_quarter_sums"] is _quarter_sums.serial
+    assert twice.parallel.py_func.__globals__["_quarter_sums"] is _quarter_sums.parallel
+    assert _quarter_sums.__class__ is ThreadedKernel  # the module's own name is unchanged
+    if max_threads() > 1:
+        with numba_threads(2):
+            parallel = twice(x)
+        assert len(_quarter_sums.parallel.signatures) == 1
+        np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
+    assert twice.serial.py_func.__qualname__.endswith("_serial")  # own cache files
 
 
 def test_fit_threads_keeps_blas_on_one_thread_and_restores_it():

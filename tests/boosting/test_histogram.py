@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from viboost._utils.scratch import ScratchArrays
 from viboost.boosting.histogram import (
     HISTOGRAM_SLOTS,
     histogram_slots,
@@ -133,7 +134,7 @@ def test_sparse_features_give_the_sums_of_every_bin(counted, rows_per_node):
 
 @pytest.mark.parametrize("counted", [True, False])
 @pytest.mark.parametrize("with_sparse", [False, True])
-def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
+def test_feature_groups_change_no_sum(counted, with_sparse):
     # A call of few chunks may share each chunk's features among the threads. Forced here to
     # 1, 2, 3 and 7 groups (more than some nodes' features), on one thread and on two, for a
     # dense node, sparse ones (4-lane and scalar chunks), a node of several chunks and sparse
@@ -151,12 +152,23 @@ def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
     starts, stops = bounds[:-1], bounds[1:]
     stats = rng.standard_normal((rows.size, 3))
 
+    lay = layout if layout is not None else histogram.SparseBins.all_dense(binned.shape[1])
+
     def sums(n_groups, threads, nodes):
-        monkeypatch.setattr(histogram, "_feature_groups", lambda *args: n_groups)
-        monkeypatch.setattr(histogram, "_SERIAL_CELLS", 0)
-        with numba_threads(threads):
-            return node_histograms(binned, rows, starts[nodes], stops[nodes], stats, 257,
-                                   counted=counted, sparse=layout)  # fmt: skip
+        # histograms_into with the groups forced and no call kept on one thread for its size.
+        node_starts, node_stops = starts[nodes], stops[nodes]
+        partial, wide = histogram.histogram_buffers(
+            len(nodes), int((node_stops - node_starts).sum()), binned.shape[1], 257,
+            ScratchArrays(),
+        )  # fmt: skip
+        out = np.empty((len(nodes), binned.shape[1], 257, 3))
+        with numba_threads(threads) as n_threads:
+            return histogram.histograms_into(
+                binned, rows, stats, rows, stats, np.zeros(len(nodes), dtype=np.int8),
+                node_starts, node_stops, counted, out, partial, wide, lay.dense, lay.row_starts,
+                lay.entry_features, lay.entry_bins, lay.sparse, lay.common_slots(257), n_groups,
+                0, n_threads,
+            ).copy()  # fmt: skip
 
     for nodes in ([0, 1, 2], [1], [2], [3]):
         want = sums(1, 1, nodes)
@@ -173,18 +185,16 @@ def test_feature_groups_change_no_sum(monkeypatch, counted, with_sparse):
 
 
 def test_feature_groups_follow_the_threads_for_few_chunks():
-    from viboost._utils.parallel import numba_threads
     from viboost.boosting import histogram
 
     binned, _ = _sparse_problem(n=100_000, d=8)
-    with numba_threads(2):
-        threads = histogram.numba.get_num_threads()
-        assert histogram._feature_groups(True, 1, None) == threads
-        assert histogram._feature_groups(True, 3, None) == threads
-        assert histogram._feature_groups(True, 4, None) == 1  # the chunks keep threads busy
-        assert histogram._feature_groups(False, 1, None) == 1  # a serial call
-        assert histogram._feature_groups(True, 1, sparse_bins(binned)) == 1
-        dense_only = sparse_bins(binned, min_share=1.1)
-        assert histogram._feature_groups(True, 1, dense_only) == threads
-    with numba_threads(1):
-        assert histogram._feature_groups(True, 1, None) == 1
+    groups = histogram._feature_groups
+    assert sparse_bins(binned).sparse.size > 0
+    assert sparse_bins(binned, min_share=1.1).sparse.size == 0  # (then no sparse feature)
+    for threads in (2, 3):
+        assert groups(True, 1, False, threads) == threads
+        assert groups(True, 2 * threads - 1, False, threads) == threads
+        assert groups(True, 2 * threads, False, threads) == 1  # the chunks keep threads busy
+        assert groups(False, 1, False, threads) == 1  # a call on the calling thread
+        assert groups(True, 1, True, threads) == 1  # sparse features
+    assert groups(True, 1, False, 1) == 1

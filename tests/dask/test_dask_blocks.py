@@ -566,7 +566,7 @@ def test_the_clients_share_of_a_pass_runs_its_kernels_on_one_thread(monkeypatch)
         return wrapper
 
     monkeypatch.setattr(  # the children's split search (TreeGrowths.expanded)
-        growth_module, "_attach_children", recorded("search", growth_module._attach_children)
+        growth_module, "attach_children", recorded("search", growth_module.attach_children)
     )
     monkeypatch.setattr(
         engine_module, "_sum_in_order", recorded("combine", engine_module._sum_in_order)

@@ -207,12 +207,22 @@ class ThreadedKernel:
     each has its own on-disk cache entry (the serial copy of the function is named
     ``<name>_serial``, which names numba's cache files).
 
+    With ``calls``, the kernel is a compiled caller of other threaded kernels (a driver that
+    runs several of them in one call, such as the in-memory growth of
+    :func:`viboost.boosting.partition.grow_in_place`): each name of ``calls`` is a global of
+    its source that names a :class:`ThreadedKernel`, bound in the serial form to that kernel's
+    serial form and in the parallel form to its parallel one. The caller has no ``prange`` of
+    its own, so both its forms are plain ``numba.njit``; a fit on one thread thus never
+    compiles a parallel form through it, as with the kernels it calls.
+
     Parameters
     ----------
     py_func : callable
         The kernel's Python source, written for ``numba.njit``.
     options : dict
         Further options of ``numba.njit`` for both forms (such as ``cache=True``).
+    calls : dict, default=None
+        Global name to :class:`ThreadedKernel`, for a caller of other kernels (above).
 
     Attributes
     ----------
@@ -220,19 +230,38 @@ class ThreadedKernel:
         The two forms.
     """
 
-    def __init__(self, py_func: Callable[..., Any], options: dict[str, Any]) -> None:
-        serial_func = types.FunctionType(
-            py_func.__code__,
-            py_func.__globals__,
-            py_func.__name__,
-            py_func.__defaults__,
-            py_func.__closure__,
+    def __init__(
+        self,
+        py_func: Callable[..., Any],
+        options: dict[str, Any],
+        calls: dict[str, ThreadedKernel] | None = None,
+    ) -> None:
+        def form(suffix: str, bind: dict[str, Any]) -> Callable[..., Any]:
+            func_globals = py_func.__globals__
+            if bind:  # (a copy of the globals: the module's own names stay as they are)
+                func_globals = {**func_globals, **bind}
+            func = types.FunctionType(
+                py_func.__code__,
+                func_globals,
+                py_func.__name__,
+                py_func.__defaults__,
+                py_func.__closure__,
+            )
+            func.__qualname__ = py_func.__qualname__ + suffix
+            func.__module__ = py_func.__module__
+            func.__doc__ = py_func.__doc__
+            return func
+
+        calls = calls or {}
+        self.serial = numba.njit(**options)(
+            form("_serial", {name: kernel.serial for name, kernel in calls.items()})
         )
-        serial_func.__qualname__ = py_func.__qualname__ + "_serial"
-        serial_func.__module__ = py_func.__module__
-        serial_func.__doc__ = py_func.__doc__
-        self.serial = numba.njit(**options)(serial_func)
-        self.parallel = numba.njit(parallel=True, **options)(py_func)
+        if calls:
+            self.parallel = numba.njit(**options)(
+                form("", {name: kernel.parallel for name, kernel in calls.items()})
+            )
+        else:
+            self.parallel = numba.njit(parallel=True, **options)(py_func)
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args: Any) -> Any:
@@ -246,8 +275,11 @@ class ThreadedKernel:
         return is_cached(self.parallel if parallel else self.serial)
 
 
-def threaded_kernel(**options: Any) -> Callable[[Callable[..., Any]], ThreadedKernel]:
-    """Decorator: ``@threaded_kernel(cache=True)`` makes a :class:`ThreadedKernel`.
+def threaded_kernel(
+    calls: dict[str, ThreadedKernel] | None = None, **options: Any
+) -> Callable[[Callable[..., Any]], ThreadedKernel]:
+    """Decorator: ``@threaded_kernel(cache=True)`` makes a :class:`ThreadedKernel`
+    (``calls``: of a compiled caller of other threaded kernels, as there).
 
     Examples
     --------
@@ -267,7 +299,7 @@ def threaded_kernel(**options: Any) -> Callable[[Callable[..., Any]], ThreadedKe
     """
 
     def wrap(py_func: Callable[..., Any]) -> ThreadedKernel:
-        kernel = ThreadedKernel(py_func, options)
+        kernel = ThreadedKernel(py_func, options, calls)
         KERNELS[f"{py_func.__module__}.{py_func.__qualname__}"] = kernel
         return kernel
 

@@ -57,7 +57,16 @@ from viboost.boosting.learners import NODE_DTYPE
 from viboost.boosting.split_statistics import TreeSettings
 from viboost.boosting.splitting import best_node_split, leaf_value
 
-__all__ = ["Expansion", "TreeGrowth", "TreeGrowths", "padded_thresholds"]
+__all__ = [
+    "Expansion",
+    "GrowthState",
+    "TreeGrowth",
+    "TreeGrowths",
+    "advance_growths",
+    "attach_children",
+    "padded_thresholds",
+    "pending_requests",
+]
 
 
 class Expansion(NamedTuple):
@@ -79,6 +88,26 @@ class Expansion(NamedTuple):
     categories: tuple[int, int, int, int] | None = None
 
 
+class GrowthState(NamedTuple):
+    """The compiled state and settings of a :class:`TreeGrowths`, in the order of the
+    arguments of :func:`advance_growths` and :func:`attach_children`, for a compiled caller
+    that answers the growth's requests itself
+    (:func:`~viboost.boosting.partition.grow_in_place`); the arrays are the growth's own."""
+
+    ints: np.ndarray
+    reals: np.ndarray
+    counts: np.ndarray
+    pending: np.ndarray
+    max_leaf_nodes: int
+    max_depth: int
+    min_leaf: float
+    n_bins: np.ndarray
+    is_categorical: np.ndarray
+    categorical: np.ndarray
+    code: int
+    priors: np.ndarray
+
+
 # Columns of the compiled growth's per-node integer state (TreeGrowths._ints[t, node]).
 _DEPTH, _FEATURE, _POSITION, _MISSING_LEFT, _LEFT, _RIGHT, _ORDER, _IN_HEAP, _GROWN = range(9)
 # ... then the four words of a categorical split's left set (uint64 bit patterns; position -1).
@@ -93,8 +122,6 @@ _RECORDS, _LEAVES, _CREATED, _PENDING = range(4)
 # Columns of a pending request (TreeGrowths._pending[t, k]): Expansion's fields in order,
 # the categories' four words last.
 _N_REQUEST = 11
-# A word of a categorical set as a Python int in uint64 range (the state holds int64 patterns).
-_WORD = (1 << 64) - 1
 
 
 @numba.njit(cache=True)
@@ -241,7 +268,7 @@ def _speculate(
 
 
 @numba.njit(cache=True)
-def _advance_growths(
+def advance_growths(
     ints, reals, counts, pending, max_leaf_nodes, max_depth, min_leaf, per_request, requests
 ):  # pragma: no cover - compiled
     """Per tree: split the best leaves, in order, while their children are known (or need no
@@ -297,6 +324,43 @@ def _advance_growths(
 
 
 @numba.njit(cache=True)
+def pending_requests(counts, pending):  # pragma: no cover - compiled
+    """Every tree's pending requests (of :func:`advance_growths`), flat over the trees in
+    order: per request its tree, the node to split, its children's ids (left, right), the
+    split's feature, position and whether the missing values go left, whether the left child
+    is the smaller, and a categorical split's four words of the codes that go left (uint64;
+    zeros for a numeric split)."""
+    m = 0
+    for t in range(counts.shape[0]):
+        m += counts[t, _PENDING]
+    tree = np.empty(m, dtype=np.int64)
+    node = np.empty(m, dtype=np.int64)
+    left = np.empty(m, dtype=np.int64)
+    right = np.empty(m, dtype=np.int64)
+    feature = np.empty(m, dtype=np.int64)
+    position = np.empty(m, dtype=np.int64)
+    missing_left = np.empty(m, dtype=np.bool_)
+    small_left = np.empty(m, dtype=np.bool_)
+    words = np.zeros((m, 4), dtype=np.uint64)
+    q = 0
+    for t in range(counts.shape[0]):
+        for k in range(counts[t, _PENDING]):
+            request = pending[t, k]
+            tree[q] = t
+            node[q] = request[0]
+            left[q] = request[1]
+            right[q] = request[2]
+            feature[q] = request[3]
+            position[q] = request[4]
+            missing_left[q] = request[5] != 0
+            small_left[q] = request[6] != 0
+            for w in range(4):
+                words[q, w] = np.uint64(request[7 + w])
+            q += 1
+    return tree, node, left, right, feature, position, missing_left, small_left, words
+
+
+@numba.njit(cache=True)
 def _find_split(
     ints, reals, t, i, hist, n_bins, is_cat, cat, code, prior, min_leaf, max_depth
 ):  # pragma: no cover - compiled
@@ -337,7 +401,7 @@ def _start_growths(
 
 
 @threaded_kernel(cache=True)
-def _attach_children(
+def attach_children(
     ints, reals, counts, pending, children, n_bins, is_cat, cat, code, priors, min_leaf,
     max_depth,
 ):  # pragma: no cover - compiled  # fmt: skip
@@ -454,17 +518,6 @@ def _grown_tree(ints, reals, counts, t, code, prior, edges, nodes):  # pragma: n
             holder[left] = holder[index]
             holder[ints[t, index, _RIGHT]] = holder[index]
     return n, error, holder
-
-
-def _words(words: list) -> tuple[int, int, int, int]:
-    """A categorical split's four 64-bit words as non-negative Python ints (the growth
-    state holds them as int64)."""
-    return (
-        int(words[0]) & _WORD,
-        int(words[1]) & _WORD,
-        int(words[2]) & _WORD,
-        int(words[3]) & _WORD,
-    )
 
 
 def padded_thresholds(
@@ -595,8 +648,19 @@ class TreeGrowths:
     def __len__(self) -> int:
         return self._ints.shape[0]
 
+    @property
+    def state(self) -> GrowthState:
+        """The compiled state and settings (:class:`GrowthState`): a caller that advances the
+        growth and attaches the children's histograms itself (one compiled call for the whole
+        growth) takes them from here; :meth:`tree` reads the state it leaves."""
+        return GrowthState(
+            self._ints, self._reals, self._counts, self._pending, self.settings.max_leaf_nodes,
+            self._max_depth, self._min_leaf, self.n_bins, self.is_categorical, self._cat,
+            self._code, self.priors,
+        )  # fmt: skip
+
     def _advance(self, requests: bool) -> np.ndarray:
-        return _advance_growths(
+        return advance_growths(
             self._ints, self._reals, self._counts, self._pending, self.settings.max_leaf_nodes,
             self._max_depth, self._min_leaf, self._per_request, requests,
         )  # fmt: skip
@@ -616,16 +680,17 @@ class TreeGrowths:
         if self._asked is not None:
             raise RuntimeError("the previous requests have not been answered")
         self._advance(True)
-        out = []
-        for t in range(len(self)):
-            rows = self._pending[t, : self._counts[t, _PENDING]].tolist()
-            out.append([
+        columns = pending_requests(self._counts, self._pending)
+        out: list[list[Expansion]] = [[] for _ in range(len(self))]
+        for t, node, left, right, feature, position, missing, small, words in zip(
+            *(column.tolist() for column in columns), strict=True
+        ):
+            out[t].append(
                 Expansion(
-                    node, left, right, feature, position, bool(missing), bool(small),
-                    None if position >= 0 else _words(words),
+                    node, left, right, feature, position, missing, small,
+                    None if position >= 0 else (words[0], words[1], words[2], words[3]),
                 )
-                for node, left, right, feature, position, missing, small, *words in rows
-            ])  # fmt: skip
+            )  # fmt: skip
         if any(out):
             self._asked = out
         return out
@@ -673,7 +738,7 @@ class TreeGrowths:
             hists[request.left], hists[request.right] = (
                 (small, large) if request.small_left else (large, small)
             )
-        _attach_children(
+        attach_children(
             self._ints, self._reals, self._counts, self._pending, children, self.n_bins,
             self.is_categorical, self._cat, self._code, self.priors, self._min_leaf,
             self._max_depth,

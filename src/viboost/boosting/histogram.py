@@ -26,7 +26,9 @@ __all__ = [
     "SPARSE_SHARE",
     "SparseBins",
     "binned_histogram",
+    "histogram_buffers",
     "histogram_slots",
+    "histograms_into",
     "node_histograms",
     "occupied_bins",
     "sparse_bins",
@@ -108,6 +110,18 @@ class SparseBins:
         missing values' bin)."""
         return np.where(self.common_bins == 255, n_slots - 1, self.common_bins).astype(np.int64)
 
+    @classmethod
+    def all_dense(cls, n_features: int) -> SparseBins:
+        """The layout with no sparse feature (of any number of rows: no row has an entry)."""
+        return cls(
+            dense=np.arange(n_features, dtype=np.int64),
+            sparse=np.empty(0, dtype=np.int64),
+            common_bins=np.empty(0, dtype=np.int64),
+            row_starts=np.zeros(1, dtype=np.int64),
+            entry_features=np.empty(0, dtype=np.int32),
+            entry_bins=np.empty(0, dtype=np.uint8),
+        )
+
 
 #: A feature is sparse (:class:`SparseBins`) when its commonest bin holds at least this share of
 #: the rows: its entries then cost at most half the additions of reading every row.
@@ -180,18 +194,6 @@ def sparse_bins(
 
 
 @functools.lru_cache(maxsize=64)
-def _all_dense(n_features: int) -> SparseBins:
-    """The layout with no sparse feature (of any number of rows: no row has an entry)."""
-    return SparseBins(
-        dense=np.arange(n_features, dtype=np.int64),
-        sparse=np.empty(0, dtype=np.int64),
-        common_bins=np.empty(0, dtype=np.int64),
-        row_starts=np.zeros(1, dtype=np.int64),
-        entry_features=np.empty(0, dtype=np.int32),
-        entry_bins=np.empty(0, dtype=np.uint8),
-    )
-
-
 def histogram_slots(n_bins: int) -> int:
     """The slots per feature of the tree nodes' histograms (:func:`node_histograms`) for
     features of at most ``n_bins`` bins: one per bin and one for the missing values, plus an
@@ -388,19 +390,16 @@ def _dense_rows(
             _add_row(h, w, to_wide, counted, j, slot, a, b, n_k)
 
 
-def _feature_groups(parallel: bool, n_units: int, sparse: SparseBins | None) -> int:
-    """Into how many groups :func:`_node_histograms` splits the dense features of each chunk:
-    one per thread when a parallel call has fewer than :data:`_GROUP_BELOW` chunks a thread
-    and no sparse features, else 1. So a node of one chunk (up to 16,384 rows), as most of a
-    tree's nodes are, is histogrammed by all the threads, not by one (measured:
-    :doc:`docs/speed.md </speed>` ("Inside the kernels")). The groups change no sum."""
-    threads = numba.get_num_threads()
-    if (
-        not parallel
-        or threads == 1
-        or n_units >= _GROUP_BELOW * threads
-        or (sparse is not None and sparse.sparse.size > 0)
-    ):
+@numba.njit(cache=True)
+def _feature_groups(threaded, n_units, has_sparse, threads):  # pragma: no cover - compiled
+    """Into how many groups :func:`_node_histograms` splits the dense features of each chunk
+    on ``threads`` threads (the calling thread's numba count, given: read in compiled code it
+    would keep the caller out of numba's cache): one per thread when a threaded call has
+    fewer than :data:`_GROUP_BELOW` chunks a thread and no sparse features, else 1. So a node
+    of one chunk (up to 16,384 rows), as most of a tree's nodes are, is histogrammed by all
+    the threads, not by one (measured: :doc:`docs/speed.md </speed>` ("Inside the
+    kernels")). The groups change no sum."""
+    if not threaded or threads == 1 or n_units >= _GROUP_BELOW * threads or has_sparse:
         return 1
     return threads
 
@@ -540,6 +539,69 @@ def _node_histograms(
     return out
 
 
+_node_histograms_serial = _node_histograms.serial
+
+
+@threaded_kernel(calls={"_node_histograms": _node_histograms}, cache=True)
+def histograms_into(
+    binned, rows, stats, other_rows, other_stats, sides, starts, stops, counted, out, partial,
+    wide, dense, row_starts, entry_features, entry_bins, sparse, common_slots, n_groups,
+    serial_cells, n_threads,
+):  # pragma: no cover - compiled  # fmt: skip
+    """:func:`node_histograms` of checked arrays into given buffers, compiled, for a compiled
+    caller too (:func:`viboost.boosting.partition.grow_in_place`); returns the histograms.
+
+    ``sides`` is int8 and ``starts``, ``stops`` int64, one per node; ``out`` and ``partial``
+    are C-contiguous float64 of shape ``(n, d, n_slots, 3)``, ``partial`` with a row for each
+    of the nodes' chunks (:func:`_node_chunks`); ``wide`` has as many rows of ``d * n_slots *
+    4`` where a chunk is at least :data:`_WIDE_ROWS_PER_SLOT` rows a slot (else any rows);
+    ``dense`` to ``common_slots``: a :class:`SparseBins` (:meth:`SparseBins.common_slots`).
+    With a chunk per node the histograms are written to ``out`` if it has a row per node, else
+    to ``partial``; otherwise to ``out``. The call runs on the calling thread below
+    ``serial_cells`` (rows x features; negative: :data:`_SERIAL_CELLS`) or when it is
+    one unit of work; ``n_groups`` (0: :func:`_feature_groups` on ``n_threads``, the calling
+    thread's numba count) splits each chunk's features among the threads."""
+    first, size = _node_chunks(starts, stops)
+    n_nodes = starts.shape[0]
+    n_units = first[n_nodes]
+    n_rows = 0
+    for r in range(n_nodes):
+        n_rows += stops[r] - starts[r]
+    if serial_cells < 0:
+        serial_cells = _SERIAL_CELLS
+    threaded = n_rows * binned.shape[1] >= serial_cells
+    if n_groups == 0:
+        n_groups = _feature_groups(threaded, n_units, sparse.shape[0] > 0, n_threads)
+    if n_units == n_nodes and out.shape[0] == n_nodes:
+        partial = out
+    if threaded and n_units * n_groups > 1:
+        return _node_histograms(
+            binned, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
+            counted, partial, wide, out, dense, row_starts, entry_features, entry_bins, sparse,
+            common_slots, n_groups,
+        )  # fmt: skip
+    return _node_histograms_serial(
+        binned, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
+        counted, partial, wide, out, dense, row_starts, entry_features, entry_bins, sparse,
+        common_slots, n_groups,
+    )  # fmt: skip
+
+
+def histogram_buffers(
+    n_nodes: int, n_rows: int, n_features: int, n_slots: int, scratch: ScratchArrays
+) -> tuple[np.ndarray, np.ndarray]:
+    """``partial`` and ``wide`` of :func:`histograms_into` (from ``scratch``; give them back
+    when done) for any call on at most ``n_nodes`` nodes of at most ``n_rows`` rows in all:
+    a row of partial sums for each of their chunks (at most :data:`_NODE_MAX_CHUNKS` a node,
+    and ``ceil(n / _NODE_CHUNK_ROWS)`` for a node of ``n`` rows, so at most ``n_nodes +
+    n_rows // _NODE_CHUNK_ROWS`` in all), and as many 4-lane rows where a chunk may be wide."""
+    n_units = min(n_nodes * _NODE_MAX_CHUNKS, n_nodes + n_rows // _NODE_CHUNK_ROWS)
+    any_wide = n_rows >= _WIDE_ROWS_PER_SLOT * n_slots
+    partial = scratch.take((n_units, n_features, n_slots, 3))
+    wide = scratch.take((n_units if any_wide else 0, n_features * n_slots * 4))
+    return partial, wide
+
+
 def node_histograms(
     binned: np.ndarray,
     rows: np.ndarray,
@@ -596,14 +658,9 @@ def node_histograms(
         if other_side is None and np.any(sides):
             raise ValueError("a node on the other side needs other_side=(rows, stats)")
     other_rows, other_stats = (rows, stats) if other_side is None else other_side
+    # The nodes' chunks, for the buffers' sizes (histograms_into finds the same).
     first, size = _node_chunks(starts, stops)
     n_units = int(first[-1])
-    kernel = _node_histograms
-    if int(np.sum(stops - starts)) * binned.shape[1] < _SERIAL_CELLS:
-        kernel = _node_histograms.serial
-    n_groups = _feature_groups(kernel is _node_histograms, n_units, sparse)
-    if n_units * n_groups == 1:  # a single unit of work: no thread to share it with
-        kernel = _node_histograms.serial
     n_nodes = starts.shape[0]
     shape = (binned.shape[1], int(n_slots), 3)
     one_chunk_each = n_units == n_nodes  # then the partials are the histograms
@@ -637,15 +694,15 @@ def node_histograms(
         out = scratch.take((n_nodes, *shape), hold=True)
         wide = scratch.take(wide_shape)
     if sparse is None:
-        sparse = _all_dense(binned.shape[1])
+        sparse = SparseBins.all_dense(binned.shape[1])
     elif sparse.n_features != binned.shape[1] or sparse.row_starts.size != binned.shape[0] + 1:
         raise ValueError("sparse must be sparse_bins of these bins")
     try:
-        return kernel(
-            binned, rows, stats, other_rows, other_stats, sides, starts, stops, first,
-            size, bool(counted), partial, wide, out, sparse.dense, sparse.row_starts,
-            sparse.entry_features, sparse.entry_bins, sparse.sparse,
-            sparse.common_slots(int(n_slots)), n_groups,
+        return histograms_into(
+            binned, rows, stats, other_rows, other_stats, sides, starts, stops, bool(counted),
+            out, partial, wide, sparse.dense, sparse.row_starts, sparse.entry_features,
+            sparse.entry_bins, sparse.sparse, sparse.common_slots(int(n_slots)), 0,
+            _SERIAL_CELLS, numba.get_num_threads(),
         )  # fmt: skip
     finally:
         if scratch is not None:

@@ -26,15 +26,29 @@ import numpy as np
 
 from viboost._utils.parallel import threaded_kernel
 from viboost._utils.scratch import ScratchArrays
-from viboost.boosting.growth import Expansion, TreeGrowth
-from viboost.boosting.histogram import HISTOGRAM_SLOTS, SparseBins, node_histograms
-from viboost.boosting.splitting import partition_nodes
+from viboost.boosting.growth import (
+    Expansion,
+    TreeGrowth,
+    TreeGrowths,
+    advance_growths,
+    attach_children,
+    pending_requests,
+)
+from viboost.boosting.histogram import (
+    HISTOGRAM_SLOTS,
+    SparseBins,
+    histogram_buffers,
+    histograms_into,
+    node_histograms,
+)
+from viboost.boosting.splitting import partition_nodes, partition_ranges
 from viboost.boosting.trees import HistogramTree
 
 __all__ = [
     "RowPartition",
     "expand_together",
     "grow",
+    "grow_in_place",
     "histograms_together",
     "partition_leaf_index",
     "root_histograms",
@@ -370,6 +384,167 @@ def expand_together(
     for (p, _), hist in zip(flat, hists, strict=True):
         per_partition[index[id(p)]].append(hist)
     return per_partition
+
+
+@threaded_kernel(
+    calls={
+        "attach_children": attach_children,
+        "histograms_into": histograms_into,
+        "partition_ranges": partition_ranges,
+    },
+    cache=True,
+)
+def _grow_in_place(
+    ints, reals, counts, pending, max_leaf_nodes, max_depth, min_leaf, n_bins, is_cat, cat,
+    code, priors, binned, columns, rows, stats, row_buffer, stat_buffer, decisions, node_start,
+    node_stop, node_side, node_hist, store, used, partial, wide, dense, row_starts,
+    entry_features, entry_bins, sparse, common_slots, n_threads,
+):  # pragma: no cover - compiled  # fmt: skip
+    """The growth of :func:`grow_in_place`, compiled (on ``n_threads``, the calling thread's
+    numba count): until every tree is grown, or ``store``
+    has no room for another step's histograms, advance the growths (one request a tree),
+    split the requested nodes' rows (:func:`~viboost.boosting.splitting.partition_ranges`),
+    histogram the smaller children (:func:`~viboost.boosting.histogram.histograms_into`)
+    into the next rows of ``store``, the larger ones as their parents' minus the smaller
+    ones' after them, and attach them
+    (:func:`~viboost.boosting.growth.attach_children`): the steps of
+    :meth:`~viboost.boosting.growth.TreeGrowths.requests`, :func:`expand_together` and
+    :meth:`~viboost.boosting.growth.TreeGrowths.expanded`, in the same order on the same
+    numbers. Node ``i`` of tree ``t`` holds positions ``node_start[t, i]:node_stop[t, i]`` of
+    the shared rows on side ``node_side[t, i]`` (-1 once split) and its histogram is
+    ``store[node_hist[t, i]]``. Returns the rows of ``store`` used and whether the trees are
+    grown."""
+    n_trees = ints.shape[0]
+    while used + 2 * n_trees <= store.shape[0]:
+        advance_growths(ints, reals, counts, pending, max_leaf_nodes, max_depth, min_leaf, 1, True)
+        tree, node, left, right, feature, position, missing_left, small_left, words = (
+            pending_requests(counts, pending)
+        )
+        m = tree.shape[0]
+        if m == 0:
+            return used, True
+        starts = np.empty(m, dtype=np.int64)
+        stops = np.empty(m, dtype=np.int64)
+        sides = np.empty(m, dtype=np.int8)
+        for q in range(m):
+            t, i = tree[q], node[q]
+            starts[q], stops[q], sides[q] = node_start[t, i], node_stop[t, i], node_side[t, i]
+        n_left = partition_ranges(
+            columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, feature,
+            position, missing_left, words, decisions,
+        )  # fmt: skip
+        small_starts = np.empty(m, dtype=np.int64)
+        small_stops = np.empty(m, dtype=np.int64)
+        small_sides = np.empty(m, dtype=np.int8)
+        for q in range(m):
+            t, mid, side = tree[q], starts[q] + n_left[q], 1 - sides[q]
+            # The children's rows, on the side the partition wrote them to (the parent's
+            # rows are no longer a leaf's).
+            node_start[t, left[q]], node_stop[t, left[q]] = starts[q], mid
+            node_start[t, right[q]], node_stop[t, right[q]] = mid, stops[q]
+            node_side[t, left[q]] = node_side[t, right[q]] = side
+            node_side[t, node[q]] = -1
+            small = left[q] if small_left[q] else right[q]
+            small_starts[q], small_stops[q] = node_start[t, small], node_stop[t, small]
+            small_sides[q] = side
+        children = store[used : used + 2 * m]
+        histograms_into(
+            binned, rows, stats, row_buffer, stat_buffer, small_sides, small_starts,
+            small_stops, True, children[:m], partial, wide, dense, row_starts, entry_features,
+            entry_bins, sparse, common_slots, 0, -1, n_threads,
+        )  # fmt: skip
+        for q in range(m):
+            t = tree[q]
+            # The larger child's histogram: its parent's minus the smaller one's.
+            parent = store[node_hist[t, node[q]]]
+            small, large = children[q], children[m + q]
+            for j in range(parent.shape[0]):
+                for slot in range(parent.shape[1]):
+                    for s in range(3):
+                        large[j, slot, s] = parent[j, slot, s] - small[j, slot, s]
+            small_id, large_id = (left[q], right[q]) if small_left[q] else (right[q], left[q])
+            node_hist[t, small_id] = used + q
+            node_hist[t, large_id] = used + m + q
+        attach_children(
+            ints, reals, counts, pending, children, n_bins, is_cat, cat, code, priors, min_leaf,
+            max_depth,
+        )  # fmt: skip
+        used += 2 * m
+    return used, False
+
+
+def grow_in_place(
+    partitions: Sequence[RowPartition],
+    growths: TreeGrowths,
+    roots: np.ndarray,
+) -> TreeGrowths:
+    """Grow ``growths`` (:class:`~viboost.boosting.growth.TreeGrowths` of one tree per
+    partition, stacked partitions at their roots, one request at a time), answering its
+    requests here, in one compiled call for every step of every tree (:func:`_grow_in_place`)
+    rather than a call per kernel and step: the trees and the partitions' ranges are those of
+    :func:`expand_together` answering :meth:`~viboost.boosting.growth.TreeGrowths.requests`.
+    ``roots``: the roots' histograms (shape ``(n_trees, n_features, n_slots, 3)``). The
+    children's histograms are held in one array from the partitions' scratch pool (grown,
+    if a growth needs more, by doubling), given back when the trees are grown."""
+    if growths.speculate not in (False, 1):
+        raise ValueError("grow_in_place answers one request a tree (speculate=False)")
+    n_trees = len(partitions)
+    if len(growths) != n_trees or roots.shape[0] != n_trees:
+        raise ValueError(
+            f"expected one growth and one root per partition ({n_trees}), got "
+            f"{len(growths)} and {roots.shape[0]}"
+        )
+    store_arrays = _shared_store(partitions)
+    scratch = store_arrays.scratch if store_arrays.scratch is not None else ScratchArrays()
+    rows, stats, row_buffer, stat_buffer, decisions = store_arrays.arrays()
+    state = growths.state
+    capacity = state.ints.shape[1]
+    node_start = np.full((n_trees, capacity), -1, dtype=np.int64)
+    node_stop = np.full((n_trees, capacity), -1, dtype=np.int64)
+    node_side = np.full((n_trees, capacity), -1, dtype=np.int8)
+    node_hist = np.full((n_trees, capacity), -1, dtype=np.int64)
+    for t, part in enumerate(partitions):
+        if list(part.ranges) != [0]:
+            raise ValueError("grow_in_place grows partitions from their roots")
+        start, stop = part.ranges[0]
+        node_start[t, 0], node_stop[t, 0] = part._offset + start, part._offset + stop
+        node_side[t, 0] = part.sides[0]
+        node_hist[t, 0] = t
+    part = partitions[0]
+    sparse = SparseBins.all_dense(part.binned.shape[1]) if part.sparse is None else part.sparse
+    # Each tree's splits that need histograms (a split asks for two), its root first; more
+    # rows are added by doubling if the trees grow further.
+    splits = min(state.max_leaf_nodes - 1, 63)
+    store = scratch.take((n_trees * (1 + 2 * splits), *roots.shape[1:]))
+    store[:n_trees] = roots
+    partial, wide = histogram_buffers(
+        n_trees, int(rows.shape[0]), roots.shape[1], roots.shape[2], scratch
+    )
+    used = n_trees
+    try:
+        while True:
+            used, grown = _grow_in_place(
+                *state, part.binned, part.columns, rows, stats, row_buffer, stat_buffer,
+                decisions, node_start, node_stop, node_side, node_hist, store, used, partial,
+                wide, sparse.dense, sparse.row_starts, sparse.entry_features, sparse.entry_bins,
+                sparse.sparse, sparse.common_slots(roots.shape[2]), numba.get_num_threads(),
+            )  # fmt: skip
+            if grown:
+                break
+            larger = scratch.take((2 * store.shape[0], *store.shape[1:]))
+            larger[:used] = store[:used]
+            scratch.give(store)
+            store = larger
+    finally:
+        scratch.give(store, partial, wide)
+    for t, part in enumerate(partitions):
+        leaves = np.flatnonzero(node_side[t] >= 0)
+        part.ranges = {
+            int(i): (int(node_start[t, i]) - part._offset, int(node_stop[t, i]) - part._offset)
+            for i in leaves
+        }
+        part.sides = {int(i): int(node_side[t, i]) for i in leaves}
+    return growths
 
 
 @threaded_kernel(cache=True)

@@ -37,6 +37,7 @@ __all__ = [
     "leaf_value",
     "node_score",
     "partition_nodes",
+    "partition_ranges",
 ]
 
 #: Split scores by code: Newton's G^2 / (H + lambda), the smoothed exponential loss, the error.
@@ -469,6 +470,32 @@ def _partition(
     return n_left
 
 
+_partition_serial = _partition.serial
+
+
+@threaded_kernel(calls={"_partition": _partition}, cache=True)
+def partition_ranges(
+    columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, features, positions,
+    missing_left, bitsets, decisions,
+):  # pragma: no cover - compiled  # fmt: skip
+    """:func:`partition_nodes` of checked arrays (``sides`` int8, ``features`` and
+    ``positions`` int64, ``missing_left`` bool, ``bitsets`` uint64 of shape ``(n_nodes, 4)``,
+    ``decisions`` uint8 as long as ``rows``), compiled, for a compiled caller too: a call of a
+    single chunk runs on the calling thread."""
+    total = 0
+    for r in range(starts.shape[0]):
+        total += stops[r] - starts[r]
+    if total <= _PARTITION_CHUNK_ROWS:
+        return _partition_serial(
+            columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, features,
+            positions, missing_left, bitsets, decisions,
+        )  # fmt: skip
+    return _partition(
+        columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, features,
+        positions, missing_left, bitsets, decisions,
+    )  # fmt: skip
+
+
 def partition_nodes(
     columns: np.ndarray,
     rows: np.ndarray,
@@ -517,10 +544,7 @@ def partition_nodes(
     if bitsets is None:
         bitsets = np.zeros((n_nodes, 4), dtype=np.uint64)
     bitsets = np.ascontiguousarray(bitsets, dtype=np.uint64).reshape(n_nodes, 4)
-    kernel = _partition
-    if int(np.sum(stops - starts)) <= _PARTITION_CHUNK_ROWS:
-        kernel = _partition.serial
-    return kernel(
+    return partition_ranges(
         columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides,
         np.ascontiguousarray(features, dtype=np.int64),
         np.ascontiguousarray(positions, dtype=np.int64),

@@ -20,7 +20,7 @@ from viboost.boosting.histogram import histogram_slots, sparse_bins, transpose_b
 from viboost.boosting.learners import BaseLearner
 from viboost.boosting.partition import (
     RowPartition,
-    expand_together,
+    grow_in_place,
     partition_leaf_index,
     root_histograms,
 )
@@ -220,7 +220,8 @@ class TreeSearch:
         """:meth:`best` of several searches over the same bins (the folds of a cross-fit, each
         restricted to its rows, or the classes of a K-class fit), their trees grown in
         lockstep: each step splits one node of every tree and histograms the children in one
-        parallel pass (:func:`~viboost.boosting.partition.expand_together`). Each tree is the one
+        parallel pass, every step in one compiled call
+        (:func:`~viboost.boosting.partition.grow_in_place`). Each tree is the one
         its own :meth:`best` grows. ``y``: the labels of every search, or one array per
         search."""
         labels = [y] * len(searches) if isinstance(y, np.ndarray) else list(y)
@@ -266,18 +267,7 @@ class TreeSearch:
                 [s.settings.prior(float(total)) for s, total in zip(searches, totals, strict=True)],
                 is_categorical=first_binner.is_categorical_,
             )
-            shape = roots.shape[1:]
-            while True:
-                requests = growths.requests()
-                n_requests = sum(len(r) for r in requests)
-                if n_requests == 0:
-                    break
-                # The children's histograms, held until the trees are grown: the smaller
-                # ones written in place by the pass over their rows, the larger ones after
-                # them by the subtraction trick.
-                children = scratch.take((2 * n_requests, *shape), hold=True)
-                expand_together(partitions, requests, out=children[:n_requests])
-                growths.expanded(children=children)
+            grow_in_place(partitions, growths, roots)
             # The grown partitions keep their rows and ranges (for leaf_index); the statistics
             # and buffers (two float64 copies of three columns of every fold's rows) go back to
             # the scratch pool for the next tree.
