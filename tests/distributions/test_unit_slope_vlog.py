@@ -164,3 +164,38 @@ def test_extreme_multiplicities_fall_back_and_match_laplace():
     laplace = -g(mode) + 0.5 * mpmath.log(2 * mpmath.pi / g(mode, 2))
     assert np.isnan(fast) or fast == pytest.approx(float(laplace), rel=1e-12)
     assert value == pytest.approx(float(laplace), rel=1e-12)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grouped_log_normalizers_are_each_groups_own(threads):
+    # Oracle: each group's terms with its prior terms, normalised alone
+    # (unit_slope_log_normalizer), and the accurate v-Log's log normaliser. The groups (a
+    # tree's leaves) run in parallel on two threads: the same numbers bit for bit.
+    from viboost._utils.parallel import numba_threads
+    from viboost.distributions.unit_slope_vlog import grouped_unit_slope_log_normalizers
+
+    rng = np.random.default_rng(11)
+    sizes = [1, 40, 700, 3, 2_000, 90, 5]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    slope_sign = rng.choice([-1.0, 1.0], offsets[-1])
+    knot = rng.normal(0.0, 2.0, offsets[-1])
+    weight = rng.uniform(0.1, 3.0, offsets[-1])
+    prior = 1.5
+    starts = rng.normal(0.0, 1.0, len(sizes))
+    with numba_threads(threads):
+        got = grouped_unit_slope_log_normalizers(offsets, slope_sign, knot, weight, prior, starts)
+    with numba_threads(1):
+        serial = grouped_unit_slope_log_normalizers(
+            offsets, slope_sign, knot, weight, prior, starts
+        )
+    np.testing.assert_array_equal(got, serial)
+    for g in range(len(sizes)):
+        part = slice(offsets[g], offsets[g + 1])
+        terms = (
+            np.concatenate([[-1.0, 1.0], slope_sign[part]]),
+            np.concatenate([[0.0, 0.0], knot[part]]),
+            np.concatenate([[prior, prior], weight[part]]),
+        )
+        assert got[g] == unit_slope_log_normalizer(*terms, start=starts[g])
+        accurate = _vlog(*terms).log_normalizer()
+        assert got[g] == pytest.approx(accurate, rel=1e-10, abs=1e-9)

@@ -26,6 +26,8 @@ import math
 import numba
 import numpy as np
 
+from viboost._utils.parallel import threaded_kernel
+
 __all__ = [
     "grouped_unit_slope_log_normalizers",
     "grouped_unit_slope_modes",
@@ -305,13 +307,15 @@ def _grouped_modes(offsets, slope_sign, knot, weight, prior):  # pragma: no cove
     return modes
 
 
-@numba.njit(cache=True)
+@threaded_kernel(cache=True)
 def _grouped_log_normalizers(
     offsets, slope_sign, knot, weight, prior, starts, polys, reach, rise
 ):  # pragma: no cover - compiled
+    """Each group's log normalizer, the groups (a tree's leaves) in parallel: each is its own
+    computation, so the same numbers for any number of threads."""
     n_groups = offsets.shape[0] - 1
     out = np.empty(n_groups)
-    for g in range(n_groups):
+    for g in numba.prange(n_groups):
         s, k, w = _with_prior(slope_sign, knot, weight, offsets[g], offsets[g + 1], prior)
         value = _taylor_log_normalizer(s, k, w, starts[g], polys, reach, rise)
         if not math.isfinite(value):
