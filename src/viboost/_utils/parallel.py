@@ -230,6 +230,9 @@ class ThreadedKernel:
         The two forms.
     """
 
+    serial: Any
+    parallel: Any
+
     def __init__(
         self,
         py_func: Callable[..., Any],

@@ -18,7 +18,10 @@ It finds splits with the same compiled kernel
 one tree alone (best gain first, ties to the node created first), so on the same histograms
 each tree is the same, node for node. Its bookkeeping is compiled and runs for every tree
 in one call a step: the trees of a cross-fit's folds, or of the K classes of a round, grow
-in lockstep without a Python loop over their nodes. :class:`TreeGrowth` is the growth of one
+in lockstep without a Python loop over their nodes. A compiled caller that holds the rows can
+run the whole growth in one call from :attr:`TreeGrowths.state` with :func:`advance_growths`,
+:func:`pending_requests` and :func:`attach_children`
+(:func:`~viboost.boosting.partition.grow_in_place`). :class:`TreeGrowth` is the growth of one
 tree (a :class:`TreeGrowths` of one).
 
 With ``speculate=m`` (an int) a request also splits, besides the node the growth needs now, the

@@ -553,13 +553,13 @@ def histograms_into(
 
     ``sides`` is int8 and ``starts``, ``stops`` int64, one per node; ``out`` and ``partial``
     are C-contiguous float64 of shape ``(n, d, n_slots, 3)``, ``partial`` with a row for each
-    of the nodes' chunks (:func:`_node_chunks`); ``wide`` has as many rows of ``d * n_slots *
-    4`` where a chunk is at least :data:`_WIDE_ROWS_PER_SLOT` rows a slot (else any rows);
+    of the nodes' chunks (``_node_chunks``); ``wide`` has as many rows of ``d * n_slots *
+    4`` where a chunk is at least ``_WIDE_ROWS_PER_SLOT`` rows a slot (else any rows);
     ``dense`` to ``common_slots``: a :class:`SparseBins` (:meth:`SparseBins.common_slots`).
     With a chunk per node the histograms are written to ``out`` if it has a row per node, else
     to ``partial``; otherwise to ``out``. The call runs on the calling thread below
-    ``serial_cells`` (rows x features; negative: :data:`_SERIAL_CELLS`) or when it is
-    one unit of work; ``n_groups`` (0: :func:`_feature_groups` on ``n_threads``, the calling
+    ``serial_cells`` (rows x features; negative: the library's ``_SERIAL_CELLS``) or when it is
+    one unit of work; ``n_groups`` (0: ``_feature_groups`` on ``n_threads``, the calling
     thread's numba count) splits each chunk's features among the threads."""
     first, size = _node_chunks(starts, stops)
     n_nodes = starts.shape[0]
@@ -592,9 +592,9 @@ def histogram_buffers(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``partial`` and ``wide`` of :func:`histograms_into` (from ``scratch``; give them back
     when done) for any call on at most ``n_nodes`` nodes of at most ``n_rows`` rows in all:
-    a row of partial sums for each of their chunks (at most :data:`_NODE_MAX_CHUNKS` a node,
-    and ``ceil(n / _NODE_CHUNK_ROWS)`` for a node of ``n`` rows, so at most ``n_nodes +
-    n_rows // _NODE_CHUNK_ROWS`` in all), and as many 4-lane rows where a chunk may be wide."""
+    a row of partial sums for each of their chunks (at most ``_NODE_MAX_CHUNKS`` a node, and
+    ``ceil(n / _NODE_CHUNK_ROWS)`` for a node of ``n`` rows, so at most ``n_nodes + n_rows //
+    _NODE_CHUNK_ROWS`` in all), and as many 4-lane rows where a chunk may be wide."""
     n_units = min(n_nodes * _NODE_MAX_CHUNKS, n_nodes + n_rows // _NODE_CHUNK_ROWS)
     any_wide = n_rows >= _WIDE_ROWS_PER_SLOT * n_slots
     partial = scratch.take((n_units, n_features, n_slots, 3))

@@ -11,9 +11,13 @@ A distributed fit keeps one per block of rows and adds the blocks' histograms.
 The partitions of several trees over the same bins (:meth:`RowPartition.stacked`: the folds of
 a cross-fit, the classes of a round) share one array of rows, so that
 :func:`histograms_together`, :func:`root_histograms` and :func:`expand_together` serve all of
-them in one parallel pass. :func:`partition_leaf_index` reads each row's leaf off a grown
-tree's partition, and :func:`grow` runs a growth against a function that answers its requests
-(such as :meth:`RowPartition.expand`).
+them in one parallel pass; :func:`grow_in_place` grows their trees from the roots in one
+compiled call, every step of every tree without a return to Python (what
+:meth:`~viboost.boosting.tree_search.TreeSearch.best_together` does; the Dask fit answers the
+growth's requests step by step, with :func:`expand_together` on each block).
+:func:`partition_leaf_index` reads each row's leaf off a grown tree's partition, and
+:func:`grow` runs a growth against a function that answers its requests (such as
+:meth:`RowPartition.expand`).
 """
 
 from __future__ import annotations
