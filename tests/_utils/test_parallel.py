@@ -309,35 +309,39 @@ def test_gibbs_threads_never_exceed_n_jobs(monkeypatch):
 
 
 # ---------------------------------------------------------------------- ThreadedKernel
-def test_threaded_kernel_compiles_only_the_form_a_call_needs():
-    @threaded_kernel()
-    def chunk_sums(x):
-        out = np.zeros(4)
-        for c in numba.prange(4):
-            for i in range(c, x.shape[0], 4):
-                out[c] += x[i]
-        return out
-
-    x = np.random.default_rng(0).normal(size=1001)
-    with numba_threads(1):
-        serial = chunk_sums(x)
-    assert len(chunk_sums.serial.signatures) == 1
-    assert len(chunk_sums.parallel.signatures) == 0  # never compiled: never needed
-    if max_threads() > 1:
-        with numba_threads(2):
-            parallel = chunk_sums(x)
-        assert len(chunk_sums.parallel.signatures) == 1
-        np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
-    assert chunk_sums.serial.py_func.__qualname__.endswith("_serial")  # own cache files
-
-
-@threaded_kernel()
-def _quarter_sums(x):
+def _chunk_sums(x):
+    """Four sums of every fourth value (the source of the kernels below)."""
     out = np.zeros(4)
     for c in numba.prange(4):
         for i in range(c, x.shape[0], 4):
             out[c] += x[i]
     return out
+
+
+_quarter_sums = threaded_kernel()(_chunk_sums)
+
+
+def _serial_then_parallel(kernel, x, inner):
+    """``kernel(x)`` on one thread, then (numba's pool allowing) on two: ``inner``'s parallel
+    form compiles only then, and both give the same numbers. Returns the serial result."""
+    with numba_threads(1):
+        serial = kernel(x)
+    assert len(kernel.serial.signatures) == 1
+    assert len(inner.parallel.signatures) == 0  # never compiled: never needed
+    if max_threads() > 1:
+        with numba_threads(2):
+            np.testing.assert_array_equal(kernel(x), serial)  # same chunks, same order
+        assert len(inner.parallel.signatures) == 1
+    assert kernel.serial.py_func.__qualname__.endswith("_serial")  # own cache files
+    return serial
+
+
+def test_threaded_kernel_compiles_only_the_form_a_call_needs():
+    chunk_sums = threaded_kernel()(_chunk_sums)  # a fresh kernel: nothing compiled yet
+    x = np.random.default_rng(0).normal(size=1001)
+    np.testing.assert_allclose(
+        _serial_then_parallel(chunk_sums, x, chunk_sums), [x[c::4].sum() for c in range(4)]
+    )
 
 
 def test_a_caller_of_threaded_kernels_calls_the_form_of_its_own():
@@ -350,20 +354,10 @@ def test_a_caller_of_threaded_kernels_calls_the_form_of_its_own():
 
     x = np.random.default_rng(1).normal(size=999)
     want = np.array([x[c::4].sum() + (2.0 * x)[c::4].sum() for c in range(4)])
-    with numba_threads(1):
-        serial = twice(x)
-    np.testing.assert_allclose(serial, want, rtol=1e-12)
-    assert len(twice.serial.signatures) == 1 and len(twice.parallel.signatures) == 0
-    assert len(_quarter_sums.parallel.signatures) == 0  # never compiled: never needed
+    np.testing.assert_allclose(_serial_then_parallel(twice, x, _quarter_sums), want, rtol=1e-12)
     assert twice.serial.py_func.__globals__["_quarter_sums"] is _quarter_sums.serial
     assert twice.parallel.py_func.__globals__["_quarter_sums"] is _quarter_sums.parallel
     assert _quarter_sums.__class__ is ThreadedKernel  # the module's own name is unchanged
-    if max_threads() > 1:
-        with numba_threads(2):
-            parallel = twice(x)
-        assert len(_quarter_sums.parallel.signatures) == 1
-        np.testing.assert_array_equal(serial, parallel)  # same chunks, same order
-    assert twice.serial.py_func.__qualname__.endswith("_serial")  # own cache files
 
 
 def test_fit_threads_keeps_blas_on_one_thread_and_restores_it():
