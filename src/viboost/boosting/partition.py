@@ -516,9 +516,10 @@ def grow_in_place(
         node_hist[t, 0] = t
     part = partitions[0]
     sparse = SparseBins.all_dense(part.binned.shape[1]) if part.sparse is None else part.sparse
-    # Each tree's splits that need histograms (a split asks for two), its root first; more
-    # rows are added by doubling if the trees grow further.
-    splits = min(state.max_leaf_nodes - 1, 63)
+    # Room for each tree's root and the children of 30 splits (a tree of 31 leaves, the
+    # default of LightGBM and HGB, or of max_leaf_nodes leaves if fewer); doubled if the
+    # trees grow further, so a large max_leaf_nodes costs the histograms its trees grow.
+    splits = min(state.max_leaf_nodes - 1, 30)
     store = scratch.take((n_trees * (1 + 2 * splits), *roots.shape[1:]))
     store[:n_trees] = roots
     partial, wide = histogram_buffers(
