@@ -110,17 +110,11 @@ class SparseBins:
         missing values' bin)."""
         return np.where(self.common_bins == 255, n_slots - 1, self.common_bins).astype(np.int64)
 
-    @classmethod
-    def all_dense(cls, n_features: int) -> SparseBins:
-        """The layout with no sparse feature (of any number of rows: no row has an entry)."""
-        return cls(
-            dense=np.arange(n_features, dtype=np.int64),
-            sparse=np.empty(0, dtype=np.int64),
-            common_bins=np.empty(0, dtype=np.int64),
-            row_starts=np.zeros(1, dtype=np.int64),
-            entry_features=np.empty(0, dtype=np.int32),
-            entry_bins=np.empty(0, dtype=np.uint8),
-        )
+    @staticmethod
+    def all_dense(n_features: int) -> SparseBins:
+        """The layout with no sparse feature (of any number of rows: no row has an entry);
+        one per feature count, made once (its arrays are read, never written)."""
+        return _all_dense(n_features)
 
 
 #: A feature is sparse (:class:`SparseBins`) when its commonest bin holds at least this share of
@@ -194,6 +188,18 @@ def sparse_bins(
 
 
 @functools.lru_cache(maxsize=64)
+def _all_dense(n_features: int) -> SparseBins:
+    """The layout with no sparse feature (of any number of rows: no row has an entry)."""
+    return SparseBins(
+        dense=np.arange(n_features, dtype=np.int64),
+        sparse=np.empty(0, dtype=np.int64),
+        common_bins=np.empty(0, dtype=np.int64),
+        row_starts=np.zeros(1, dtype=np.int64),
+        entry_features=np.empty(0, dtype=np.int32),
+        entry_bins=np.empty(0, dtype=np.uint8),
+    )
+
+
 def histogram_slots(n_bins: int) -> int:
     """The slots per feature of the tree nodes' histograms (:func:`node_histograms`) for
     features of at most ``n_bins`` bins: one per bin and one for the missing values, plus an
