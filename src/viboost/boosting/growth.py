@@ -92,10 +92,10 @@ class Expansion(NamedTuple):
 
 
 class GrowthState(NamedTuple):
-    """The compiled state and settings of a :class:`TreeGrowths`, in the order of the
-    arguments of :func:`advance_growths` and :func:`attach_children`, for a compiled caller
-    that answers the growth's requests itself
-    (:func:`~viboost.boosting.partition.grow_in_place`); the arrays are the growth's own."""
+    """The compiled state and settings of a :class:`TreeGrowths` that :func:`advance_growths`
+    and :func:`attach_children` take, for a compiled caller that answers the growth's requests
+    itself (:func:`~viboost.boosting.partition.grow_in_place`, whose compiled growth takes
+    them first, in this order); the arrays are the growth's own."""
 
     ints: np.ndarray
     reals: np.ndarray
