@@ -545,17 +545,35 @@ def _node_histograms(
     return out
 
 
+@numba.njit(cache=True, inline="always")
+def _histogram_plan(n_rows, n_features, n_units, has_sparse, n_threads, serial_cells, n_groups):
+    """Whether a call of ``n_units`` chunks over ``n_rows`` rows runs threaded, and into how
+    many groups it splits each chunk's features (``n_groups``; 0: :func:`_feature_groups`):
+    on the calling thread below ``serial_cells`` (rows x features; negative:
+    :data:`_SERIAL_CELLS`) or when it is one unit of work (waking threads would cost more
+    than it). The one rule of :func:`node_histograms` and :func:`histograms_into`."""
+    if serial_cells < 0:
+        serial_cells = _SERIAL_CELLS
+    threaded = n_rows * n_features >= serial_cells
+    if n_groups == 0:
+        n_groups = _feature_groups(threaded, n_units, has_sparse, n_threads)
+    return threaded and n_units * n_groups > 1, n_groups
+
+
 _node_histograms_serial = _node_histograms.serial
 
 
-@threaded_kernel(calls={"_node_histograms": _node_histograms}, cache=True)
+# Inlined into its compiled caller: numba re-optimises every compiled library that a caller
+# links in, so a chain of compiled calls over the large histogram kernel would compile it once
+# more per link (measured on the demo's first fit: 37 s of compiling against 26 s).
+@threaded_kernel(calls={"_node_histograms": _node_histograms}, cache=True, inline="always")
 def histograms_into(
     binned, rows, stats, other_rows, other_stats, sides, starts, stops, counted, out, partial,
     wide, dense, row_starts, entry_features, entry_bins, sparse, common_slots, n_groups,
     serial_cells, n_threads,
 ):  # pragma: no cover - compiled  # fmt: skip
     """:func:`node_histograms` of checked arrays into given buffers, compiled, for a compiled
-    caller too (:func:`viboost.boosting.partition.grow_in_place`); returns the histograms.
+    caller (:func:`viboost.boosting.partition.grow_in_place`); returns the histograms.
 
     ``sides`` is int8 and ``starts``, ``stops`` int64, one per node; ``out`` and ``partial``
     are C-contiguous float64 of shape ``(n, d, n_slots, 3)``, ``partial`` with a row for each
@@ -563,24 +581,20 @@ def histograms_into(
     4`` where a chunk is at least ``_WIDE_ROWS_PER_SLOT`` rows a slot (else any rows);
     ``dense`` to ``common_slots``: a :class:`SparseBins` (:meth:`SparseBins.common_slots`).
     With a chunk per node the histograms are written to ``out`` if it has a row per node, else
-    to ``partial``; otherwise to ``out``. The call runs on the calling thread below
-    ``serial_cells`` (rows x features; negative: the library's ``_SERIAL_CELLS``) or when it is
-    one unit of work; ``n_groups`` (0: ``_feature_groups`` on ``n_threads``, the calling
-    thread's numba count) splits each chunk's features among the threads."""
+    to ``partial``; otherwise to ``out``. ``serial_cells``, ``n_groups`` and ``n_threads`` (the
+    calling thread's numba count) as :func:`_histogram_plan` takes them."""
     first, size = _node_chunks(starts, stops)
     n_nodes = starts.shape[0]
     n_units = first[n_nodes]
     n_rows = 0
     for r in range(n_nodes):
         n_rows += stops[r] - starts[r]
-    if serial_cells < 0:
-        serial_cells = _SERIAL_CELLS
-    threaded = n_rows * binned.shape[1] >= serial_cells
-    if n_groups == 0:
-        n_groups = _feature_groups(threaded, n_units, sparse.shape[0] > 0, n_threads)
+    threaded, n_groups = _histogram_plan(
+        n_rows, binned.shape[1], n_units, sparse.shape[0] > 0, n_threads, serial_cells, n_groups
+    )
     if n_units == n_nodes and out.shape[0] == n_nodes:
         partial = out
-    if threaded and n_units * n_groups > 1:
+    if threaded:
         return _node_histograms(
             binned, rows, stats, other_rows, other_stats, sides, starts, stops, first, size,
             counted, partial, wide, out, dense, row_starts, entry_features, entry_bins, sparse,
@@ -664,7 +678,7 @@ def node_histograms(
         if other_side is None and np.any(sides):
             raise ValueError("a node on the other side needs other_side=(rows, stats)")
     other_rows, other_stats = (rows, stats) if other_side is None else other_side
-    # The nodes' chunks, for the buffers' sizes (histograms_into finds the same).
+    # The nodes' chunks (histograms_into finds the same for a compiled caller).
     first, size = _node_chunks(starts, stops)
     n_units = int(first[-1])
     n_nodes = starts.shape[0]
@@ -704,11 +718,17 @@ def node_histograms(
     elif sparse.n_features != binned.shape[1] or sparse.row_starts.size != binned.shape[0] + 1:
         raise ValueError("sparse must be sparse_bins of these bins")
     try:
-        return histograms_into(
-            binned, rows, stats, other_rows, other_stats, sides, starts, stops, bool(counted),
-            out, partial, wide, sparse.dense, sparse.row_starts, sparse.entry_features,
-            sparse.entry_bins, sparse.sparse, sparse.common_slots(int(n_slots)), 0,
-            _SERIAL_CELLS, numba.get_num_threads(),
+        threaded, n_groups = _histogram_plan(
+            int(np.sum(stops - starts)), binned.shape[1], n_units, sparse.sparse.size > 0,
+            numba.get_num_threads(), _SERIAL_CELLS, 0,
+        )  # fmt: skip
+        # (the ThreadedKernel itself: its serial form when the thread's numba count is 1)
+        kernel = _node_histograms if threaded else _node_histograms.serial
+        return kernel(
+            binned, rows, stats, other_rows, other_stats, sides, starts, stops, first,
+            size, bool(counted), partial, wide, out, sparse.dense, sparse.row_starts,
+            sparse.entry_features, sparse.entry_bins, sparse.sparse,
+            sparse.common_slots(int(n_slots)), n_groups,
         )  # fmt: skip
     finally:
         if scratch is not None:

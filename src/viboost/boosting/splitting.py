@@ -470,22 +470,31 @@ def _partition(
     return n_left
 
 
+@numba.njit(cache=True, inline="always")
+def _one_chunk(starts, stops):  # pragma: no cover - compiled
+    """Whether a partition of these nodes is a single chunk of rows, run on the calling thread
+    (the rule of :func:`partition_nodes` and :func:`partition_ranges`)."""
+    total = 0
+    for r in range(starts.shape[0]):
+        total += stops[r] - starts[r]
+    return total <= _PARTITION_CHUNK_ROWS
+
+
 _partition_serial = _partition.serial
 
 
-@threaded_kernel(calls={"_partition": _partition}, cache=True)
+# Inlined into its compiled caller, as histogram.histograms_into is (numba re-optimises every
+# library a caller links in).
+@threaded_kernel(calls={"_partition": _partition}, cache=True, inline="always")
 def partition_ranges(
     columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, features, positions,
     missing_left, bitsets, decisions,
 ):  # pragma: no cover - compiled  # fmt: skip
     """:func:`partition_nodes` of checked arrays (``sides`` int8, ``features`` and
     ``positions`` int64, ``missing_left`` bool, ``bitsets`` uint64 of shape ``(n_nodes, 4)``,
-    ``decisions`` uint8 as long as ``rows``), compiled, for a compiled caller too: a call of a
-    single chunk runs on the calling thread."""
-    total = 0
-    for r in range(starts.shape[0]):
-        total += stops[r] - starts[r]
-    if total <= _PARTITION_CHUNK_ROWS:
+    ``decisions`` uint8 as long as ``rows``), compiled, for a compiled caller
+    (:func:`viboost.boosting.partition.grow_in_place`)."""
+    if _one_chunk(starts, stops):
         return _partition_serial(
             columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides, features,
             positions, missing_left, bitsets, decisions,
@@ -544,7 +553,8 @@ def partition_nodes(
     if bitsets is None:
         bitsets = np.zeros((n_nodes, 4), dtype=np.uint64)
     bitsets = np.ascontiguousarray(bitsets, dtype=np.uint64).reshape(n_nodes, 4)
-    return partition_ranges(
+    kernel = _partition.serial if _one_chunk(starts, stops) else _partition
+    return kernel(
         columns, rows, stats, row_buffer, stat_buffer, starts, stops, sides,
         np.ascontiguousarray(features, dtype=np.int64),
         np.ascontiguousarray(positions, dtype=np.int64),
