@@ -550,7 +550,7 @@ def _histogram_plan(n_rows, n_features, n_units, has_sparse, n_threads, serial_c
     """Whether a call of ``n_units`` chunks over ``n_rows`` rows runs threaded, and into how
     many groups it splits each chunk's features (``n_groups``; 0: :func:`_feature_groups`):
     on the calling thread below ``serial_cells`` (rows x features; negative:
-    :data:`_SERIAL_CELLS`) or when it is one unit of work (waking threads would cost more
+    ``_SERIAL_CELLS``) or when it is one unit of work (waking threads would cost more
     than it). The one rule of :func:`node_histograms` and :func:`histograms_into`."""
     if serial_cells < 0:
         serial_cells = _SERIAL_CELLS
