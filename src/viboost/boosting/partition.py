@@ -459,7 +459,8 @@ def _grow_in_place(
         )  # fmt: skip
         for q in range(m):
             t = tree[q]
-            # The larger child's histogram: its parent's minus the smaller one's.
+            # The larger child's histogram: its parent's minus the smaller one's (as loops:
+            # numba's np.subtract(a, b, out) made the 10^5-row tree fit 1.76 -> 2.0 s).
             parent = store[node_hist[t, node[q]]]
             small, large = children[q], children[m + q]
             for j in range(parent.shape[0]):
