@@ -166,8 +166,10 @@ def binning_outputs(name: str) -> dict[str, np.ndarray]:
 #: the refit's phi_n changed on purpose), and the noise statistics again for the bags by
 #: validation fold (issue 52; the refit and its outputs did not change), and the noise statistics
 #: when the calibration's row kernels went to linear space (rounding only: at most 4e-8
-#: relative); the scored round
-#: counts, their scores and the out-of-fold margins did not change.
+#: relative), and robust_pseudo_rows' noise statistics when the noise models' sums went to
+#: chunks of 4,096 rows and phi_n to its compiled kernel (issue 54; rounding only: at most 8e-8
+#: relative). The scored round counts did not change; their scores, the out-of-fold margins and
+#: the refits moved by rounding only (at most 2e-14 and 1e-12 relative, within the tests' RTOL).
 _STUMPS = {
     "max_leaf_nodes": 2,
     "leaf_weights": "tied",

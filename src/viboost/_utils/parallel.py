@@ -55,6 +55,7 @@ from viboost._utils.compile import is_cached
 
 __all__ = [
     "KERNELS",
+    "SUM_CHUNK_ROWS",
     "WORK_THRESHOLD",
     "ThreadedKernel",
     "fit_threads",
@@ -62,6 +63,7 @@ __all__ = [
     "max_threads",
     "numba_threads",
     "resolve_n_jobs",
+    "sum_chunks",
     "threaded_kernel",
 ]
 
@@ -72,6 +74,27 @@ KERNELS: dict[str, ThreadedKernel] = {}
 #: Units of work (rows x features in a fit, rows x stumps in a prediction) below which the
 #: compiled kernels run on one thread whatever ``n_jobs`` asks for; measured, see above.
 WORK_THRESHOLD = 1 << 20
+
+
+#: Rows per chunk of the noise models' compiled sums over rows (their objectives' sums in
+#: :mod:`viboost.noise_fit`): each chunk is summed in row order and the chunks' sums are added
+#: in chunk order, with boundaries from the row count only, so the sums are the same for any
+#: number of threads. 4,096 rows, so that the noise posterior's searches on their subset of
+#: :data:`~viboost.noise_fit.calibration.INTERVAL_ROWS` rows (16,384) run on threads too: one
+#: chunk of that subset made them a fit's largest serial part (issue 54).
+SUM_CHUNK_ROWS = 1 << 12
+
+
+def sum_chunks(n_rows: int) -> int:
+    """The number of :data:`SUM_CHUNK_ROWS`-row chunks of a sum over ``n_rows`` rows (at least
+    one; one chunk is the plain sum in row order, best run on the calling thread).
+
+    Examples
+    --------
+    >>> sum_chunks(0), sum_chunks(4096), sum_chunks(4097), sum_chunks(16384)
+    (1, 1, 2, 4)
+    """
+    return max(1, -(-int(n_rows) // SUM_CHUNK_ROWS))
 
 
 def max_threads() -> int:

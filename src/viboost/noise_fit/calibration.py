@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from scipy.special import betaln, expit, log_expit, logit
 
-from viboost._utils.parallel import threaded_kernel
+from viboost._utils.parallel import sum_chunks, threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.laplace import (
     NestedPosterior,
@@ -68,9 +68,6 @@ _LOG_SCALE_PRIOR_SD = 3.0
 # or 1, noise log-odds of +-50, scales from 2e-9 to 5e8), narrow enough that nothing overflows.
 _P0_MIN = 1e-9
 _BOUNDS = [(-30.0, 30.0), (-50.0, 50.0), (-20.0, 20.0)]
-# Rows per chunk of the compiled sums (boundaries from the row count only, so the sums are the
-# same for any number of threads); calls of fewer rows run on the calling thread.
-_CHUNK_ROWS = 1 << 14
 #: The credible intervals' parameter draws are evaluated on at most this many rows (a random
 #: subset, with the full rows' value at the posterior mode as a control variate): see
 #: :meth:`NoiseCalibration.flip_rate_interval`.
@@ -142,8 +139,7 @@ class NoiseCalibration:
 
     def clean_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """phi_n: posterior probability that label ``y_n`` is true, given ``H_n = margin_n``."""
-        log_clean, _ = self.clean.log_proba(y, self.log_odds(margin))
-        return np.exp(log_clean)
+        return self.clean.proba(y, self.log_odds(margin))
 
     def mislabel_proba(self, y: np.ndarray, margin: np.ndarray) -> np.ndarray:
         """Posterior probability that label ``y_n`` differs from the true class of row ``n``.
@@ -615,7 +611,7 @@ def _sums(
     params: np.ndarray, intercept: float, y: np.ndarray, margin: np.ndarray, weight: np.ndarray
 ) -> np.ndarray:
     """:func:`_objective_sums` at ``(logit theta, xi, log b)``, on one thread when small."""
-    n_chunks = max(1, -(-y.size // _CHUNK_ROWS))
+    n_chunks = sum_chunks(y.size)
     kernel = _objective_sums.serial if n_chunks == 1 else _objective_sums
     return kernel(float(params[0]), float(params[1]), float(params[2]), float(intercept),
                   y, margin, weight, n_chunks)  # fmt: skip

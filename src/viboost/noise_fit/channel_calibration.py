@@ -34,7 +34,7 @@ import numba
 import numpy as np
 from scipy.special import gammaln, log_softmax
 
-from viboost._utils.parallel import threaded_kernel
+from viboost._utils.parallel import sum_chunks, threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import interval_subset
 from viboost.noise_fit.class_calibration import (
@@ -58,9 +58,6 @@ _LOG_SCALE_PRIOR_SD = 3.0
 _P0_MIN = 1e-9
 _LOG_ODDS_BOUND = (-30.0, 30.0)
 _SCALE_BOUND = (-20.0, 20.0)
-# Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
-# sums are the same for any number of threads); one chunk runs on the calling thread.
-_CHUNK_ROWS = 1 << 14
 
 
 def _bounds(n_classes: int) -> np.ndarray:
@@ -221,7 +218,7 @@ def _objective(
     n_classes = margin.shape[1]
     off = ~np.eye(n_classes, dtype=bool)
     t, log_t, p0, inverse, held, b, c = _signal(params, n_classes)
-    n_chunks = max(1, -(-y.size // _CHUNK_ROWS))
+    n_chunks = sum_chunks(y.size)
     kernel = _channel_sums.serial if n_chunks == 1 else _channel_sums
     value_sum, by_label, g, g_h = kernel(
         np.ascontiguousarray(y, dtype=np.int64), np.ascontiguousarray(margin, dtype=np.float64),

@@ -38,7 +38,7 @@ import numba
 import numpy as np
 from scipy.special import expit, gammaln, log_expit, log_softmax, logit
 
-from viboost._utils.parallel import threaded_kernel
+from viboost._utils.parallel import sum_chunks, threaded_kernel
 from viboost._utils.validation import RandomStateLike, spawn_generator
 from viboost.noise_fit.calibration import MAX_FLIP_RATE, interval_subset
 from viboost.noise_fit.laplace import (
@@ -157,10 +157,6 @@ def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cove
     return row, clean, log_p
 
 
-#: Rows per chunk of the objective's compiled sums (boundaries from the row count only, so the
-#: sums are the same for any number of threads; one chunk, up to this many rows, is the plain
-#: sum in row order, on the calling thread).
-_CHUNK_ROWS = 1 << 14
 
 
 @threaded_kernel(cache=True)
@@ -215,9 +211,10 @@ def _objective_sums(
 
 
 def _sums(y: np.ndarray, margin: np.ndarray, weight: np.ndarray, row_arguments: tuple) -> tuple:
-    """:func:`_objective_sums` over chunks of :data:`_CHUNK_ROWS` rows, on the calling thread
-    when there is one chunk."""
-    n_chunks = max(1, -(-y.size // _CHUNK_ROWS))
+    """:func:`_objective_sums` over chunks of
+    :data:`~viboost._utils.parallel.SUM_CHUNK_ROWS` rows, on the calling thread when there is
+    one chunk."""
+    n_chunks = sum_chunks(y.size)
     kernel = _objective_sums.serial if n_chunks == 1 else _objective_sums
     return kernel(y, margin, weight, *row_arguments, n_chunks)
 
