@@ -157,8 +157,6 @@ def _rows(y, margin, b, c, log_theta, log_not_theta, log_pi):  # pragma: no cove
     return row, clean, log_p
 
 
-
-
 @threaded_kernel(cache=True)
 def _objective_sums(
     y, margin, weight, b, c, log_theta, log_not_theta, log_pi, n_chunks
