@@ -786,31 +786,38 @@ def test_a_model_pickled_before_mislabeled_loads_as_weighting_its_rows():
     np.testing.assert_array_equal(old.decision_function(X), clf.decision_function(X))
 
 
-def test_a_verbose_large_fit_compiles_up_front_once_per_process(monkeypatch, capsys):
-    """A verbose cross-fitted fit of at least _UP_FRONT_WORK cells first calls the up-front
-    compile (which fits the default on synthetic rows unless the kernels are cached), once per
-    process for each (K > 2, threads > 1); a quiet fit, a small one and a second one do not;
-    the fitted model is the one a fit without it gives."""
+def test_a_verbose_fit_compiles_up_front_once_per_process(monkeypatch, capsys):
+    """A verbose cross-fitted fit, of any size, first calls the up-front compile (which fits
+    the default on synthetic rows unless the kernels are cached), once per process for each
+    (K > 2, threads > 1); a quiet fit does not, and a second one finds it done; the fitted
+    model is the one a fit without it gives."""
     monkeypatch.setattr(viboost.estimator, "_COMPILED_UP_FRONT", set())
     # As after an install: the up-front fit runs (it is skipped when the kernels are cached).
     monkeypatch.setattr(viboost_parallel.ThreadedKernel, "cached", lambda self, parallel: False)
     calls = []
+    fits = []
     original = viboost.estimator._compile_up_front
+    original_fit = VIBoostClassifier._fit
 
     def spy(multiclass, threads, verbose):
         calls.append((multiclass, threads))
         original(multiclass, threads, verbose)
 
+    def spy_fit(self, X, y, sample_weight=None, threads=None):
+        fits.append(X.shape[0])
+        return original_fit(self, X, y, sample_weight, threads)
+
     monkeypatch.setattr(viboost.estimator, "_compile_up_front", spy)
+    monkeypatch.setattr(VIBoostClassifier, "_fit", spy_fit)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 3))
     y = (X[:, 0] + rng.logistic(size=400) > 0).astype(int)
     kwargs = dict(n_estimators=20, random_state=0, n_jobs=1)
     quiet = VIBoostClassifier(**kwargs).fit(X, y)
-    VIBoostClassifier(**kwargs, verbose=1).fit(X, y)  # 1,200 cells: below the work
     assert calls == []
-    monkeypatch.setattr(viboost.estimator, "_UP_FRONT_WORK", X.size)
-    loud = VIBoostClassifier(**kwargs, verbose=1).fit(X, y)
+    fits.clear()
+    loud = VIBoostClassifier(**kwargs, verbose=1).fit(X, y)  # 1,200 cells: small, compiled too
+    assert fits == [400, viboost.estimator._UP_FRONT_ROWS[False]]  # the up-front fit first
     VIBoostClassifier(**kwargs, verbose=1).fit(X, y)
     assert calls == [(False, 1), (False, 1)]
     assert viboost.estimator._COMPILED_UP_FRONT == {(False, False)}
